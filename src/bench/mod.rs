@@ -1,0 +1,225 @@
+//! The bench registry: what each bench is called, what it accepts in a job spec, and how it
+//! behaves in the run/match machinery. Validation of specs (`crate::spec`) and `--help` are
+//! driven from this table so they can never disagree.
+
+/// The type of a property value; `crate::units` parses each kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueKind {
+    /// `4G`, `1.5M`, `1G+512M`
+    Size,
+    /// `1m30s`, `90`, `1.5H`
+    Duration,
+    /// `0.9` or `90%`
+    Frac,
+    /// bare key = true, else `true`/`false`
+    Bool,
+    /// non-negative integer
+    Int,
+    Float,
+    /// bare key = true, or a float (iocost-qos `dither`)
+    BoolOrFloat,
+    Enum(&'static [&'static str]),
+    Str,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PropDesc {
+    pub key: &'static str,
+    pub kind: ValueKind,
+    pub help: &'static str,
+}
+
+const fn p(key: &'static str, kind: ValueKind, help: &'static str) -> PropDesc {
+    PropDesc { key, kind, help }
+}
+
+#[derive(Debug)]
+pub struct BenchDesc {
+    pub kind: &'static str,
+    pub about: &'static str,
+    /// Hidden from `--help` and `doc` listings (internal test benches).
+    pub hidden: bool,
+    /// A re-run links to an existing entry of the same kind+id regardless of props and resumes it.
+    pub incremental: bool,
+    /// Keys accepted in the first group.
+    pub props: &'static [PropDesc],
+    /// Prefixes in the first group forwarded to a sub-bench (`storage-` → storage's props).
+    pub forward: &'static [(&'static str, &'static str)],
+    /// Keys accepted in groups 2+; `None` = only one group allowed.
+    pub group_props: Option<&'static [PropDesc]>,
+    /// Keys accepted as format props (first group of a `format`/`summary` spec).
+    pub format_props: &'static [PropDesc],
+    /// Whether `run` is available in this version.
+    pub runnable: bool,
+}
+
+pub const PCT_LABELS: &[&str] = &[
+    "00", "01", "05", "10", "25", "50", "75", "90", "95", "99", "100", "mean", "stdev",
+];
+
+const APPLY_COMMIT: [PropDesc; 2] = [
+    p("apply", ValueKind::Bool, "apply the result to later benches"),
+    p("commit", ValueKind::Bool, "also save the result to bench.json (implies apply)"),
+];
+
+const HASHD_KNOBS: [PropDesc; 4] = [
+    p("rps-max", ValueKind::Int, "maximum requests per second"),
+    p("hash-size", ValueKind::Size, "mean size of the data hashed per request"),
+    p("chunk-pages", ValueKind::Int, "pages per access chunk"),
+    p("log-bps", ValueKind::Size, "log write bandwidth in bytes per second"),
+];
+
+pub static BENCHES: &[BenchDesc] = &[
+    BenchDesc {
+        kind: "iocost-params",
+        about: "Benchmark io.cost model and QoS parameters of the scratch device",
+        hidden: false,
+        incremental: false,
+        props: &APPLY_COMMIT,
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+        runnable: false,
+    },
+    BenchDesc {
+        kind: "hashd-params",
+        about: "Benchmark the parameters of the hashd workload",
+        hidden: false,
+        incremental: false,
+        props: &[
+            APPLY_COMMIT[0],
+            APPLY_COMMIT[1],
+            p("fake-cpu-load", ValueKind::Bool, "simulate CPU load instead of hashing"),
+            HASHD_KNOBS[0],
+            HASHD_KNOBS[1],
+            HASHD_KNOBS[2],
+            HASHD_KNOBS[3],
+        ],
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+        runnable: false,
+    },
+    BenchDesc {
+        kind: "storage",
+        about: "Measure how much memory the storage can offload (MOF)",
+        hidden: false,
+        incremental: false,
+        props: &STORAGE_PROPS,
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+        runnable: false,
+    },
+    BenchDesc {
+        kind: "protection",
+        about: "Measure how well the workload is protected from a memory hog",
+        hidden: false,
+        incremental: false,
+        props: &[],
+        forward: &[],
+        group_props: Some(&PROTECTION_SCENARIO_PROPS),
+        format_props: &[],
+        runnable: false,
+    },
+    BenchDesc {
+        kind: "iocost-qos",
+        about: "Compare MOF and protection across io.cost QoS settings",
+        hidden: false,
+        incremental: true,
+        props: &[
+            p("vrate-min", ValueKind::Float, "lowest vrate of the grid (0: one step above 0)"),
+            p("vrate-max", ValueKind::Float, "highest vrate of the grid"),
+            p("vrate-intvs", ValueKind::Int, "number of vrate grid points"),
+            p("dither", ValueKind::BoolOrFloat, "shift the grid randomly, or by the given amount"),
+            p("storage-base-loops", ValueKind::Int, "storage loops for the baseline run"),
+            p("storage-loops", ValueKind::Int, "storage loops for the other runs"),
+            p("isol-pct", ValueKind::Enum(PCT_LABELS), "isolation percentile to judge by"),
+            p("isol-thr", ValueKind::Frac, "isolation threshold"),
+            p("retries", ValueKind::Int, "extra storage attempts per configuration"),
+            p("allow-fail", ValueKind::Bool, "skip a failing configuration instead of aborting"),
+            p("ignore-min-perf", ValueKind::Bool, "don't skip vrates below the device minimum"),
+        ],
+        forward: &[("storage-", "storage")],
+        group_props: Some(&[
+            p("rpct", ValueKind::Float, "read latency percentile"),
+            p("rlat", ValueKind::Int, "read latency target in usecs"),
+            p("wpct", ValueKind::Float, "write latency percentile"),
+            p("wlat", ValueKind::Int, "write latency target in usecs"),
+            p("min", ValueKind::Float, "minimum vrate in percent"),
+            p("max", ValueKind::Float, "maximum vrate in percent"),
+            p("vrate", ValueKind::Float, "fixed vrate in percent (min=max)"),
+        ]),
+        format_props: &[p("sub-full", ValueKind::Bool, "print sub-bench results in full")],
+        runnable: false,
+    },
+    BenchDesc {
+        kind: "iocost-tune",
+        about: "Derive io.cost QoS solutions from iocost-qos results",
+        hidden: false,
+        incremental: true,
+        props: &[],
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+        runnable: false,
+    },
+    BenchDesc {
+        kind: "selftest",
+        about: "Internal bench exercising run, checkpoint, resume and study",
+        hidden: true,
+        incremental: true,
+        props: &[
+            p("steps", ValueKind::Int, "number of steps"),
+            p("step-time", ValueKind::Duration, "time each step takes"),
+            p("fail-at", ValueKind::Int, "fail at this step (for testing)"),
+        ],
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+        runnable: true,
+    },
+];
+
+const STORAGE_PROPS: [PropDesc; 10] = [
+    APPLY_COMMIT[0],
+    APPLY_COMMIT[1],
+    p("loops", ValueKind::Int, "number of measurements to average"),
+    HASHD_KNOBS[0],
+    HASHD_KNOBS[1],
+    HASHD_KNOBS[2],
+    HASHD_KNOBS[3],
+    p("mem-avail-err-max", ValueKind::Frac, "tolerated error of the memory usage estimate"),
+    p("mem-avail-inner-retries", ValueKind::Int, "retries that keep mem-avail"),
+    p("mem-avail-outer-retries", ValueKind::Int, "retries that re-estimate mem-avail"),
+];
+
+const PROTECTION_SCENARIO_PROPS: [PropDesc; 9] = [
+    p("scenario", ValueKind::Enum(&["mem-hog", "mem-hog-tune"]), "scenario to run"),
+    p("loops", ValueKind::Int, "mem-hog: number of runs"),
+    p("load", ValueKind::Frac, "workload load level"),
+    p("speed", ValueKind::Str, "memory hog speed, e.g. 2x"),
+    p("size-min", ValueKind::Size, "mem-hog-tune: smallest workload size to probe"),
+    p("size-max", ValueKind::Size, "mem-hog-tune: largest workload size to probe"),
+    p("intvs", ValueKind::Int, "mem-hog-tune: number of probes"),
+    p("isol-pct", ValueKind::Enum(PCT_LABELS), "isolation percentile to judge by"),
+    p("isol-thr", ValueKind::Frac, "isolation threshold"),
+];
+
+pub fn find(kind: &str) -> Option<&'static BenchDesc> {
+    BENCHES.iter().find(|b| b.kind == kind)
+}
+
+pub fn visible() -> impl Iterator<Item = &'static BenchDesc> {
+    BENCHES.iter().filter(|b| !b.hidden)
+}
+
+/// The bench list appended to `--help`.
+pub fn help_list() -> String {
+    let mut s = String::from("Benches:\n");
+    for b in visible() {
+        s += &format!("  {:<15} {}\n", b.kind, b.about);
+    }
+    s += "\nRun `resctl-bench doc BENCH` for a bench's properties and output.";
+    s
+}

@@ -1,0 +1,189 @@
+//! Command-line definitions (clap derive). Values that need our own grammar (sizes, durations,
+//! QoS overrides) are kept as strings here and validated in `config`, so every bad value gets the
+//! same one-line error and exit code 2.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+pub const DFL_DIR: &str = "/var/lib/resctl-demo";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "resctl-bench",
+    version,
+    about = "Benchmark harness for Linux resource control: memory offloading, protection and io.cost QoS",
+    after_help = crate::bench::help_list(),
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOpts,
+
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalOpts {
+    /// Result file (JSON; gzip when the name ends in .gz)
+    #[arg(short = 'r', long = "result", global = true, value_name = "FILE")]
+    pub result: Option<PathBuf>,
+
+    /// Top-level work directory (scratch/, report.d/, bench.json); empty resets to the default
+    #[arg(short = 'd', long = "dir", global = true, value_name = "DIR")]
+    pub dir: Option<String>,
+
+    /// Scratch block device name (e.g. nvme0n1); default: the device backing DIR
+    #[arg(short = 'D', long = "dev", global = true, value_name = "DEV")]
+    pub dev: Option<String>,
+
+    /// Linux source tarball for build sideloads
+    #[arg(short = 'l', long = "linux", global = true, value_name = "PATH")]
+    pub linux: Option<PathBuf>,
+
+    /// Per-second report retention (duration, e.g. 7D or 604800)
+    #[arg(long = "rep-retention", global = true, value_name = "DUR")]
+    pub rep_retention: Option<String>,
+
+    /// Memory profile in GiB (a power of two) or "off" to run at machine size [default: 16]
+    #[arg(short = 'M', long = "mem-profile", global = true, value_name = "N|off")]
+    pub mem_profile: Option<String>,
+
+    /// Available memory (size); skips the estimation
+    #[arg(short = 'm', long = "mem-avail", global = true, value_name = "SIZE")]
+    pub mem_avail: Option<String>,
+
+    /// Workload memory.low margin below its share (fraction or percent) [default: 25%]
+    #[arg(long = "mem-margin", global = true, value_name = "FRAC")]
+    pub mem_margin: Option<String>,
+
+    /// Timeout for systemd operations (duration, at least 1s) [default: 2M]
+    #[arg(long = "systemd-timeout", global = true, value_name = "DUR")]
+    pub systemd_timeout: Option<String>,
+
+    /// Override the hashd memory footprint (size)
+    #[arg(long = "hashd-size", global = true, value_name = "SIZE")]
+    pub hashd_size: Option<String>,
+
+    /// Override hashd's CPU load mode
+    #[arg(long = "hashd-cpu-load", global = true, value_name = "keep|fake|real")]
+    pub hashd_cpu_load: Option<String>,
+
+    /// io.cost QoS overrides: rpct,wpct,min,max (percent), rlat,wlat (usec), vrate (min=max)
+    #[arg(long = "iocost-qos", global = true, value_name = "K=V,...")]
+    pub iocost_qos: Option<String>,
+
+    /// vm.swappiness to use during benches (0-200)
+    #[arg(long = "swappiness", global = true, value_name = "N")]
+    pub swappiness: Option<String>,
+
+    /// Persistent argument file (JSON)
+    #[arg(short = 'a', long = "args", global = true, value_name = "FILE")]
+    pub args: Option<PathBuf>,
+
+    /// Take io.cost model and QoS from /sys/fs/cgroup instead of bench.json
+    #[arg(long = "iocost-from-sys", global = true)]
+    pub iocost_from_sys: bool,
+
+    /// Don't delete expired per-second reports
+    #[arg(long = "keep-reports", global = true)]
+    pub keep_reports: bool,
+
+    /// Delete existing per-second reports before running
+    #[arg(long = "clear-reports", global = true, conflicts_with = "keep_reports")]
+    pub clear_reports: bool,
+
+    /// Keep going even when system requirements are missed
+    #[arg(long = "force", global = true)]
+    pub force: bool,
+
+    /// Force the shadow-inode protection test
+    #[arg(long = "force-shadow-inode-prot-test", global = true)]
+    pub force_shadow_inode_prot_test: bool,
+
+    /// Skip the shadow-inode protection test
+    #[arg(
+        long = "skip-shadow-inode-prot-test",
+        global = true,
+        conflicts_with = "force_shadow_inode_prot_test"
+    )]
+    pub skip_shadow_inode_prot_test: bool,
+
+    /// Developer test mode (shortened phases, meaningless numbers)
+    #[arg(long = "test", global = true)]
+    pub test: bool,
+
+    /// More log output (repeat for more)
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Also write log output to FILE
+    #[arg(long = "logfile", global = true, value_name = "FILE")]
+    pub logfile: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run or continue benchmark jobs
+    Run(RunArgs),
+    /// Re-derive results from records and per-second reports
+    Study(StudyArgs),
+    /// Re-derive results from the stored results only
+    Solve(SpecArgs),
+    /// Print the full report of result entries
+    Format(FormatArgs),
+    /// Print the short report of result entries
+    Summary(FormatSpecs),
+    /// Pack the result file and its per-second reports into a tarball
+    Pack,
+    /// Print documentation: `doc` lists subjects, `doc NAME` prints one
+    Doc(DocArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SpecArgs {
+    /// Read job specs from an args-format JSON file (repeatable)
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Vec<PathBuf>,
+    /// Job specs: BENCH[:KEY[=VAL],...][:GROUP]...
+    #[arg(value_name = "SPEC")]
+    pub specs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StudyArgs {
+    /// Directory holding the per-second reports [default: <result stem>-report.d]
+    #[arg(short = 'R', long = "reports", value_name = "DIR")]
+    pub reports: Option<PathBuf>,
+    #[command(flatten)]
+    pub specs: SpecArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct FormatSpecs {
+    /// Entries to print (BENCH[:ID-and-format-props]); default: every entry
+    #[arg(value_name = "SPEC")]
+    pub specs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    /// Add resource-stat tables; repeat to include hidden keys
+    #[arg(short = 'R', long = "rstat", action = clap::ArgAction::Count)]
+    pub rstat: u8,
+    #[command(flatten)]
+    pub specs: FormatSpecs,
+}
+
+#[derive(Debug, Args)]
+pub struct DocArgs {
+    /// Subject: common, vm, or a bench name
+    #[arg(value_name = "SUBJECT")]
+    pub subjects: Vec<String>,
+}

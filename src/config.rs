@@ -1,0 +1,1 @@
+//! Validated global options. (Being written.)

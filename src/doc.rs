@@ -1,0 +1,1 @@
+//! `resctl-bench doc`: the pages under benches-doc/, compiled into the binary.

@@ -1,0 +1,34 @@
+//! Error kinds that decide the exit code: a `UsageError` anywhere in an error chain means the
+//! user gave us something we can't accept (exit 2); everything else is a failure (exit 1).
+
+/// Bad input: a spec, an option value, a result file, a missing requirement. The message is one
+/// line naming the input, what was wrong and what is accepted.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl UsageError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        Self(msg.into())
+    }
+}
+
+/// Shorthand for returning a `UsageError` from functions returning `anyhow::Result`.
+#[macro_export]
+macro_rules! usage_bail {
+    ($($arg:tt)*) => {
+        return Err(anyhow::Error::new($crate::error::UsageError(format!($($arg)*))))
+    };
+}
+
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+/// Exit code for an error chain.
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    if err.chain().any(|e| e.downcast_ref::<UsageError>().is_some()) {
+        EXIT_USAGE
+    } else {
+        EXIT_FAILURE
+    }
+}

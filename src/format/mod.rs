@@ -1,0 +1,3 @@
+//! Report rendering shared by benches.
+
+pub mod text;

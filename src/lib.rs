@@ -1,0 +1,12 @@
+//! resctl-bench: a benchmark harness for Linux resource control.
+
+pub mod bench;
+pub mod cli;
+pub mod config;
+pub mod doc;
+pub mod error;
+pub mod format;
+pub mod result;
+pub mod spec;
+pub mod study;
+pub mod units;

@@ -1,0 +1,1 @@
+//! Study primitives and the tables rendered from study results.

@@ -1,0 +1,1 @@
+//! Parsers for user-supplied sizes, durations and fractions. (Being written.)
