@@ -1,5 +1,6 @@
 //! resctl-bench: a benchmark harness for Linux resource control.
 
+pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod config;
@@ -7,6 +8,7 @@ pub mod doc;
 pub mod error;
 pub mod format;
 pub mod result;
+pub mod run;
 pub mod spec;
 pub mod study;
 pub mod units;

@@ -25,6 +25,6 @@ fn main() {
     }
 }
 
-fn run(_cli: Cli) -> anyhow::Result<()> {
-    Ok(())
+fn run(cli: Cli) -> anyhow::Result<()> {
+    resctl_bench::app::dispatch(cli)
 }

@@ -223,3 +223,40 @@ pub fn help_list() -> String {
     s += "\nRun `resctl-bench doc BENCH` for a bench's properties and output.";
     s
 }
+
+/// Options of a `format`/`summary` invocation for one entry.
+#[derive(Debug, Clone, Default)]
+pub struct FormatOpts {
+    /// `format` (true) or `summary` (false).
+    pub full: bool,
+    /// Number of `--rstat` flags.
+    pub rstat: u8,
+    /// Format props from the spec's first group (e.g. `sub-full`).
+    pub props: crate::spec::PropSet,
+}
+
+/// A bench implementation. `run` touches the system and returns the record; `study` turns a
+/// record plus per-second reports into the result; `solve` post-processes a result; `format`
+/// renders an entry's result (after the common header).
+pub trait Bench: Sync {
+    fn desc(&self) -> &'static BenchDesc;
+
+    fn run(&self, ctx: &mut crate::run::RunCtx) -> anyhow::Result<serde_json::Value>;
+
+    fn study(
+        &self,
+        ctx: &crate::run::StudyCtx,
+        record: &serde_json::value::RawValue,
+    ) -> anyhow::Result<serde_json::Value>;
+
+    fn solve(&self, result: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+        Ok(result)
+    }
+
+    fn format(
+        &self,
+        out: &mut String,
+        entry: &crate::result::Entry,
+        opts: &FormatOpts,
+    ) -> anyhow::Result<()>;
+}
