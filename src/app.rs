@@ -11,7 +11,10 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Format(_) => todo_cmd("format"),
         Command::Summary(_) => todo_cmd("summary"),
         Command::Pack => todo_cmd("pack"),
-        Command::Doc(_) => todo_cmd("doc"),
+        Command::Doc(a) => {
+            print!("{}", crate::doc::render(&a.subjects)?);
+            Ok(())
+        }
     }
 }
 
