@@ -1,1 +1,450 @@
-//! Validated global options. (Being written.)
+//! Validated global options. `cli` keeps typed values as strings; `Config::from_opts` parses each
+//! with the shared parsers in `crate::units::parse` so every bad value gets one line naming the
+//! option, the value and what is accepted (a `UsageError`, exit code 2).
+//!
+//! The persistent `-a/--args` file is not implemented yet: its path is kept but not read.
+
+use crate::cli::{GlobalOpts, DFL_DIR};
+use crate::error::UsageError;
+use crate::units::parse::{parse_duration, parse_float, parse_frac, parse_int, parse_size};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+pub const DFL_REP_RETENTION: u64 = 7 * 24 * 3600;
+pub const DFL_MEM_PROFILE: u32 = 16;
+pub const DFL_MEM_MARGIN: f64 = 0.25;
+pub const DFL_SYSTEMD_TIMEOUT: f64 = 120.0;
+pub const PAGE_SIZE: u64 = 4096;
+
+/// `--hashd-cpu-load`: keep hashd-params' choice, or force fake/real CPU load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HashdCpuLoad {
+    #[default]
+    Keep,
+    Fake,
+    Real,
+}
+
+/// io.cost QoS overrides (`--iocost-qos` and `iocost-qos` groups 2+). Percentiles and vrates
+/// are rounded to 2 decimals as the kernel keeps them; latencies are microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct QosOverride {
+    pub rpct: Option<f64>,
+    pub rlat: Option<u64>,
+    pub wpct: Option<f64>,
+    pub wlat: Option<u64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+pub const QOS_KEYS: &[&str] = &["rpct", "rlat", "wpct", "wlat", "min", "max", "vrate"];
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+impl QosOverride {
+    /// Parses `K=V,K=V,...` (`--iocost-qos`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.trim().is_empty() {
+            return Err(format!(
+                "empty QoS override (accepted: K=V,... with keys {})",
+                QOS_KEYS.join(", ")
+            ));
+        }
+        let mut pairs = Vec::new();
+        for tok in s.split(',').filter(|t| !t.is_empty()) {
+            match tok.split_once('=') {
+                Some((k, v)) => pairs.push((k, v)),
+                None => {
+                    return Err(format!(
+                        "{:?} is not KEY=VALUE (accepted: K=V,... with keys {})",
+                        tok,
+                        QOS_KEYS.join(", ")
+                    ))
+                }
+            }
+        }
+        Self::from_pairs(pairs)
+    }
+
+    /// Builds an override from key/value pairs: rpct/wpct percentiles (0-100), rlat/wlat
+    /// (usecs), min/max vrate percentages (≥ 0, min ≤ max) and vrate (sets min and max; can't be
+    /// combined with them). Unknown keys are errors.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, String> {
+        let mut o = QosOverride::default();
+        let mut vrate = None;
+        let keyed = |k: &str, e: String| {
+            if e.starts_with('"') {
+                format!("{}={}", k, e)
+            } else {
+                format!("{}: {}", k, e)
+            }
+        };
+        for (k, v) in pairs {
+            let float = || parse_float(v).map(round2).map_err(|e| keyed(k, e));
+            let int = || parse_int(v).map_err(|e| keyed(k, e));
+            match k {
+                "rpct" | "wpct" => {
+                    let p = float()?;
+                    if !(0.0..=100.0).contains(&p) {
+                        return Err(format!("{}={} must be between 0 and 100", k, v));
+                    }
+                    if k == "rpct" {
+                        o.rpct = Some(p);
+                    } else {
+                        o.wpct = Some(p);
+                    }
+                }
+                "rlat" => o.rlat = Some(int()?),
+                "wlat" => o.wlat = Some(int()?),
+                "min" | "max" | "vrate" => {
+                    let p = float()?;
+                    if p < 0.0 {
+                        return Err(format!("{}={} must not be negative", k, v));
+                    }
+                    match k {
+                        "min" => o.min = Some(p),
+                        "max" => o.max = Some(p),
+                        _ => vrate = Some(p),
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown QoS key {:?} (accepted: {})",
+                        k,
+                        QOS_KEYS.join(", ")
+                    ))
+                }
+            }
+        }
+        if let Some(v) = vrate {
+            if o.min.is_some() || o.max.is_some() {
+                return Err("vrate sets both min and max; don't combine it with min or max".into());
+            }
+            o.min = Some(v);
+            o.max = Some(v);
+        }
+        if let (Some(min), Some(max)) = (o.min, o.max) {
+            if min > max {
+                return Err(format!("min={} must not be above max={}", min, max));
+            }
+        }
+        Ok(o)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == QosOverride::default()
+    }
+}
+
+/// The global options after validation.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub result: Option<PathBuf>,
+    pub dir: PathBuf,
+    /// Scratch device name without `/dev/` (e.g. `nvme0n1`); `None` = auto-detect.
+    pub dev: Option<String>,
+    pub linux: Option<PathBuf>,
+    /// Seconds.
+    pub rep_retention: u64,
+    /// GiB; `None` = `off` (run at the machine's size).
+    pub mem_profile: Option<u32>,
+    /// Bytes; `None` = estimate.
+    pub mem_avail: Option<u64>,
+    pub mem_margin: f64,
+    /// Seconds.
+    pub systemd_timeout: f64,
+    pub hashd_size: Option<u64>,
+    pub hashd_cpu_load: HashdCpuLoad,
+    pub iocost_qos: Option<QosOverride>,
+    pub swappiness: Option<u32>,
+    pub args_file: Option<PathBuf>,
+    pub iocost_from_sys: bool,
+    pub keep_reports: bool,
+    pub clear_reports: bool,
+    pub force: bool,
+    pub force_shadow_inode_prot_test: bool,
+    pub skip_shadow_inode_prot_test: bool,
+    pub test: bool,
+    pub verbose: u8,
+    pub logfile: Option<PathBuf>,
+}
+
+fn bad(opt: &str, e: String) -> anyhow::Error {
+    if e.starts_with('"') {
+        UsageError::new(format!("--{} {}", opt, e)).into()
+    } else {
+        UsageError::new(format!("--{}: {}", opt, e)).into()
+    }
+}
+
+impl Config {
+    pub fn from_opts(o: &GlobalOpts) -> anyhow::Result<Config> {
+        let dir = match o.dir.as_deref() {
+            None | Some("") => PathBuf::from(DFL_DIR),
+            Some(d) => PathBuf::from(d),
+        };
+        let dev = match o.dev.as_deref() {
+            None => None,
+            Some(d) => {
+                let name = d.trim().strip_prefix("/dev/").unwrap_or(d.trim());
+                if name.is_empty() || name.contains('/') || name.contains(char::is_whitespace) {
+                    return Err(bad(
+                        "dev",
+                        format!("{:?} is not a block device name (accepted: a name like nvme0n1 or sda, optionally with /dev/)", d),
+                    ));
+                }
+                Some(name.to_string())
+            }
+        };
+        let rep_retention = match o.rep_retention.as_deref() {
+            None => DFL_REP_RETENTION,
+            Some(s) => {
+                let secs = parse_duration(s).map_err(|e| bad("rep-retention", e))?;
+                if secs < 1.0 {
+                    return Err(bad("rep-retention", format!("{:?} is shorter than 1s", s)));
+                }
+                secs.round() as u64
+            }
+        };
+        let mem_profile = match o.mem_profile.as_deref() {
+            None => Some(DFL_MEM_PROFILE),
+            Some("off") => None,
+            Some(s) => {
+                let accepted = "accepted: a power of two like 4, 8, 16, 32, or off";
+                let n = parse_int(s)
+                    .ok()
+                    .filter(|n| n.is_power_of_two() && *n <= 1 << 20)
+                    .ok_or_else(|| {
+                        bad(
+                            "mem-profile",
+                            format!("{:?} is not a power of two ({})", s, accepted),
+                        )
+                    })?;
+                Some(n as u32)
+            }
+        };
+        let mem_avail = match o.mem_avail.as_deref() {
+            None => None,
+            Some(s) => Some(parse_size(s).map_err(|e| bad("mem-avail", e))?).filter(|v| *v > 0),
+        };
+        let mem_margin = match o.mem_margin.as_deref() {
+            None => DFL_MEM_MARGIN,
+            Some(s) => {
+                let v = parse_frac(s).map_err(|e| bad("mem-margin", e))?;
+                if v > 1.0 {
+                    return Err(bad(
+                        "mem-margin",
+                        format!("{:?} is above 100% (accepted: 0 to 1, or 0% to 100%)", s),
+                    ));
+                }
+                v
+            }
+        };
+        let systemd_timeout = match o.systemd_timeout.as_deref() {
+            None => DFL_SYSTEMD_TIMEOUT,
+            Some(s) => {
+                let v = parse_duration(s).map_err(|e| bad("systemd-timeout", e))?;
+                if v < 1.0 {
+                    return Err(bad(
+                        "systemd-timeout",
+                        format!("{:?} is shorter than the minimum of 1s", s),
+                    ));
+                }
+                v
+            }
+        };
+        let hashd_size = match o.hashd_size.as_deref() {
+            None => None,
+            Some(s) => {
+                let v = parse_size(s).map_err(|e| bad("hashd-size", e))?;
+                if v < PAGE_SIZE {
+                    return Err(bad(
+                        "hashd-size",
+                        format!("{:?} is smaller than a page (at least 4096 bytes)", s),
+                    ));
+                }
+                Some(v)
+            }
+        };
+        let hashd_cpu_load = match o.hashd_cpu_load.as_deref() {
+            None | Some("keep") => HashdCpuLoad::Keep,
+            Some("fake") => HashdCpuLoad::Fake,
+            Some("real") => HashdCpuLoad::Real,
+            Some(s) => {
+                return Err(bad(
+                    "hashd-cpu-load",
+                    format!("{:?} is not one of keep, fake, real", s),
+                ))
+            }
+        };
+        let iocost_qos = match o.iocost_qos.as_deref() {
+            None => None,
+            Some(s) => Some(
+                QosOverride::parse(s)
+                    .map_err(|e| UsageError::new(format!("--iocost-qos {:?}: {}", s, e)))?,
+            ),
+        };
+        let swappiness = match o.swappiness.as_deref() {
+            None => None,
+            Some(s) => {
+                let v = parse_int(s).ok().filter(|v| *v <= 200).ok_or_else(|| {
+                    bad(
+                        "swappiness",
+                        format!("{:?} is not an integer from 0 to 200", s),
+                    )
+                })?;
+                Some(v as u32)
+            }
+        };
+        Ok(Config {
+            result: o.result.clone(),
+            dir,
+            dev,
+            linux: o.linux.clone(),
+            rep_retention,
+            mem_profile,
+            mem_avail,
+            mem_margin,
+            systemd_timeout,
+            hashd_size,
+            hashd_cpu_load,
+            iocost_qos,
+            swappiness,
+            args_file: o.args.clone(),
+            iocost_from_sys: o.iocost_from_sys,
+            keep_reports: o.keep_reports,
+            clear_reports: o.clear_reports,
+            force: o.force,
+            force_shadow_inode_prot_test: o.force_shadow_inode_prot_test,
+            skip_shadow_inode_prot_test: o.skip_shadow_inode_prot_test,
+            test: o.test,
+            verbose: o.verbose,
+            logfile: o.logfile.clone(),
+        })
+    }
+
+    /// The validated options that influence results, for a result entry's sysinfo.
+    pub fn sysinfo_args(&self) -> serde_json::Value {
+        serde_json::json!({
+            "dir": self.dir,
+            "dev": self.dev,
+            "rep_retention": self.rep_retention,
+            "mem_profile": self.mem_profile,
+            "mem_avail": self.mem_avail.unwrap_or(0),
+            "mem_margin": self.mem_margin,
+            "systemd_timeout": self.systemd_timeout,
+            "hashd_size": self.hashd_size,
+            "hashd_cpu_load": self.hashd_cpu_load,
+            "iocost_qos": self.iocost_qos,
+            "swappiness": self.swappiness,
+            "iocost_from_sys": self.iocost_from_sys,
+            "force": self.force,
+            "test": self.test,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cfg(args: &[&str]) -> anyhow::Result<Config> {
+        let mut argv = vec!["resctl-bench"];
+        argv.extend_from_slice(args);
+        argv.push("pack");
+        let cli = crate::cli::Cli::try_parse_from(argv)?;
+        Config::from_opts(&cli.global)
+    }
+
+    fn err(args: &[&str]) -> String {
+        let e = cfg(args).expect_err("should fail");
+        assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+        format!("{:#}", e)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.dir, PathBuf::from(DFL_DIR));
+        assert_eq!(c.rep_retention, 604800);
+        assert_eq!(c.mem_profile, Some(16));
+        assert_eq!(c.mem_margin, 0.25);
+        assert_eq!(c.systemd_timeout, 120.0);
+        assert_eq!(c.hashd_cpu_load, HashdCpuLoad::Keep);
+        assert!(c.iocost_qos.is_none() && c.swappiness.is_none() && c.mem_avail.is_none());
+        assert_eq!(cfg(&["-d", ""]).unwrap().dir, PathBuf::from(DFL_DIR));
+    }
+
+    #[test]
+    fn parses_values() {
+        let c = cfg(&[
+            "-d",
+            "/tmp/x",
+            "-D",
+            "/dev/nvme0n1",
+            "--rep-retention",
+            "1D",
+            "-M",
+            "off",
+            "-m",
+            "8G",
+            "--mem-margin",
+            "10%",
+            "--systemd-timeout",
+            "1m30s",
+            "--hashd-size",
+            "1G+512M",
+            "--hashd-cpu-load",
+            "fake",
+            "--iocost-qos",
+            "rpct=95.123,rlat=5000,vrate=60",
+            "--swappiness",
+            "200",
+        ])
+        .unwrap();
+        assert_eq!(c.dev.as_deref(), Some("nvme0n1"));
+        assert_eq!(c.rep_retention, 86400);
+        assert_eq!(c.mem_profile, None);
+        assert_eq!(c.mem_avail, Some(8 << 30));
+        assert_eq!(c.mem_margin, 0.1);
+        assert_eq!(c.systemd_timeout, 90.0);
+        assert_eq!(c.hashd_size, Some(3 << 29));
+        assert_eq!(c.hashd_cpu_load, HashdCpuLoad::Fake);
+        let q = c.iocost_qos.unwrap();
+        assert_eq!(
+            (q.rpct, q.rlat, q.min, q.max),
+            (Some(95.12), Some(5000), Some(60.0), Some(60.0))
+        );
+        assert_eq!(c.swappiness, Some(200));
+        assert_eq!(cfg(&["-M", "32"]).unwrap().mem_profile, Some(32));
+        assert_eq!(c.sysinfo_args()["iocost_qos"]["rpct"], 95.12);
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(err(&["-M", "3"]).contains("--mem-profile \"3\" is not a power of two"));
+        assert!(err(&["-M", "0"]).contains("power of two"));
+        assert!(err(&["--swappiness", "300"]).contains("from 0 to 200"));
+        assert!(err(&["--iocost-qos", "rpct=abc"]).contains("rpct=\"abc\" is not a number"));
+        assert!(err(&["--iocost-qos", "foo=1"]).contains("unknown QoS key \"foo\""));
+        assert!(err(&["--iocost-qos", "rpct"]).contains("not KEY=VALUE"));
+        assert!(err(&["--iocost-qos", "min=50,max=40"]).contains("must not be above"));
+        assert!(err(&["--iocost-qos", "vrate=50,min=40"]).contains("don't combine"));
+        assert!(err(&["--iocost-qos", "rpct=101"]).contains("between 0 and 100"));
+        assert!(err(&["--systemd-timeout", "500ms"]).contains("minimum of 1s"));
+        assert!(err(&["--systemd-timeout", "x"]).contains("is not a duration"));
+        assert!(err(&["--hashd-size", "1K"]).contains("smaller than a page"));
+        assert!(err(&["--hashd-cpu-load", "max"]).contains("keep, fake, real"));
+        assert!(err(&["--mem-margin=-1"]).contains("negative"));
+        assert!(err(&["--mem-margin", "150%"]).contains("above 100%"));
+        assert!(err(&["-m", "lots"]).contains("--mem-avail \"lots\" is not a size"));
+        assert!(err(&["-D", "a b"]).contains("not a block device name"));
+        assert!(err(&["--rep-retention", "0"]).contains("shorter than 1s"));
+    }
+}
