@@ -1,24 +1,62 @@
 //! Dispatch of a parsed command line to the subcommand implementations.
 
 use crate::cli::{Cli, Command};
+use crate::run::{self, Mode};
 use anyhow::Result;
 
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Command::Run(_) => todo_cmd("run"),
-        Command::Study(_) => todo_cmd("study"),
-        Command::Solve(_) => todo_cmd("solve"),
-        Command::Format(_) => todo_cmd("format"),
-        Command::Summary(_) => todo_cmd("summary"),
-        Command::Pack => todo_cmd("pack"),
+        Command::Run(a) => run::cli_jobs(&cli.global, Mode::Run, &a.specs),
+        Command::Study(a) => run::cli_jobs(
+            &cli.global,
+            Mode::Study {
+                reports_dir: a.reports,
+            },
+            &a.specs,
+        ),
+        Command::Solve(a) => run::cli_jobs(&cli.global, Mode::Solve, &a),
+        Command::Format(a) => format_cmd(&cli.global, &a.specs.specs, true, a.rstat),
+        Command::Summary(a) => format_cmd(&cli.global, &a.specs, false, 0),
+        Command::Pack => run::cli_pack(&cli.global),
         Command::Doc(a) => {
             print!("{}", crate::doc::render(&a.subjects)?);
             Ok(())
         }
+        Command::SaveTest(a) => crate::result::save::save_test(
+            &run::require_result(&cli.global, "__save-test")?,
+            &a.from,
+            a.loops,
+            a.kills,
+            a.seed,
+        ),
     }
 }
 
-// Temporary while the subcommands are being wired up in this session.
-fn todo_cmd(name: &str) -> Result<()> {
-    anyhow::bail!("{} is being wired up", name)
+/// `format` (full) and `summary`: render the selected entries of the result file to stdout.
+fn format_cmd(
+    global: &crate::cli::GlobalOpts,
+    specs: &[String],
+    full: bool,
+    rstat: u8,
+) -> Result<()> {
+    use std::io::Write;
+    let name = if full { "format" } else { "summary" };
+    let path = run::require_result(global, name)?;
+    let specs = crate::spec::parse_format_specs(specs)?;
+    let Some(bytes) = crate::result::read_bytes(&path)? else {
+        crate::usage_bail!("{}: no such result file", path.display());
+    };
+    let entries = crate::result::parse_entries(&path, &bytes)?;
+    drop(bytes);
+    let text = crate::format::format_entries(&entries, &specs, full, rstat)?;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        // `| head` closing the pipe is not an error worth reporting.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -138,6 +138,26 @@ pub enum Command {
     Pack,
     /// Print documentation: `doc` lists subjects, `doc NAME` prints one
     Doc(DocArgs),
+    /// Testing aid: repeatedly save the entries of FROM to --result, alternating two orders
+    #[command(name = "__save-test", hide = true)]
+    SaveTest(SaveTestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SaveTestArgs {
+    /// Result file to take the entries from
+    #[arg(long = "from", value_name = "FILE")]
+    pub from: PathBuf,
+    /// Number of saves (0 = until killed)
+    #[arg(long = "loops", default_value_t = 0)]
+    pub loops: u64,
+    /// Instead: fork this many saving children, SIGKILL each at a random moment, print
+    /// `killed N` and wait for a line on stdin before the next
+    #[arg(long = "kills", default_value_t = 0)]
+    pub kills: u64,
+    /// Seed of the kill delays
+    #[arg(long = "seed", default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

@@ -26,7 +26,10 @@ pub const EXIT_USAGE: i32 = 2;
 
 /// Exit code for an error chain.
 pub fn exit_code(err: &anyhow::Error) -> i32 {
-    if err.chain().any(|e| e.downcast_ref::<UsageError>().is_some()) {
+    if err
+        .chain()
+        .any(|e| e.downcast_ref::<UsageError>().is_some())
+    {
         EXIT_USAGE
     } else {
         EXIT_FAILURE

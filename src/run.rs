@@ -1,7 +1,359 @@
-//! The run path: spec → match → run → checkpoint → study → save → summary. (Being written.)
+//! The run path: load the result file → link specs to entries → per job run (or reuse) →
+//! checkpoint → study → solve → save → print the summary. `study` and `solve` take the same path
+//! but never run anything: they re-derive results of completed entries.
 
-/// What a bench's `run` gets: config, the matched previous record, and checkpointing.
-pub struct RunCtx {}
+use crate::bench::{self, Bench, FormatOpts};
+use crate::error::UsageError;
+use crate::format::job_name;
+use crate::result::sysinfo::Sysinfo;
+use crate::result::{pack, to_raw, Entry, ResultFile};
+use crate::spec::JobSpec;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::path::{Path, PathBuf};
 
-/// What a bench's `study` gets: where per-second reports live.
-pub struct StudyCtx {}
+/// Which stage(s) a `run_cmd` invocation executes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Run (or resume) the jobs, then study and solve.
+    Run,
+    /// Re-derive results from records and per-second reports (default
+    /// `<result stem>-report.d`).
+    Study { reports_dir: Option<PathBuf> },
+    /// Re-derive results from the stored results only.
+    Solve,
+}
+
+impl Mode {
+    fn name(&self) -> &'static str {
+        match self {
+            Mode::Run => "run",
+            Mode::Study { .. } => "study",
+            Mode::Solve => "solve",
+        }
+    }
+}
+
+/// What the run path needs from the global options.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub result: PathBuf,
+    /// Top-level work directory (`report.d/` lives here).
+    pub dir: PathBuf,
+    /// The validated global options, recorded in each entry's sysinfo.
+    pub bench_args: Option<serde_json::Value>,
+}
+
+/// What a bench's `run` gets: its spec, the matched previous record (incremental benches resume
+/// from it), and checkpointing into the result file.
+pub struct RunCtx {
+    spec: JobSpec,
+    prev_record: Option<Box<RawValue>>,
+    dir: PathBuf,
+    file: ResultFile,
+    idx: usize,
+    period_start: u64,
+    sysinfo: Box<RawValue>,
+}
+
+impl RunCtx {
+    pub fn spec(&self) -> &JobSpec {
+        &self.spec
+    }
+
+    /// The record this job left in the result file earlier (incremental benches only; for other
+    /// benches a complete record is reused without running).
+    pub fn prev_record(&self) -> Option<&RawValue> {
+        self.prev_record.as_deref()
+    }
+
+    /// Top-level work directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Stores `record` as the entry's in-progress record and saves the whole result file
+    /// atomically. The entry's `result` is left as it was.
+    pub fn checkpoint<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<()> {
+        let raw = to_raw(record)?;
+        let e = &mut self.file.entries[self.idx];
+        e.record = Some(raw);
+        e.incomplete = true;
+        e.period = (self.period_start, now().max(self.period_start));
+        e.sysinfo = self.sysinfo.clone();
+        self.file.touch(self.idx);
+        self.file.save().context("saving checkpoint")?;
+        log::debug!("{}: checkpoint saved", job_name(&self.spec));
+        Ok(())
+    }
+}
+
+/// What a bench's `study` gets.
+#[derive(Debug, Clone)]
+pub struct StudyCtx {
+    /// Where the per-second reports (`<t>.json`) are.
+    pub reports_dir: PathBuf,
+    /// The entry's period `[start, end]` in unix seconds.
+    pub period: (u64, u64),
+}
+
+impl StudyCtx {
+    pub fn new(reports_dir: PathBuf, period: (u64, u64)) -> Self {
+        Self {
+            reports_dir,
+            period,
+        }
+    }
+}
+
+/// Current unix time in seconds.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The implementation of every spec's bench, checked before anything runs so a bad spec late in
+/// the list doesn't fail after hours of work.
+fn implementations(mode: &Mode, specs: &[JobSpec]) -> Result<Vec<&'static dyn Bench>> {
+    specs
+        .iter()
+        .map(|spec| {
+            let Some(desc) = bench::find(&spec.kind) else {
+                crate::usage_bail!(
+                    "{}: unknown bench {:?}; see --help for the list",
+                    job_name(spec),
+                    spec.kind
+                );
+            };
+            match bench::implementation(&spec.kind) {
+                Some(b) if *mode != Mode::Run || desc.runnable => Ok(b),
+                _ if *mode == Mode::Run => crate::usage_bail!(
+                    "{:?} can't run in this version yet; format/summary of existing results work",
+                    spec.kind
+                ),
+                _ => crate::usage_bail!(
+                    "{:?} can't {} in this version yet; format/summary of existing results work",
+                    spec.kind,
+                    mode.name()
+                ),
+            }
+        })
+        .collect()
+}
+
+/// `run`, `study` or `solve` the given jobs against the result file.
+pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
+    if specs.is_empty() {
+        crate::usage_bail!(
+            "{} needs at least one job spec (BENCH[:KEY=VAL,...]), on the command line or via -f",
+            mode.name()
+        );
+    }
+    let benches = implementations(&mode, &specs)?;
+    let mut file = ResultFile::load(&cfg.result)?;
+    file.set_reorder(mode == Mode::Run);
+    let idxs = file.link(&specs, |kind| {
+        bench::find(kind).is_some_and(|d| d.incremental)
+    });
+
+    let reports_dir = match &mode {
+        Mode::Run => cfg.dir.join("report.d"),
+        Mode::Study { reports_dir } => reports_dir
+            .clone()
+            .unwrap_or_else(|| pack::default_reports_dir(&cfg.result)),
+        Mode::Solve => PathBuf::new(),
+    };
+    let sysinfo = to_raw(&Sysinfo::current(cfg.bench_args.clone()))?;
+
+    for ((spec, bench), idx) in specs.into_iter().zip(benches).zip(idxs) {
+        file = run_job(cfg, &mode, file, spec, bench, idx, &reports_dir, &sysinfo)?;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_job(
+    cfg: &RunConfig,
+    mode: &Mode,
+    mut file: ResultFile,
+    spec: JobSpec,
+    bench: &'static dyn Bench,
+    idx: usize,
+    reports_dir: &Path,
+    sysinfo: &RawValue,
+) -> Result<ResultFile> {
+    let name = job_name(&spec);
+    let desc = bench.desc();
+    let prev = file.entries[idx].record.clone();
+    let complete = prev.is_some() && !file.entries[idx].incomplete;
+    if *mode == Mode::Run {
+        // The entry now stands for this spec (an incremental bench may have linked an entry
+        // with other props; apply/commit may differ).
+        file.entries[idx].spec = spec.clone();
+    }
+
+    if *mode == Mode::Solve {
+        let Some(old) = file.entries[idx].result.as_deref().filter(|_| complete) else {
+            crate::usage_bail!("{} isn't complete; solve needs a finished run", name);
+        };
+        let old: serde_json::Value = serde_json::from_str(old.get())
+            .with_context(|| format!("{}: parsing the stored result", name))?;
+        let result = bench
+            .solve(old)
+            .with_context(|| format!("{}: solve failed", name))?;
+        file.entries[idx].result = Some(to_raw(&result)?);
+    } else {
+        let record = match (mode, prev) {
+            (Mode::Study { .. }, Some(prev)) if complete => prev,
+            (Mode::Study { .. }, _) => {
+                crate::usage_bail!("{} isn't complete; study needs a finished run", name)
+            }
+            (_, Some(prev)) if complete && !desc.incremental => {
+                log::info!("{}: reusing the completed record in the result file", name);
+                prev
+            }
+            (_, prev) => {
+                let (file_back, record) = execute(file, &spec, bench, idx, prev, cfg, sysinfo)?;
+                file = file_back;
+                record
+            }
+        };
+        let sctx = StudyCtx::new(reports_dir.to_path_buf(), file.entries[idx].period);
+        let result = bench
+            .study(&sctx, &record)
+            .and_then(|r| bench.solve(r))
+            .with_context(|| format!("{}: study failed", name));
+        match result {
+            Ok(result) => file.entries[idx].result = Some(to_raw(&result)?),
+            Err(e) => {
+                if *mode == Mode::Run {
+                    // Keep the record: the run is done and only the study needs redoing.
+                    file.entries[idx].result = None;
+                    file.touch(idx);
+                    file.save()?;
+                }
+                return Err(e);
+            }
+        }
+    }
+    file.touch(idx);
+    file.save()?;
+    print_summary(bench, &file.entries[idx])?;
+    Ok(file)
+}
+
+/// Runs one job; returns the result file back and the final record (stored in the entry).
+fn execute(
+    file: ResultFile,
+    spec: &JobSpec,
+    bench: &'static dyn Bench,
+    idx: usize,
+    prev: Option<Box<RawValue>>,
+    cfg: &RunConfig,
+    sysinfo: &RawValue,
+) -> Result<(ResultFile, Box<RawValue>)> {
+    let name = job_name(spec);
+    let start = now();
+    let old_period = file.entries[idx].period;
+    let period_start = match &prev {
+        Some(_) if old_period.0 > 0 => old_period.0.min(start),
+        _ => start,
+    };
+    if prev.is_some() {
+        log::info!("{}: continuing from the record in the result file", name);
+    } else {
+        log::info!("{}: starting", name);
+    }
+    let mut ctx = RunCtx {
+        spec: spec.clone(),
+        prev_record: prev,
+        dir: cfg.dir.clone(),
+        file,
+        idx,
+        period_start,
+        sysinfo: sysinfo.to_owned(),
+    };
+    let record = bench
+        .run(&mut ctx)
+        .with_context(|| format!("{} failed", name))?;
+    let mut file = ctx.file;
+    let unchanged = match &ctx.prev_record {
+        Some(prev) => {
+            serde_json::from_str::<serde_json::Value>(prev.get()).ok() == Some(record.clone())
+        }
+        None => false,
+    };
+    let e: &mut Entry = &mut file.entries[idx];
+    if unchanged && !e.incomplete {
+        // Nothing left to do: keep the entry (period, sysinfo) as it was.
+        log::info!("{}: already complete, reusing the record", name);
+    } else {
+        e.incomplete = false;
+        e.record = Some(to_raw(&record)?);
+        e.period = (period_start, now().max(period_start));
+        e.sysinfo = sysinfo.to_owned();
+    }
+    let raw = e
+        .record
+        .clone()
+        .ok_or_else(|| UsageError::new(format!("{}: no record", name)))?;
+    Ok((file, raw))
+}
+
+/// The short report printed after each job (what `summary` prints for the entry).
+fn print_summary(bench: &dyn Bench, entry: &Entry) -> Result<()> {
+    let opts = FormatOpts {
+        full: false,
+        ..Default::default()
+    };
+    let mut out = String::new();
+    if !crate::format::format_entry(&mut out, entry, &opts)? {
+        bench.format(&mut out, entry, &opts)?;
+    }
+    print!("{}", out);
+    Ok(())
+}
+
+/// The result file of a command that needs one: `<what> requires --result` otherwise.
+pub fn require_result(global: &crate::cli::GlobalOpts, what: &str) -> Result<PathBuf> {
+    match &global.result {
+        Some(p) if !p.as_os_str().is_empty() => Ok(p.clone()),
+        _ => crate::usage_bail!("{} requires --result", what),
+    }
+}
+
+impl RunConfig {
+    /// From the validated global options; `what` names the command for the missing-`--result`
+    /// error.
+    pub fn from_config(cfg: &crate::config::Config, what: &str) -> Result<Self> {
+        let Some(result) = cfg.result.clone().filter(|p| !p.as_os_str().is_empty()) else {
+            crate::usage_bail!("{} requires --result", what);
+        };
+        Ok(Self {
+            result,
+            dir: cfg.dir.clone(),
+            bench_args: Some(cfg.sysinfo_args()),
+        })
+    }
+}
+
+/// `run`, `study` and `solve` from the command line.
+pub fn cli_jobs(
+    global: &crate::cli::GlobalOpts,
+    mode: Mode,
+    args: &crate::cli::SpecArgs,
+) -> Result<()> {
+    let cfg = RunConfig::from_config(&crate::config::Config::from_opts(global)?, mode.name())?;
+    let specs = crate::spec::collect_specs(args, JobSpec::validate_run)?;
+    run_cmd(&cfg, mode, specs)
+}
+
+/// `pack` from the command line: `./<stem>.tar.gz`.
+pub fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
+    let cfg = RunConfig::from_config(&crate::config::Config::from_opts(global)?, "pack")?;
+    pack::pack(&cfg.result, &cfg.dir, Path::new("."))?;
+    Ok(())
+}

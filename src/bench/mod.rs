@@ -58,15 +58,31 @@ pub const PCT_LABELS: &[&str] = &[
 ];
 
 const APPLY_COMMIT: [PropDesc; 2] = [
-    p("apply", ValueKind::Bool, "apply the result to later benches"),
-    p("commit", ValueKind::Bool, "also save the result to bench.json (implies apply)"),
+    p(
+        "apply",
+        ValueKind::Bool,
+        "apply the result to later benches",
+    ),
+    p(
+        "commit",
+        ValueKind::Bool,
+        "also save the result to bench.json (implies apply)",
+    ),
 ];
 
 const HASHD_KNOBS: [PropDesc; 4] = [
     p("rps-max", ValueKind::Int, "maximum requests per second"),
-    p("hash-size", ValueKind::Size, "mean size of the data hashed per request"),
+    p(
+        "hash-size",
+        ValueKind::Size,
+        "mean size of the data hashed per request",
+    ),
     p("chunk-pages", ValueKind::Int, "pages per access chunk"),
-    p("log-bps", ValueKind::Size, "log write bandwidth in bytes per second"),
+    p(
+        "log-bps",
+        ValueKind::Size,
+        "log write bandwidth in bytes per second",
+    ),
 ];
 
 pub static BENCHES: &[BenchDesc] = &[
@@ -89,7 +105,11 @@ pub static BENCHES: &[BenchDesc] = &[
         props: &[
             APPLY_COMMIT[0],
             APPLY_COMMIT[1],
-            p("fake-cpu-load", ValueKind::Bool, "simulate CPU load instead of hashing"),
+            p(
+                "fake-cpu-load",
+                ValueKind::Bool,
+                "simulate CPU load instead of hashing",
+            ),
             HASHD_KNOBS[0],
             HASHD_KNOBS[1],
             HASHD_KNOBS[2],
@@ -128,17 +148,49 @@ pub static BENCHES: &[BenchDesc] = &[
         hidden: false,
         incremental: true,
         props: &[
-            p("vrate-min", ValueKind::Float, "lowest vrate of the grid (0: one step above 0)"),
+            p(
+                "vrate-min",
+                ValueKind::Float,
+                "lowest vrate of the grid (0: one step above 0)",
+            ),
             p("vrate-max", ValueKind::Float, "highest vrate of the grid"),
             p("vrate-intvs", ValueKind::Int, "number of vrate grid points"),
-            p("dither", ValueKind::BoolOrFloat, "shift the grid randomly, or by the given amount"),
-            p("storage-base-loops", ValueKind::Int, "storage loops for the baseline run"),
-            p("storage-loops", ValueKind::Int, "storage loops for the other runs"),
-            p("isol-pct", ValueKind::Enum(PCT_LABELS), "isolation percentile to judge by"),
+            p(
+                "dither",
+                ValueKind::BoolOrFloat,
+                "shift the grid randomly, or by the given amount",
+            ),
+            p(
+                "storage-base-loops",
+                ValueKind::Int,
+                "storage loops for the baseline run",
+            ),
+            p(
+                "storage-loops",
+                ValueKind::Int,
+                "storage loops for the other runs",
+            ),
+            p(
+                "isol-pct",
+                ValueKind::Enum(PCT_LABELS),
+                "isolation percentile to judge by",
+            ),
             p("isol-thr", ValueKind::Frac, "isolation threshold"),
-            p("retries", ValueKind::Int, "extra storage attempts per configuration"),
-            p("allow-fail", ValueKind::Bool, "skip a failing configuration instead of aborting"),
-            p("ignore-min-perf", ValueKind::Bool, "don't skip vrates below the device minimum"),
+            p(
+                "retries",
+                ValueKind::Int,
+                "extra storage attempts per configuration",
+            ),
+            p(
+                "allow-fail",
+                ValueKind::Bool,
+                "skip a failing configuration instead of aborting",
+            ),
+            p(
+                "ignore-min-perf",
+                ValueKind::Bool,
+                "don't skip vrates below the device minimum",
+            ),
         ],
         forward: &[("storage-", "storage")],
         group_props: Some(&[
@@ -148,9 +200,17 @@ pub static BENCHES: &[BenchDesc] = &[
             p("wlat", ValueKind::Int, "write latency target in usecs"),
             p("min", ValueKind::Float, "minimum vrate in percent"),
             p("max", ValueKind::Float, "maximum vrate in percent"),
-            p("vrate", ValueKind::Float, "fixed vrate in percent (min=max)"),
+            p(
+                "vrate",
+                ValueKind::Float,
+                "fixed vrate in percent (min=max)",
+            ),
         ]),
-        format_props: &[p("sub-full", ValueKind::Bool, "print sub-bench results in full")],
+        format_props: &[p(
+            "sub-full",
+            ValueKind::Bool,
+            "print sub-bench results in full",
+        )],
         runnable: false,
     },
     BenchDesc {
@@ -189,22 +249,64 @@ const STORAGE_PROPS: [PropDesc; 10] = [
     HASHD_KNOBS[1],
     HASHD_KNOBS[2],
     HASHD_KNOBS[3],
-    p("mem-avail-err-max", ValueKind::Frac, "tolerated error of the memory usage estimate"),
-    p("mem-avail-inner-retries", ValueKind::Int, "retries that keep mem-avail"),
-    p("mem-avail-outer-retries", ValueKind::Int, "retries that re-estimate mem-avail"),
+    p(
+        "mem-avail-err-max",
+        ValueKind::Frac,
+        "tolerated error of the memory usage estimate",
+    ),
+    p(
+        "mem-avail-inner-retries",
+        ValueKind::Int,
+        "retries that keep mem-avail",
+    ),
+    p(
+        "mem-avail-outer-retries",
+        ValueKind::Int,
+        "retries that re-estimate mem-avail",
+    ),
 ];
 
 const PROTECTION_SCENARIO_PROPS: [PropDesc; 9] = [
-    p("scenario", ValueKind::Enum(&["mem-hog", "mem-hog-tune"]), "scenario to run"),
+    p(
+        "scenario",
+        ValueKind::Enum(&["mem-hog", "mem-hog-tune"]),
+        "scenario to run",
+    ),
     p("loops", ValueKind::Int, "mem-hog: number of runs"),
     p("load", ValueKind::Frac, "workload load level"),
     p("speed", ValueKind::Str, "memory hog speed, e.g. 2x"),
-    p("size-min", ValueKind::Size, "mem-hog-tune: smallest workload size to probe"),
-    p("size-max", ValueKind::Size, "mem-hog-tune: largest workload size to probe"),
+    p(
+        "size-min",
+        ValueKind::Size,
+        "mem-hog-tune: smallest workload size to probe",
+    ),
+    p(
+        "size-max",
+        ValueKind::Size,
+        "mem-hog-tune: largest workload size to probe",
+    ),
     p("intvs", ValueKind::Int, "mem-hog-tune: number of probes"),
-    p("isol-pct", ValueKind::Enum(PCT_LABELS), "isolation percentile to judge by"),
+    p(
+        "isol-pct",
+        ValueKind::Enum(PCT_LABELS),
+        "isolation percentile to judge by",
+    ),
     p("isol-thr", ValueKind::Frac, "isolation threshold"),
 ];
+
+pub mod iocost_params;
+pub mod iocost_qos;
+pub mod protection;
+pub mod selftest;
+pub mod storage;
+
+/// The implementation of a bench, if this version has one.
+pub fn implementation(kind: &str) -> Option<&'static dyn Bench> {
+    match kind {
+        "selftest" => Some(&selftest::SelfTest),
+        _ => None,
+    }
+}
 
 pub fn find(kind: &str) -> Option<&'static BenchDesc> {
     BENCHES.iter().find(|b| b.kind == kind)

@@ -18,8 +18,17 @@ pub fn double_underline(out: &mut String, title: &str) {
 /// then each percentile label right-aligned in 5 columns, separated by single spaces.
 pub fn pct_table_header(out: &mut String, title: &str, width: usize, pcts: &[&str]) {
     let width = width.max(10);
-    let labels: Vec<String> = pcts.iter().map(|p| format!("{:>5}", pct_label(p))).collect();
-    let _ = writeln!(out, "{:<width$}  {}", title, labels.join(" "), width = width);
+    let labels: Vec<String> = pcts
+        .iter()
+        .map(|p| format!("{:>5}", pct_label(p)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{:<width$}  {}",
+        title,
+        labels.join(" "),
+        width = width
+    );
 }
 
 /// One row of a percentile table: `name` padded like the header title, then each value rendered
@@ -76,6 +85,9 @@ mod tests {
         let mut out = String::new();
         double_underline(&mut out, "RUN 00");
         underline(&mut out, "RUN 00 - Storage");
-        assert_eq!(out, "RUN 00\n======\n\nRUN 00 - Storage\n----------------\n\n");
+        assert_eq!(
+            out,
+            "RUN 00\n======\n\nRUN 00 - Storage\n----------------\n\n"
+        );
     }
 }

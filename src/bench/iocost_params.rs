@@ -1,0 +1,34 @@
+//! `iocost-params`: the io.cost model and QoS parameters benchmarked for the scratch device.
+//! The report prints the recorded parameters.
+
+use crate::bench::FormatOpts;
+use crate::format::header::{IoCostModel, IoCostQos};
+use crate::format::parse_record;
+use crate::result::Entry;
+use anyhow::Result;
+use serde::Deserialize;
+use std::fmt::Write;
+
+/// The recorded io.cost knobs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct IoCostParamsRecord {
+    pub devnr: String,
+    pub model: IoCostModel,
+    pub qos: IoCostQos,
+}
+
+pub fn format(out: &mut String, entry: &Entry, _opts: &FormatOpts) -> Result<()> {
+    let Some(rec) = parse_record::<IoCostParamsRecord>(entry)? else {
+        crate::usage_bail!(
+            "job[{}:{}]: the entry has a result but no record to print",
+            entry.spec.kind,
+            entry.spec.id.as_deref().unwrap_or("-")
+        );
+    };
+    let (r, w) = rec.model.lines();
+    let _ = writeln!(out, "iocost model: {}", r);
+    let _ = writeln!(out, "              {}", w);
+    let _ = writeln!(out, "iocost QoS: {}\n", rec.qos.line());
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! The iocost-qos report. `format` prints, per run, the storage and protection sub-reports
+//! (in full with the `sub-full` format prop), the run's IO latency and its QoS result; both
+//! `format` and `summary` end with the QoS list and the MOF and latency tables.
+
+use super::{configs, IoCostQosRecord, IoCostQosResult, QosOverride, RunRecord, RunResult};
+use crate::bench::protection::{
+    self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult, TuneParams,
+};
+use crate::bench::storage::{self, missing_ratio, DFL_HASH_SIZE, DFL_LOG_BPS, DFL_LOOPS};
+use crate::bench::{FormatOpts, ValueKind};
+use crate::format::text::{double_underline, underline};
+use crate::format::{job_name, parse_record, parse_result, prop_f64};
+use crate::result::Entry;
+use crate::study::iolat::{format_lat_group, LatMap, SUMMARY_PCTS};
+use crate::units::format_pct;
+use anyhow::Result;
+use std::fmt::Write;
+
+/// Everything the report needs, parsed once.
+struct Report<'a> {
+    rec: IoCostQosRecord,
+    res: IoCostQosResult,
+    cfgs: Vec<QosOverride>,
+    isol_pct: String,
+    opts: &'a FormatOpts,
+}
+
+impl Report<'_> {
+    fn run_rec(&self, i: usize) -> Option<&RunRecord> {
+        self.rec.runs.get(i).and_then(|r| r.as_ref())
+    }
+
+    /// The QoS configuration of run `i`: from the spec, else as recorded.
+    fn cfg(&self, i: usize) -> Option<&QosOverride> {
+        self.cfgs.get(i).or_else(|| self.run_rec(i).map(|r| &r.ovr))
+    }
+
+    fn describe_cfg(&self, i: usize) -> String {
+        match self.cfg(i) {
+            Some(cfg) => cfg.describe(&self.rec.base_qos),
+            None => "?".into(),
+        }
+    }
+
+    fn mem_profile(&self, i: usize) -> u32 {
+        match self.run_rec(i) {
+            Some(r) if r.stor.mem.profile > 0 => r.stor.mem.profile,
+            _ => self.rec.mem_profile,
+        }
+    }
+
+    fn baseline_mof(&self) -> f64 {
+        self.res
+            .runs
+            .first()
+            .and_then(|r| r.as_ref())
+            .map_or(0.0, |r| r.stor.mem_offload_factor)
+    }
+}
+
+fn ratio(v: f64, base: f64) -> f64 {
+    if base == 0.0 {
+        0.0
+    } else {
+        v / base
+    }
+}
+
+/// The final run of the run's first mem-hog-tune scenario.
+fn tune_final_run(run: &RunResult) -> Option<&MemHogResult> {
+    run.prot.scenarios.iter().find_map(|s| match s {
+        ScenarioResult::MemHogTune(t) => t.final_run.as_ref(),
+        ScenarioResult::MemHog(_) => None,
+    })
+}
+
+pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
+    let res: IoCostQosResult = parse_result(entry)?;
+    let Some(rec) = parse_record::<IoCostQosRecord>(entry)? else {
+        crate::usage_bail!(
+            "{}: the entry has a result but no record; can't tell its QoS configurations",
+            job_name(&entry.spec)
+        );
+    };
+    if !matches!(res.runs.first(), Some(Some(_)))
+        || rec
+            .runs
+            .first()
+            .is_some_and(|r| r.as_ref().is_some_and(|r| !r.ovr.off))
+    {
+        crate::usage_bail!(
+            "{}: the first run isn't the iocost-off baseline; can't compare runs",
+            job_name(&entry.spec)
+        );
+    }
+    let first = entry.spec.first_group();
+    let isol_pct = first
+        .get("isol-pct")
+        .cloned()
+        .unwrap_or_else(|| protection::DFL_ISOL_PCT.to_string());
+    let cfgs = configs(&entry.spec, &rec)?;
+    let rpt = Report {
+        rec,
+        res,
+        cfgs,
+        isol_pct,
+        opts,
+    };
+
+    // Storage parameters of the baseline run.
+    let what = "iocost-qos";
+    let hash_size =
+        prop_f64(&first, "storage-hash-size", ValueKind::Size, what)?.unwrap_or(DFL_HASH_SIZE);
+    let rps_max = match prop_f64(&first, "storage-rps-max", ValueKind::Int, what)? {
+        Some(v) => v as u64,
+        None => rpt.run_rec(0).map_or(0, |r| r.stor.rps_max()),
+    };
+    let log_bps =
+        prop_f64(&first, "storage-log-bps", ValueKind::Size, what)?.unwrap_or(DFL_LOG_BPS);
+    let _ = writeln!(
+        out,
+        "{}\n",
+        storage::params_line(hash_size, rps_max, log_bps)
+    );
+
+    if opts.full {
+        for (i, run) in rpt.res.runs.iter().enumerate() {
+            if let Some(run) = run {
+                format_run(out, &rpt, i, run)?;
+            }
+        }
+        out.push('\n');
+        double_underline(out, "Summary");
+    }
+
+    format_summary(out, &rpt);
+    Ok(())
+}
+
+fn format_run(out: &mut String, rpt: &Report, i: usize, run: &RunResult) -> Result<()> {
+    let sub_full = rpt.opts.props.contains_key("sub-full");
+    let rstat = rpt.opts.rstat;
+    let title = format!("RUN {:02}", i);
+    let run_rec = rpt.run_rec(i);
+    let mem_profile = rpt.mem_profile(i);
+
+    out.push('\n');
+    double_underline(out, &title);
+    let qos = match rpt.cfg(i) {
+        Some(cfg) => cfg.describe(&rpt.rec.base_qos),
+        None => "?".into(),
+    };
+    let _ = writeln!(out, "QoS: {}\n", qos);
+
+    underline(out, &format!("{} - Storage", title));
+    storage::format_result(out, &run.stor, mem_profile, DFL_LOOPS, sub_full, rstat)?;
+
+    let nr = run.prot.scenarios.len();
+    let dfl_trec = MemHogTuneRecord::default();
+    for (j, scn) in run.prot.scenarios.iter().enumerate() {
+        match scn {
+            ScenarioResult::MemHogTune(tune) => {
+                protection::nested_title(out, &title, j, nr, true);
+                let trec = match run_rec.and_then(|r| r.prot.scenarios.get(j)) {
+                    Some(ScenarioRecord::MemHogTune(t)) => t,
+                    _ => &dfl_trec,
+                };
+                // The tune range iocost-qos gives the protection bench: from 80% of the memory
+                // share up to the size storage just measured.
+                let share = run_rec.map_or(0.0, |r| r.stor.mem.share);
+                let params = TuneParams {
+                    load: protection::DFL_LOAD,
+                    speed: protection::DFL_SPEED.into(),
+                    size_min: ((share as u64).saturating_mul(4) / 5) as f64,
+                    size_max: run.stor.mem_size.trunc(),
+                    intvs: protection::DFL_TUNE_INTVS,
+                    isol_pct: trec.isol_pct.clone(),
+                    isol_thr: trec.isol_thr,
+                };
+                protection::format_tune(out, &params, tune, trec.final_size, sub_full, rstat)?;
+            }
+            ScenarioResult::MemHog(hog) => {
+                protection::nested_title(out, &title, j, nr, false);
+                protection::format_mem_hog(out, hog, sub_full, rstat)?;
+                out.push('\n');
+            }
+        }
+    }
+
+    underline(out, &format!("{} - Result", title));
+    run.iolat.format(out, true);
+    out.push('\n');
+
+    if i > 0 {
+        format_vrate(out, run);
+        format_qos_result(out, rpt, i, run);
+    }
+    Ok(())
+}
+
+/// Sort key of a distribution label: percentiles numerically, then mean, then stdev.
+fn label_order(key: &str) -> (u8, f64) {
+    match key {
+        "mean" => (1, 0.0),
+        "stdev" => (2, 0.0),
+        k => (0, k.parse().unwrap_or(f64::MAX)),
+    }
+}
+
+fn format_vrate(out: &mut String, run: &RunResult) {
+    let mut items: Vec<(&String, &f64)> = run.vrate.iter().collect();
+    items.sort_by(|a, b| {
+        let (ka, kb) = (label_order(a.0), label_order(b.0));
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
+    });
+    out.push_str("vrate:");
+    for (n, (k, v)) in items.iter().enumerate() {
+        if n > 0 && n % 7 == 0 {
+            out.push_str("\n      ");
+        }
+        let _ = write!(out, " p{}={:.2}", k, v);
+    }
+    out.push_str("\n\n");
+}
+
+fn format_qos_result(out: &mut String, rpt: &Report, i: usize, run: &RunResult) {
+    let mem_profile = rpt.mem_profile(i);
+    let base_mof = rpt.baseline_mof();
+    let mof = run.stor.mem_offload_factor;
+    let _ = writeln!(
+        out,
+        "QoS result: MOF={:.3}@{}({:.3}x) vrate={:.2}:{:.2} missing={}%",
+        mof,
+        mem_profile,
+        ratio(mof, base_mof),
+        run.vrate.get("mean").copied().unwrap_or(0.0),
+        run.vrate.get("stdev").copied().unwrap_or(0.0),
+        format_pct(missing_ratio(run.nr_reports))
+    );
+    match (run.adjusted_mem_offload_factor, tune_final_run(run)) {
+        (Some(amof), Some(hog)) => {
+            let _ = writeln!(
+                out,
+                "            aMOF={:.3}@{}({:.3}x) isol-{}={}% lat_imp={}%:{} work_csv={}%",
+                amof,
+                mem_profile,
+                ratio(amof, base_mof),
+                rpt.isol_pct,
+                format_pct(hog.isol.get(&rpt.isol_pct).unwrap_or(0.0)),
+                format_pct(hog.lat_imp.mean),
+                format_pct(hog.lat_imp.stdev),
+                format_pct(hog.work_csv)
+            );
+        }
+        (Some(amof), None) => {
+            let _ = writeln!(
+                out,
+                "            aMOF={:.3}@{}({:.3}x) isol=- lat_imp=- work_csv=-",
+                amof,
+                mem_profile,
+                ratio(amof, base_mof)
+            );
+        }
+        (None, _) => out.push_str("            aMOF=FAIL isol=FAIL lat_imp=FAIL work_csv=FAIL\n"),
+    }
+    out.push('\n');
+}
+
+fn format_summary(out: &mut String, rpt: &Report) {
+    let nr = rpt.cfgs.len().max(rpt.res.runs.len());
+    for i in 0..nr {
+        let desc = rpt.describe_cfg(i);
+        if rpt.cfg(i).is_some_and(|c| c.off) {
+            let _ = writeln!(
+                out,
+                "[{:02}] QoS: {} mem_profile={}",
+                i, desc, rpt.rec.mem_profile
+            );
+        } else {
+            let _ = writeln!(out, "[{:02}] QoS: {}", i, desc);
+        }
+    }
+    out.push('\n');
+
+    let _ = writeln!(
+        out,
+        "         MOF     aMOF  isol-{}%       lat-imp%  work-csv%  missing%",
+        rpt.isol_pct
+    );
+    for (i, run) in rpt.res.runs.iter().enumerate() {
+        let Some(run) = run else {
+            let _ = writeln!(out, "[{:02}]  SKIP", i);
+            continue;
+        };
+        let _ = write!(out, "[{:02}] {:7.3}  ", i, run.stor.mem_offload_factor);
+        let missing = missing_ratio(run.nr_reports) * 100.0;
+        match (run.adjusted_mem_offload_factor, tune_final_run(run)) {
+            (Some(amof), Some(hog)) => {
+                let _ = writeln!(
+                    out,
+                    "{:7.3}     {:5.1}  {:6.1}:{:6.1}      {:5.1}     {:5.1}",
+                    amof,
+                    hog.isol.get(&rpt.isol_pct).unwrap_or(0.0) * 100.0,
+                    hog.lat_imp.mean * 100.0,
+                    hog.lat_imp.stdev * 100.0,
+                    hog.work_csv * 100.0,
+                    missing
+                );
+            }
+            (amof, _) => {
+                let amof = amof.map_or("FAIL".to_string(), |v| format!("{:.3}", v));
+                let _ = writeln!(
+                    out,
+                    "{:>7}     {:>5}  {:>6}:{:>6}      {:>5}     {:5.1}",
+                    amof, "-", "-", "-", "-", missing
+                );
+            }
+        }
+    }
+
+    lat_table(out, rpt, "RLAT", |r| r.iolat.read());
+    lat_table(out, rpt, "WLAT", |r| r.iolat.write());
+    out.push('\n');
+}
+
+fn lat_table(out: &mut String, rpt: &Report, title: &str, sel: impl Fn(&RunResult) -> &LatMap) {
+    let _ = writeln!(
+        out,
+        "\n{:<17}  p50                p90                p99                max",
+        title
+    );
+    for (i, run) in rpt.res.runs.iter().enumerate() {
+        let Some(run) = run else {
+            let _ = writeln!(out, "[{:02}]  Skipped", i);
+            continue;
+        };
+        let map = sel(run);
+        let groups: Vec<String> = SUMMARY_PCTS
+            .iter()
+            .map(|(key, _)| format_lat_group(&map.get(*key).cloned().unwrap_or_default()))
+            .collect();
+        let _ = writeln!(out, "[{:02}] {}", i, groups.join("  "));
+    }
+}

@@ -1,0 +1,268 @@
+//! `iocost-qos`: MOF and protection of hashd measured under a list of io.cost QoS
+//! configurations (iocost off as the baseline, then vrate steps). This module holds the typed
+//! record/result models and the QoS configuration list; `format` renders the report.
+
+pub mod format;
+
+pub use format::format;
+
+use crate::bench::protection::{ProtectionRecord, ProtectionResult};
+use crate::bench::storage::{StorageRecord, StorageResult};
+use crate::bench::ValueKind;
+use crate::format::header::{IoCostModel, IoCostQos};
+use crate::format::prop_f64;
+use crate::spec::JobSpec;
+use crate::study::iolat::IoLat;
+use anyhow::Result;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+pub const DFL_VRATE_MAX: f64 = 100.0;
+pub const DFL_VRATE_INTVS: u64 = 5;
+/// Sanity limit on the number of vrate grid points of a stored spec.
+pub const MAX_VRATE_INTVS: u64 = 10_000;
+/// The vrate grid never goes below this.
+pub const VRATE_INTVS_MIN: f64 = 1.0;
+
+/// A QoS override of one configuration; `None` fields keep the base QoS.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct QosOverride {
+    pub off: bool,
+    pub rpct: Option<f64>,
+    pub rlat: Option<u64>,
+    pub wpct: Option<f64>,
+    pub wlat: Option<u64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+impl QosOverride {
+    pub fn off() -> Self {
+        Self {
+            off: true,
+            ..Default::default()
+        }
+    }
+
+    /// `iocost=off`, or all six QoS fields of base ⊕ override with overridden ones bracketed.
+    pub fn describe(&self, base: &IoCostQos) -> String {
+        if self.off {
+            return "iocost=off".into();
+        }
+        fn item(name: &str, ovr: Option<String>, base: String) -> String {
+            match ovr {
+                Some(v) => format!("[{}={}]", name, v),
+                None => format!("{}={}", name, base),
+            }
+        }
+        let pct = |v: f64| format!("{:.2}", round2(v));
+        [
+            item("rpct", self.rpct.map(pct), pct(base.rpct)),
+            item(
+                "rlat",
+                self.rlat.map(|v| v.to_string()),
+                base.rlat.to_string(),
+            ),
+            item("wpct", self.wpct.map(pct), pct(base.wpct)),
+            item(
+                "wlat",
+                self.wlat.map(|v| v.to_string()),
+                base.wlat.to_string(),
+            ),
+            item("min", self.min.map(pct), pct(base.min)),
+            item("max", self.max.map(pct), pct(base.max)),
+        ]
+        .join(" ")
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RunRecord {
+    pub ovr: QosOverride,
+    pub stor: StorageRecord,
+    pub prot: ProtectionRecord,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct IoCostQosRecord {
+    pub base_model: IoCostModel,
+    pub base_qos: IoCostQos,
+    pub mem_profile: u32,
+    pub runs: Vec<Option<RunRecord>>,
+    pub dither_dist: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RunResult {
+    pub stor: StorageResult,
+    pub prot: ProtectionResult,
+    pub adjusted_mem_size: Option<f64>,
+    pub adjusted_mem_offload_factor: Option<f64>,
+    pub adjusted_mem_offload_delta: Option<f64>,
+    pub vrate: BTreeMap<String, f64>,
+    pub iolat: IoLat,
+    pub nr_reports: (u64, u64),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct IoCostQosResult {
+    pub runs: Vec<Option<RunResult>>,
+}
+
+fn float_prop(props: &crate::spec::PropSet, key: &str, kind: ValueKind) -> Result<Option<f64>> {
+    prop_f64(props, key, kind, "iocost-qos")
+}
+
+/// The QoS configurations of a stored iocost-qos spec, in run order: the iocost-off baseline,
+/// the explicit groups, then the vrate grid. The grid's dither offset comes from the spec
+/// (`dither=F`) or, for a random dither, from the record that stored it.
+pub fn configs(spec: &JobSpec, rec: &IoCostQosRecord) -> Result<Vec<QosOverride>> {
+    let mut cfgs = vec![QosOverride::off()];
+    for group in spec.props.iter().skip(1) {
+        let vrate = float_prop(group, "vrate", ValueKind::Float)?;
+        cfgs.push(QosOverride {
+            off: false,
+            rpct: float_prop(group, "rpct", ValueKind::Float)?,
+            rlat: float_prop(group, "rlat", ValueKind::Int)?.map(|v| v as u64),
+            wpct: float_prop(group, "wpct", ValueKind::Float)?,
+            wlat: float_prop(group, "wlat", ValueKind::Int)?.map(|v| v as u64),
+            min: vrate.or(float_prop(group, "min", ValueKind::Float)?),
+            max: vrate.or(float_prop(group, "max", ValueKind::Float)?),
+        });
+    }
+
+    let first = spec.first_group();
+    let vrate_min = float_prop(&first, "vrate-min", ValueKind::Float)?.unwrap_or(0.0);
+    let vrate_max = float_prop(&first, "vrate-max", ValueKind::Float)?.unwrap_or(DFL_VRATE_MAX);
+    let mut intvs = float_prop(&first, "vrate-intvs", ValueKind::Int)?.map_or(0, |v| v as u64);
+    if intvs == 0 && spec.props.len() <= 1 {
+        intvs = DFL_VRATE_INTVS;
+    }
+    if intvs == 0 {
+        return Ok(cfgs);
+    }
+    if intvs > MAX_VRATE_INTVS {
+        crate::usage_bail!(
+            "iocost-qos spec: vrate-intvs={} is more than this version handles (at most {})",
+            intvs,
+            MAX_VRATE_INTVS
+        );
+    }
+
+    let (click, mut min) = if vrate_min == 0.0 {
+        let click = vrate_max / intvs as f64;
+        (click, click)
+    } else if intvs > 1 {
+        ((vrate_max - vrate_min) / (intvs - 1) as f64, vrate_min)
+    } else {
+        (0.0, vrate_max)
+    };
+    let mut max = vrate_max;
+    let offset = match first.get("dither").map(String::as_str) {
+        None | Some("false") | Some("0") => None,
+        Some("") | Some("true") | Some("1") => Some(rec.dither_dist.unwrap_or(0.0)),
+        Some(_) => float_prop(&first, "dither", ValueKind::BoolOrFloat)?,
+    };
+    if let Some(off) = offset {
+        min += off;
+        max += off;
+    }
+    min = min.max(VRATE_INTVS_MIN);
+
+    // At most intvs + 1 points, whatever the stored numbers are.
+    let mut v = max;
+    for _ in 0..=intvs {
+        if v <= min - 0.001 {
+            break;
+        }
+        let r = round2(v);
+        cfgs.push(QosOverride {
+            min: Some(r),
+            max: Some(r),
+            ..Default::default()
+        });
+        if click <= 0.0 || !click.is_finite() {
+            break;
+        }
+        v -= click;
+    }
+    Ok(cfgs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(s: &str) -> JobSpec {
+        JobSpec::parse(s).unwrap()
+    }
+
+    #[test]
+    fn default_grid() {
+        let rec = IoCostQosRecord::default();
+        let cfgs = configs(&spec("iocost-qos"), &rec).unwrap();
+        let maxes: Vec<Option<f64>> = cfgs.iter().map(|c| c.max).collect();
+        assert!(cfgs[0].off);
+        assert_eq!(
+            maxes,
+            vec![
+                None,
+                Some(100.0),
+                Some(80.0),
+                Some(60.0),
+                Some(40.0),
+                Some(20.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn dithered_grid_uses_recorded_offset() {
+        let rec = IoCostQosRecord {
+            dither_dist: Some(-2.0627901946921146),
+            ..Default::default()
+        };
+        let cfgs = configs(
+            &spec("iocost-qos:dither,vrate-intvs=25,vrate-max=125"),
+            &rec,
+        )
+        .unwrap();
+        assert_eq!(cfgs.len(), 26);
+        assert_eq!(cfgs[1].min, Some(122.94));
+        assert_eq!(cfgs[25].max, Some(2.94));
+    }
+
+    #[test]
+    fn explicit_groups_only() {
+        let rec = IoCostQosRecord::default();
+        let cfgs = configs(&spec("iocost-qos::vrate=50:rpct=90,rlat=5000"), &rec).unwrap();
+        assert_eq!(cfgs.len(), 3);
+        assert_eq!(cfgs[1].min, Some(50.0));
+        let base = IoCostQos {
+            rpct: 95.0,
+            rlat: 12042,
+            wpct: 95.0,
+            wlat: 13664,
+            min: 60.0,
+            max: 100.0,
+            ..Default::default()
+        };
+        assert_eq!(
+            cfgs[2].describe(&base),
+            "[rpct=90.00] [rlat=5000] wpct=95.00 wlat=13664 min=60.00 max=100.00"
+        );
+        assert_eq!(
+            cfgs[1].describe(&base),
+            "rpct=95.00 rlat=12042 wpct=95.00 wlat=13664 [min=50.00] [max=50.00]"
+        );
+    }
+}

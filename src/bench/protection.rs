@@ -1,0 +1,355 @@
+//! `protection`: how well hashd keeps its throughput while a memory hog floods the system.
+//! Typed models of the mem-hog / mem-hog-tune records and results, and their text reports,
+//! used standalone and nested in `iocost-qos` runs.
+
+use crate::bench::{FormatOpts, ValueKind, PCT_LABELS};
+use crate::format::text::{double_underline, pct_table_header, pct_table_row, underline};
+use crate::format::{parse_record, parse_result, prop_f64, prop_str, rstat_section};
+use crate::result::Entry;
+use crate::study::iolat::IoLat;
+use crate::units::{format_duration, format_pct, format_size};
+use anyhow::Result;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::fmt::Write;
+
+pub const DFL_ISOL_PCT: &str = "05";
+pub const DFL_ISOL_THR: f64 = 0.9;
+pub const DFL_LOAD: f64 = 1.0;
+pub const DFL_SPEED: &str = "2x";
+pub const DFL_TUNE_INTVS: u64 = 10;
+pub const DFL_MEM_HOG_LOOPS: u64 = 2;
+/// How long a tune probe keeps the hog running after it started swapping (seconds).
+pub const TUNE_PROBE_DUR: f64 = 200.0;
+
+/// A distribution over [`PCT_LABELS`] (percentiles, mean, stdev). Missing keys read as 0.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub struct PctDist {
+    #[serde(rename = "00")]
+    p00: f64,
+    #[serde(rename = "01")]
+    p01: f64,
+    #[serde(rename = "05")]
+    p05: f64,
+    #[serde(rename = "10")]
+    p10: f64,
+    #[serde(rename = "25")]
+    p25: f64,
+    #[serde(rename = "50")]
+    p50: f64,
+    #[serde(rename = "75")]
+    p75: f64,
+    #[serde(rename = "90")]
+    p90: f64,
+    #[serde(rename = "95")]
+    p95: f64,
+    #[serde(rename = "99")]
+    p99: f64,
+    #[serde(rename = "100")]
+    p100: f64,
+    pub mean: f64,
+    pub stdev: f64,
+}
+
+impl PctDist {
+    /// Values in [`PCT_LABELS`] order.
+    pub fn values(&self) -> [f64; 13] {
+        [
+            self.p00, self.p01, self.p05, self.p10, self.p25, self.p50, self.p75, self.p90,
+            self.p95, self.p99, self.p100, self.mean, self.stdev,
+        ]
+    }
+
+    /// The value for a label of [`PCT_LABELS`].
+    pub fn get(&self, label: &str) -> Option<f64> {
+        let idx = PCT_LABELS.iter().position(|l| *l == label)?;
+        Some(self.values()[idx])
+    }
+}
+
+/// Result of one mem-hog study (a mem-hog scenario or a tune's final run).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct MemHogResult {
+    pub base_rps: f64,
+    pub base_lat: f64,
+    pub base_lat_stdev: f64,
+    pub isol: PctDist,
+    pub lat_imp: PctDist,
+    pub fail_ratio: f64,
+    pub fail_msgs: Vec<String>,
+    pub work_csv: f64,
+    pub iolat: IoLat,
+    pub root_rstat: Option<Box<RawValue>>,
+    pub work_rstat: Option<Box<RawValue>>,
+    pub sys_rstat: Option<Box<RawValue>>,
+    pub nr_reports: (u64, u64),
+    pub vrate: f64,
+    pub vrate_stdev: f64,
+    pub io_usage: f64,
+    pub io_unused: f64,
+    pub hog_io_usage: f64,
+    pub hog_io_loss: f64,
+    pub hog_bytes: f64,
+    pub hog_lost_bytes: f64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct MemHogTuneResult {
+    pub final_run: Option<MemHogResult>,
+}
+
+#[derive(Debug, Deserialize)]
+pub enum ScenarioResult {
+    MemHog(MemHogResult),
+    MemHogTune(MemHogTuneResult),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProtectionResult {
+    pub scenarios: Vec<ScenarioResult>,
+    pub combined_mem_hog: Option<MemHogResult>,
+}
+
+/// What `format` needs of a mem-hog-tune record.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct MemHogTuneRecord {
+    pub isol_pct: String,
+    pub isol_thr: f64,
+    pub final_size: Option<f64>,
+}
+
+impl Default for MemHogTuneRecord {
+    fn default() -> Self {
+        Self {
+            isol_pct: DFL_ISOL_PCT.into(),
+            isol_thr: DFL_ISOL_THR,
+            final_size: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub enum ScenarioRecord {
+    MemHog(IgnoredAny),
+    MemHogTune(MemHogTuneRecord),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProtectionRecord {
+    pub scenarios: Vec<ScenarioRecord>,
+}
+
+/// The parameters of a mem-hog-tune scenario as shown in its `Params:` lines.
+#[derive(Debug, Clone)]
+pub struct TuneParams {
+    pub load: f64,
+    pub speed: String,
+    pub size_min: f64,
+    pub size_max: f64,
+    pub intvs: u64,
+    pub isol_pct: String,
+    pub isol_thr: f64,
+}
+
+/// The mem-hog report: `Info:` (full), IO latency, slice resource stat (full), the isolation and
+/// latency-impact table, and the `Result:` line(s). Ends after the last result line.
+pub fn format_mem_hog(out: &mut String, res: &MemHogResult, full: bool, rstat: u8) -> Result<()> {
+    if full {
+        let _ = writeln!(
+            out,
+            "Info: baseline_rps={:.2} baseline_lat={}:{} vrate={:.2}:{:.2}",
+            res.base_rps,
+            format_duration(res.base_lat),
+            format_duration(res.base_lat_stdev),
+            res.vrate,
+            res.vrate_stdev
+        );
+        let _ = writeln!(
+            out,
+            "      io_usage={:.1} io_unused={:.1} hog_io_usage={:.1} hog_io_loss={:.1}",
+            res.io_usage, res.io_unused, res.hog_io_usage, res.hog_io_loss
+        );
+        let _ = writeln!(
+            out,
+            "      hog_bytes={} hog_lost_bytes={}\n",
+            format_size(res.hog_bytes),
+            format_size(res.hog_lost_bytes)
+        );
+    }
+
+    res.iolat.format(out, full);
+    out.push('\n');
+
+    if full {
+        out.push_str("Slice resource stat:\n\n");
+        rstat_section(out, "ROOT", res.root_rstat.as_deref(), rstat)?;
+        rstat_section(out, "WORKLOAD", res.work_rstat.as_deref(), rstat)?;
+        rstat_section(out, "SYSTEM", res.sys_rstat.as_deref(), rstat)?;
+    }
+
+    out.push_str("Isolation and Request Latency Impact Distributions:\n\n");
+    pct_table_header(out, "", 0, PCT_LABELS);
+    pct_table_row(out, "isol%", 0, &res.isol.values(), format_pct);
+    pct_table_row(out, "lat-imp%", 0, &res.lat_imp.values(), format_pct);
+    out.push('\n');
+
+    out.push_str("Result: ");
+    if res.fail_ratio > 0.0 {
+        let _ = write!(out, "FAIL={}% ", format_pct(res.fail_ratio));
+    }
+    let _ = writeln!(
+        out,
+        "isol={}:{}% lat_imp={}%:{} work_csv={}% missing={}%",
+        format_pct(res.isol.mean),
+        format_pct(res.isol.stdev),
+        format_pct(res.lat_imp.mean),
+        format_pct(res.lat_imp.stdev),
+        format_pct(res.work_csv),
+        format_pct(crate::bench::storage::missing_ratio(res.nr_reports))
+    );
+    for msg in &res.fail_msgs {
+        let _ = writeln!(out, "        [error] {}", msg);
+    }
+    Ok(())
+}
+
+/// A mem-hog-tune scenario below its title: params, the final run's report and the verdict,
+/// ending with a blank line.
+pub fn format_tune(
+    out: &mut String,
+    params: &TuneParams,
+    res: &MemHogTuneResult,
+    final_size: Option<f64>,
+    full: bool,
+    rstat: u8,
+) -> Result<()> {
+    let _ = writeln!(
+        out,
+        "Params: load={} speed={} size={}-{} intvs={}",
+        params.load,
+        params.speed,
+        format_size(params.size_min),
+        format_size(params.size_max),
+        params.intvs
+    );
+    let _ = writeln!(
+        out,
+        "        isol-{} >= {}% for {}\n",
+        params.isol_pct,
+        format_pct(params.isol_thr),
+        format_duration(TUNE_PROBE_DUR)
+    );
+    match &res.final_run {
+        Some(run) => format_mem_hog(out, run, full, rstat)?,
+        None => out.push_str("Result: A successful full mem-hog run was not recorded\n"),
+    }
+    match final_size {
+        Some(size) => {
+            let _ = writeln!(
+                out,
+                "        hashd memory size {}/{} can be protected at isol-{} >= {}%\n",
+                format_size(size),
+                format_size(params.size_max),
+                params.isol_pct,
+                format_pct(params.isol_thr)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "        Failed to find size to keep isol-{} above {}% in [{}, {}]\n",
+                params.isol_pct,
+                format_pct(params.isol_thr),
+                format_size(params.size_min),
+                format_size(params.size_max)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn tune_params(group: &crate::spec::PropSet, rec: &MemHogTuneRecord) -> Result<TuneParams> {
+    let what = "protection";
+    Ok(TuneParams {
+        load: prop_f64(group, "load", ValueKind::Frac, what)?.unwrap_or(DFL_LOAD),
+        speed: prop_str(group, "speed").unwrap_or_else(|| DFL_SPEED.into()),
+        size_min: prop_f64(group, "size-min", ValueKind::Size, what)?.unwrap_or(0.0),
+        size_max: prop_f64(group, "size-max", ValueKind::Size, what)?.unwrap_or(0.0),
+        intvs: prop_f64(group, "intvs", ValueKind::Int, what)?.map_or(DFL_TUNE_INTVS, |v| v as u64),
+        isol_pct: rec.isol_pct.clone(),
+        isol_thr: rec.isol_thr,
+    })
+}
+
+/// A standalone `protection` entry: every scenario in full mode, only the tune scenarios and
+/// the combined mem-hog summary otherwise.
+pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
+    let res: ProtectionResult = parse_result(entry)?;
+    let rec: ProtectionRecord = parse_record(entry)?.unwrap_or_default();
+    let nr = res.scenarios.len();
+    let empty = crate::spec::PropSet::new();
+    let dfl_trec = MemHogTuneRecord::default();
+    for (i, scn) in res.scenarios.iter().enumerate() {
+        // Scenario groups follow the (empty) first group.
+        let group = entry.spec.props.get(i + 1).unwrap_or(&empty);
+        match scn {
+            ScenarioResult::MemHog(run) => {
+                if !opts.full {
+                    continue;
+                }
+                double_underline(out, &format!("Scenario {}/{} - Memory Hog", i + 1, nr));
+                let what = "protection";
+                let loops = prop_f64(group, "loops", ValueKind::Int, what)?
+                    .map_or(DFL_MEM_HOG_LOOPS, |v| v as u64);
+                let load = prop_f64(group, "load", ValueKind::Frac, what)?.unwrap_or(DFL_LOAD);
+                let speed = prop_str(group, "speed").unwrap_or_else(|| DFL_SPEED.into());
+                let _ = writeln!(
+                    out,
+                    "Params: loops={} load={} speed={}\n",
+                    loops, load, speed
+                );
+                format_mem_hog(out, run, opts.full, opts.rstat)?;
+                out.push('\n');
+            }
+            ScenarioResult::MemHogTune(tune) => {
+                let trec = match rec.scenarios.get(i) {
+                    Some(ScenarioRecord::MemHogTune(t)) => t,
+                    _ => &dfl_trec,
+                };
+                double_underline(
+                    out,
+                    &format!("Scenario {}/{} - Memory Hog Tuning", i + 1, nr),
+                );
+                let params = tune_params(group, trec)?;
+                format_tune(out, &params, tune, trec.final_size, opts.full, opts.rstat)?;
+            }
+        }
+    }
+    if let Some(comb) = &res.combined_mem_hog {
+        double_underline(out, "Memory Hog Summary");
+        format_mem_hog(out, comb, opts.full, opts.rstat)?;
+        out.push('\n');
+    }
+    Ok(())
+}
+
+/// Title of a protection scenario nested in another bench's report.
+pub fn nested_title(out: &mut String, prefix: &str, idx: usize, nr: usize, tune: bool) {
+    underline(
+        out,
+        &format!(
+            "{} - Protection Scenario {}/{} - Memory Hog{}",
+            prefix,
+            idx + 1,
+            nr,
+            if tune { " Tuning" } else { "" }
+        ),
+    );
+}

@@ -1,0 +1,222 @@
+//! `selftest`: a hidden bench that exercises the run machinery without touching the system.
+//! It runs `steps` steps of `step-time` each, computes a deterministic checksum per step,
+//! checkpoints after every step and, being incremental, resumes after the last checkpointed step
+//! when re-run. `fail-at=N` makes step N fail, to test failure handling.
+
+use super::{Bench, BenchDesc, FormatOpts};
+use crate::error::UsageError;
+use crate::run::{RunCtx, StudyCtx};
+use crate::units::parse::{parse_duration, parse_int};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::time::{Duration, Instant};
+
+pub struct SelfTest;
+
+const DFL_STEPS: u64 = 5;
+const DFL_STEP_TIME: f64 = 0.1;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Props {
+    steps: u64,
+    step_time: f64,
+    fail_at: Option<u64>,
+}
+
+impl Props {
+    fn from_spec(spec: &crate::spec::JobSpec) -> Result<Self> {
+        let mut props = Props {
+            steps: DFL_STEPS,
+            step_time: DFL_STEP_TIME,
+            fail_at: None,
+        };
+        let bad = |k: &str, e: String| UsageError::new(format!("selftest: {}: {}", k, e));
+        if let Some(group) = spec.props.first() {
+            for (k, v) in group {
+                match k.as_str() {
+                    "steps" => props.steps = parse_int(v).map_err(|e| bad(k, e))?,
+                    "step-time" => props.step_time = parse_duration(v).map_err(|e| bad(k, e))?,
+                    "fail-at" => props.fail_at = Some(parse_int(v).map_err(|e| bad(k, e))?),
+                    _ => {
+                        return Err(bad(
+                            k,
+                            "unknown property (accepted: steps, step-time, fail-at)".into(),
+                        )
+                        .into())
+                    }
+                }
+            }
+        }
+        Ok(props)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Step {
+    /// 1-based step number.
+    step: u64,
+    /// Unix time the step finished.
+    at: u64,
+    /// How long the step took in seconds.
+    secs: f64,
+    /// Deterministic checksum computed by the step.
+    value: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Record {
+    steps_total: u64,
+    step_time: f64,
+    steps: Vec<Step>,
+    /// Step numbers at which a run resumed from a checkpoint.
+    resumed_at: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StudyResult {
+    steps: u64,
+    checksum: u64,
+    mean_step_secs: f64,
+    resumed_at: Vec<u64>,
+}
+
+/// The work of one step: a fixed-length FNV-style mix of the step number.
+fn step_value(step: u64) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for k in 0..100_000u64 {
+        h ^= k.wrapping_mul(step);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h % 1_000_000_007
+}
+
+impl Bench for SelfTest {
+    fn desc(&self) -> &'static BenchDesc {
+        super::find("selftest").unwrap_or_else(|| unreachable!("selftest is registered"))
+    }
+
+    fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
+        let props = Props::from_spec(ctx.spec())?;
+        let mut rec = match ctx.prev_record() {
+            Some(raw) => serde_json::from_str::<Record>(raw.get()).unwrap_or_else(|e| {
+                log::warn!("selftest: ignoring unreadable previous record ({})", e);
+                Record::default()
+            }),
+            None => Record::default(),
+        };
+        rec.steps_total = props.steps;
+        rec.step_time = props.step_time;
+        rec.steps.truncate(props.steps as usize);
+        let done = rec.steps.len() as u64;
+        if done > 0 && done < props.steps {
+            log::info!("selftest: resuming at step {} of {}", done + 1, props.steps);
+            rec.resumed_at.push(done + 1);
+        }
+        for step in done + 1..=props.steps {
+            if props.fail_at == Some(step) {
+                anyhow::bail!("selftest: step {} failed as requested by fail-at", step);
+            }
+            let started = Instant::now();
+            std::thread::sleep(Duration::from_secs_f64(props.step_time));
+            let value = step_value(step);
+            rec.steps.push(Step {
+                step,
+                at: crate::run::now(),
+                secs: started.elapsed().as_secs_f64(),
+                value,
+            });
+            ctx.checkpoint(&rec)?;
+            log::info!("selftest: step {}/{} done", step, props.steps);
+        }
+        serde_json::to_value(&rec).context("serializing the selftest record")
+    }
+
+    fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
+        let rec: Record =
+            serde_json::from_str(record.get()).context("parsing the selftest record")?;
+        let n = rec.steps.len() as u64;
+        let res = StudyResult {
+            steps: n,
+            checksum: rec
+                .steps
+                .iter()
+                .fold(0u64, |acc, s| (acc + s.value) % 1_000_000_007),
+            mean_step_secs: if n > 0 {
+                rec.steps.iter().map(|s| s.secs).sum::<f64>() / n as f64
+            } else {
+                0.0
+            },
+            resumed_at: rec.resumed_at,
+        };
+        serde_json::to_value(&res).context("serializing the selftest result")
+    }
+
+    fn format(
+        &self,
+        out: &mut String,
+        entry: &crate::result::Entry,
+        _opts: &FormatOpts,
+    ) -> Result<()> {
+        let Some(raw) = &entry.result else {
+            return Ok(());
+        };
+        let res: StudyResult =
+            serde_json::from_str(raw.get()).context("parsing the selftest result")?;
+        out.push_str(&format!(
+            "Selftest: {} steps, checksum {}, mean step time {}\n",
+            res.steps,
+            res.checksum,
+            crate::units::format_duration(res.mean_step_secs)
+        ));
+        if res.resumed_at.is_empty() {
+            out.push_str("Resumed: never\n");
+        } else {
+            let at: Vec<String> = res.resumed_at.iter().map(|s| s.to_string()).collect();
+            out.push_str(&format!("Resumed: at step {}\n", at.join(", ")));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_values_are_deterministic_and_distinct() {
+        assert_eq!(step_value(3), step_value(3));
+        assert_ne!(step_value(1), step_value(2));
+    }
+
+    #[test]
+    fn study_summarizes_the_record() {
+        let rec = Record {
+            steps_total: 2,
+            step_time: 0.1,
+            steps: vec![
+                Step {
+                    step: 1,
+                    at: 10,
+                    secs: 0.1,
+                    value: 5,
+                },
+                Step {
+                    step: 2,
+                    at: 11,
+                    secs: 0.3,
+                    value: 7,
+                },
+            ],
+            resumed_at: vec![2],
+        };
+        let raw = crate::result::to_raw(&rec).unwrap();
+        let ctx = StudyCtx::new(Default::default(), (10, 11));
+        let v = SelfTest.study(&ctx, &raw).unwrap();
+        let res: StudyResult = serde_json::from_value(v).unwrap();
+        assert_eq!(res.steps, 2);
+        assert_eq!(res.checksum, 12);
+        assert!((res.mean_step_secs - 0.2).abs() < 1e-9);
+        assert_eq!(res.resumed_at, vec![2]);
+    }
+}

@@ -1,0 +1,181 @@
+//! `storage`: how much of hashd's working set the scratch device can absorb (MOF). This module
+//! holds the typed record/result models and the text report, used standalone and nested in
+//! `iocost-qos` runs.
+
+use crate::bench::{FormatOpts, ValueKind};
+use crate::format::header::{HashdKnobs, MemInfo};
+use crate::format::{parse_record, parse_result, prop_f64, rstat_section};
+use crate::result::Entry;
+use crate::study::iolat::IoLat;
+use crate::units::{format_pct, format_size};
+use anyhow::Result;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::fmt::Write;
+
+pub const DFL_HASH_SIZE: f64 = 1258291.0;
+pub const DFL_LOG_BPS: f64 = 1100794.0;
+pub const DFL_LOOPS: u64 = 3;
+
+/// What `format` needs of a storage record.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct StorageRecord {
+    pub base_hashd_knobs: HashdKnobs,
+    pub mem: MemInfo,
+}
+
+impl StorageRecord {
+    /// The fake-CPU RPS the bench ran with: the recorded hashd knob, else derived from the
+    /// memory share like the bench does (`round(share_GiB × 166.67)`).
+    pub fn rps_max(&self) -> u64 {
+        if self.base_hashd_knobs.rps_max > 0 {
+            self.base_hashd_knobs.rps_max
+        } else {
+            (self.mem.share / (1u64 << 30) as f64 * 166.67).round() as u64
+        }
+    }
+}
+
+/// A storage result. The rstat blobs stay raw JSON: they are large and only rendered with
+/// the resource-stat tables.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct StorageResult {
+    pub mem_offload_factor: f64,
+    pub mem_usage: f64,
+    pub mem_usage_stdev: f64,
+    pub mem_size: f64,
+    pub mem_size_stdev: f64,
+    pub all_rstat: Option<Box<RawValue>>,
+    pub final_rstat: Option<Box<RawValue>>,
+    pub iolat: IoLat,
+    pub nr_reports: (u64, u64),
+}
+
+/// `missed / (found + missed)`, 0 without reports.
+pub fn missing_ratio(nr_reports: (u64, u64)) -> f64 {
+    let total = nr_reports.0 + nr_reports.1;
+    if total == 0 {
+        0.0
+    } else {
+        nr_reports.1 as f64 / total as f64
+    }
+}
+
+#[derive(Default, Deserialize)]
+struct MeanOnly {
+    #[serde(default)]
+    mean: f64,
+}
+
+#[derive(Default, Deserialize)]
+struct RstatIoBps {
+    #[serde(default)]
+    io_bps: Option<(MeanOnly, MeanOnly)>,
+}
+
+/// Mean read and write bytes/s of a resource stat; zeros when absent.
+fn io_bps_means(raw: Option<&RawValue>) -> Result<(f64, f64)> {
+    let Some(raw) = raw else {
+        return Ok((0.0, 0.0));
+    };
+    let parsed: RstatIoBps = serde_json::from_str(raw.get())
+        .map_err(|e| anyhow::anyhow!("storage resource stat: {}", e))?;
+    Ok(parsed
+        .io_bps
+        .map(|(r, w)| (r.mean, w.mean))
+        .unwrap_or((0.0, 0.0)))
+}
+
+/// The storage report below its title/params line. `full` adds the latency distribution and
+/// resource-stat tables; `loops > 1` prints the stdev form of the memory line.
+pub fn format_result(
+    out: &mut String,
+    res: &StorageResult,
+    mem_profile: u32,
+    loops: u64,
+    full: bool,
+    rstat: u8,
+) -> Result<()> {
+    res.iolat.format(out, full);
+    out.push('\n');
+
+    if full {
+        out.push_str("Resource stat:\n\n");
+        rstat_section(out, "ALL", res.all_rstat.as_deref(), rstat)?;
+        rstat_section(out, "FINAL", res.final_rstat.as_deref(), rstat)?;
+    }
+
+    let (read_all, write_all) = io_bps_means(res.all_rstat.as_deref())?;
+    let (read_final, write_final) = io_bps_means(res.final_rstat.as_deref())?;
+    let _ = writeln!(
+        out,
+        "IO BPS: read_final={} write_final={} read_all={} write_all={}\n",
+        format_size(read_final),
+        format_size(write_final),
+        format_size(read_all),
+        format_size(write_all)
+    );
+
+    let _ = write!(
+        out,
+        "Memory offloading: factor={:.3}@{} ",
+        res.mem_offload_factor, mem_profile
+    );
+    if loops > 1 {
+        let _ = write!(
+            out,
+            "usage/stdev={}/{} size/stdev={}/{}",
+            format_size(res.mem_usage),
+            format_size(res.mem_usage_stdev),
+            format_size(res.mem_size),
+            format_size(res.mem_size_stdev)
+        );
+    } else {
+        let _ = write!(
+            out,
+            "usage={} size={}",
+            format_size(res.mem_usage),
+            format_size(res.mem_size)
+        );
+    }
+    let _ = writeln!(
+        out,
+        " missing={}%\n",
+        format_pct(missing_ratio(res.nr_reports))
+    );
+    Ok(())
+}
+
+/// `Params: hash_size=… rps_max=… log_bps=…` (without the newline).
+pub fn params_line(hash_size: f64, rps_max: u64, log_bps: f64) -> String {
+    format!(
+        "Params: hash_size={} rps_max={} log_bps={}",
+        format_size(hash_size),
+        rps_max,
+        format_size(log_bps)
+    )
+}
+
+/// A standalone `storage` entry.
+pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
+    let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
+    let res: StorageResult = parse_result(entry)?;
+    let props = entry.spec.first_group();
+    let what = "storage";
+    let hash_size = prop_f64(&props, "hash-size", ValueKind::Size, what)?.unwrap_or(DFL_HASH_SIZE);
+    let rps_max = match prop_f64(&props, "rps-max", ValueKind::Int, what)? {
+        Some(v) => v as u64,
+        None => rec.rps_max(),
+    };
+    let log_bps = prop_f64(&props, "log-bps", ValueKind::Size, what)?.unwrap_or(DFL_LOG_BPS);
+    let loops = prop_f64(&props, "loops", ValueKind::Int, what)?.map_or(DFL_LOOPS, |v| v as u64);
+    let _ = writeln!(
+        out,
+        "{} loops={}\n",
+        params_line(hash_size, rps_max, log_bps),
+        loops
+    );
+    format_result(out, &res, rec.mem.profile, loops, opts.full, opts.rstat)
+}

@@ -1,0 +1,145 @@
+//! `pack`: one tarball holding the result file and the per-second reports its entries cover, so
+//! the results can be studied elsewhere. Unpacked, the reports sit in `<stem>-report.d/`, which is
+//! where `study` looks by default.
+
+use super::{load_entries, write_atomic, Entry};
+use crate::error::UsageError;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+/// `x.json.gz` → `x`, `x.json` → `x`, `x` → `x`.
+pub fn stem(result: &Path) -> String {
+    let name = result
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = name.strip_suffix(".gz").unwrap_or(&name);
+    name.strip_suffix(".json").unwrap_or(name).to_string()
+}
+
+/// The default per-second report directory of a result file: `<dir of result>/<stem>-report.d`.
+pub fn default_reports_dir(result: &Path) -> PathBuf {
+    result.with_file_name(format!("{}-report.d", stem(result)))
+}
+
+/// The entries' periods (start < end only), sorted and merged where they overlap or touch.
+/// Each range is half-open: `[start, end)`.
+pub fn merged_periods(entries: &[Entry]) -> Vec<(u64, u64)> {
+    let mut periods: Vec<(u64, u64)> = entries
+        .iter()
+        .map(|e| e.period)
+        .filter(|(a, b)| a < b)
+        .collect();
+    periods.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in periods {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackStats {
+    pub tarball: PathBuf,
+    pub packed: u64,
+    pub missing: u64,
+}
+
+/// Writes `<out_dir>/<stem>.tar.gz` (atomically) with the result file and the reports found in
+/// `<dir>/report.d/` for every second of the merged entry periods.
+pub fn pack(result: &Path, dir: &Path, out_dir: &Path) -> Result<PackStats> {
+    if !result.is_file() {
+        crate::usage_bail!(
+            "{}: result file doesn't exist; pack needs an existing --result file",
+            result.display()
+        );
+    }
+    let entries = load_entries(result)?;
+    let periods = merged_periods(&entries);
+    for (a, b) in &periods {
+        log::info!("pack: period {} - {} ({} secs)", a, b, b - a);
+    }
+    let stem = stem(result);
+    let base = result
+        .file_name()
+        .ok_or_else(|| UsageError::new(format!("{}: not a file name", result.display())))?;
+    let tarball = out_dir.join(format!("{}.tar.gz", stem));
+    let report_d = dir.join("report.d");
+    let (mut packed, mut missing) = (0u64, 0u64);
+
+    write_atomic(&tarball, |w| {
+        let enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+        let mut tar = tar::Builder::new(enc);
+        tar.mode(tar::HeaderMode::Deterministic);
+        tar.append_path_with_name(result, base)?;
+        for &(a, b) in &periods {
+            for t in a..b {
+                let src = report_d.join(format!("{}.json", t));
+                if src.is_file() {
+                    tar.append_path_with_name(&src, format!("{}-report.d/{}.json", stem, t))?;
+                    packed += 1;
+                } else {
+                    missing += 1;
+                }
+            }
+        }
+        tar.into_inner()?.finish()?;
+        Ok(())
+    })
+    .with_context(|| format!("packing {}", tarball.display()))?;
+
+    log::info!(
+        "pack: wrote {} ({} reports packed, {} missing)",
+        tarball.display(),
+        packed,
+        missing
+    );
+    Ok(PackStats {
+        tarball,
+        packed,
+        missing,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stem_strips_gz_then_json() {
+        assert_eq!(stem(Path::new("/a/b/x.json.gz")), "x");
+        assert_eq!(stem(Path::new("x.json")), "x");
+        assert_eq!(stem(Path::new("x.gz")), "x");
+        assert_eq!(stem(Path::new("x.txt")), "x.txt");
+        assert_eq!(
+            default_reports_dir(Path::new("/a/x.json.gz")),
+            Path::new("/a/x-report.d")
+        );
+    }
+
+    #[test]
+    fn periods_merge_when_overlapping_or_touching() {
+        let e = |a: u64, b: u64| -> Entry {
+            let mut e = Entry::placeholder(crate::spec::JobSpec {
+                kind: "k".into(),
+                id: None,
+                passive: None,
+                props: vec![Default::default()],
+            });
+            e.period = (a, b);
+            e
+        };
+        let entries = [
+            e(30, 40),
+            e(10, 20),
+            e(20, 25),
+            e(5, 5),
+            e(35, 50),
+            e(60, 61),
+        ];
+        assert_eq!(merged_periods(&entries), vec![(10, 25), (30, 50), (60, 61)]);
+    }
+}

@@ -1,0 +1,294 @@
+//! Atomic saving of the result file.
+//!
+//! The whole entry list is serialized (pretty-printed, gzip when the name ends in `.gz`) into a
+//! temporary file next to the target, which is flushed to disk and then renamed over the target;
+//! finally the directory is synced so the rename itself is durable. A crash or kill at any point
+//! leaves either the complete old file or the complete new one, never a torn mix.
+
+use super::{is_gz, Entry};
+use anyhow::{Context, Result};
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Serializes entries as the pretty-printed JSON array stored in result files.
+pub fn serialize_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Result<Vec<u8>> {
+    let refs: Vec<&Entry> = entries.into_iter().collect();
+    let mut buf = Vec::with_capacity(
+        refs.iter()
+            .map(|e| {
+                e.sysinfo.get().len()
+                    + e.record.as_ref().map_or(0, |r| r.get().len())
+                    + e.result.as_ref().map_or(0, |r| r.get().len())
+                    + 256
+            })
+            .sum(),
+    );
+    serde_json::to_writer_pretty(&mut buf, &refs).context("serializing result entries")?;
+    Ok(buf)
+}
+
+/// Writes `entries` to `path` atomically (see the module doc).
+pub fn save_entries<'a>(path: &Path, entries: impl IntoIterator<Item = &'a Entry>) -> Result<()> {
+    let json = serialize_entries(entries)?;
+    let gz = is_gz(path);
+    write_atomic(path, |w| {
+        if gz {
+            let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            enc.write_all(&json)?;
+            enc.finish()?;
+        } else {
+            w.write_all(&json)?;
+        }
+        Ok(())
+    })
+    .with_context(|| format!("saving result file {}", path.display()))
+}
+
+/// The temporary file a save of `path` writes before renaming: `.<name>.tmp.<pid>` in the same
+/// directory, so the rename never crosses a filesystem.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{}.tmp.{}", name, std::process::id()))
+}
+
+/// Removes temp files of earlier saves of `path` whose process is gone (a save killed midway
+/// leaves one behind). Best effort: failures are only logged.
+pub fn remove_stale_temps(path: &Path) {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    let prefix = format!(".{}.tmp.", name);
+    let Ok(dir) = std::fs::read_dir(parent_dir(path)) else {
+        return;
+    };
+    for ent in dir.flatten() {
+        let fname = ent.file_name().to_string_lossy().into_owned();
+        let Some(pid) = fname
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{}", pid)).exists() {
+            continue;
+        }
+        match std::fs::remove_file(ent.path()) {
+            Ok(()) => log::debug!("removed stale {}", ent.path().display()),
+            Err(e) => log::debug!("can't remove stale {}: {}", ent.path().display(), e),
+        }
+    }
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Creates `path` atomically from what `fill` writes: temp file, fsync, rename, fsync of the
+/// directory. The temp file is removed if anything fails. An existing target's permissions are
+/// carried over.
+pub fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let tmp = temp_path(path);
+    let res = write_and_rename(path, &tmp, fill);
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+fn write_and_rename(
+    path: &Path,
+    tmp: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        // Best effort: a file we can't chmod is still a valid result file.
+        let _ = file.set_permissions(meta.permissions());
+    }
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    fill(&mut w).with_context(|| format!("writing {}", tmp.display()))?;
+    let file = w
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    file.sync_all()
+        .with_context(|| format!("syncing {}", tmp.display()))?;
+    drop(file);
+    std::fs::rename(tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    sync_dir(parent_dir(path))
+}
+
+/// Makes a rename in `dir` durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    let d = File::open(dir).with_context(|| format!("opening directory {}", dir.display()))?;
+    d.sync_all()
+        .with_context(|| format!("syncing directory {}", dir.display()))
+}
+
+/// Testing aid behind the hidden `__save-test` subcommand. Loads the entries of `from`, prints
+/// `ready`, then saves them to `target` over and over, alternating reversed order (odd saves)
+/// and file order (even saves), so that a kill can be checked to leave one of two known
+/// contents.
+///
+/// With `kills == 0` this process does the saving, `loops` times (0 = until killed). Otherwise
+/// it forks `kills` saving children one after the other, SIGKILLs each after a random delay of
+/// up to about two save durations, prints `killed N` and waits for a line on stdin (the checker
+/// is done) before the next. Forking avoids re-loading a large file for every kill.
+pub fn save_test(target: &Path, from: &Path, loops: u64, kills: u64, seed: u64) -> Result<()> {
+    let entries = super::load_entries(from)?;
+    let save_nr = |i: u64| -> Result<()> {
+        if i % 2 == 1 {
+            save_entries(target, entries.iter().rev())
+        } else {
+            save_entries(target, &entries)
+        }
+    };
+    let say = |msg: &str| -> Result<()> {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", msg)?;
+        out.flush()?;
+        Ok(())
+    };
+    say("ready")?;
+    if kills == 0 {
+        let mut i = 0u64;
+        while loops == 0 || i < loops {
+            i += 1;
+            save_nr(i)?;
+        }
+        return Ok(());
+    }
+
+    // Calibrate: how long does one save take here?
+    let started = std::time::Instant::now();
+    save_nr(2)?;
+    let max_delay_us = (started.elapsed().as_micros() as u64 * 5 / 2).max(1000);
+    let mut rng = seed.max(1);
+    let mut line = String::new();
+    for k in 0..kills {
+        // xorshift64
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let delay = std::time::Duration::from_micros(rng % max_delay_us);
+        // SAFETY: this process is single-threaded here; the child only runs our own code.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            anyhow::bail!("fork failed: {}", std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: plain syscall; makes the child die with us.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+            let mut i = k;
+            loop {
+                i += 1;
+                if save_nr(i).is_err() {
+                    // SAFETY: leaving the child without running the parent's exit handlers.
+                    unsafe { libc::_exit(1) };
+                }
+            }
+        }
+        std::thread::sleep(delay);
+        // SAFETY: signalling and reaping our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+        }
+        say(&format!("killed {} after {}us", k, delay.as_micros()))?;
+        line.clear();
+        if std::io::stdin().read_line(&mut line)? == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{load_entries, Entry};
+
+    fn entry(kind: &str, record: &str) -> Entry {
+        serde_json::from_str(&format!(
+            r#"{{"spec":{{"kind":"{kind}","id":null,"passive":null,"props":[{{}}]}},
+               "period":[1,2],"sysinfo":{{}},"record":{record},"result":null}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn save_roundtrips_plain_and_gz_without_leaving_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["r.json", "r.json.gz"] {
+            let path = dir.path().join(name);
+            let entries = vec![entry("a", r#"{"x":[1,2]}"#), entry("b", "null")];
+            save_entries(&path, &entries).unwrap();
+            let back = load_entries(&path).unwrap();
+            assert_eq!(back.len(), 2);
+            assert_eq!(back[0].spec.kind, "a");
+            assert_eq!(back[0].record.as_ref().unwrap().get(), r#"{"x":[1,2]}"#);
+            assert!(back[1].record.is_none());
+            // Overwrite with different content.
+            save_entries(&path, &entries[1..]).unwrap();
+            assert_eq!(load_entries(&path).unwrap().len(), 1);
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "leftover files: {:?}", names);
+    }
+
+    #[test]
+    fn stale_temps_of_dead_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let dead = dir.path().join(".r.json.tmp.4000000000");
+        let mine = temp_path(&path);
+        let other = dir.path().join(".x.json.tmp.4000000000");
+        for p in [&dead, &mine, &other] {
+            std::fs::write(p, "x").unwrap();
+        }
+        remove_stale_temps(&path);
+        assert!(!dead.exists());
+        assert!(mine.exists() && other.exists());
+    }
+
+    #[test]
+    fn upstream_file_is_saved_back_byte_for_byte() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/results/INTEL_SSDPEKKA256G7.json.gz");
+        let orig = crate::result::read_bytes(&fixture).unwrap().unwrap();
+        let entries = crate::result::parse_entries(&fixture, &orig).unwrap();
+        assert_eq!(serialize_entries(&entries).unwrap(), orig);
+    }
+
+    #[test]
+    fn failed_save_keeps_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        std::fs::write(&path, "[]").unwrap();
+        let err = write_atomic(&path, |_| Err(std::io::Error::other("boom")));
+        assert!(err.is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "[]");
+        assert!(!temp_path(&path).exists());
+    }
+}

@@ -1,0 +1,244 @@
+//! The run path end to end with the hidden `selftest` bench: completion, reuse on re-run,
+//! resuming after SIGKILL from the last checkpoint, and refusing to study incomplete jobs.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
+
+fn cmd(result: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("-r").arg(result);
+    c
+}
+
+fn load(result: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(result).unwrap();
+    serde_json::from_str::<Vec<Value>>(&text)
+        .unwrap_or_else(|e| panic!("{} doesn't parse: {}", result.display(), e))
+}
+
+fn steps_of(entry: &Value) -> Vec<Value> {
+    entry["record"]["steps"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn completed_run_is_reused_on_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("r.json");
+    let spec = "selftest:steps=4,step-time=50ms";
+    let out = cmd(&res).args(["run", spec]).assert().success();
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(stdout.contains("Selftest: 4 steps"), "{}", stdout);
+    assert!(stdout.contains("Resumed: never"), "{}", stdout);
+
+    let first = load(&res);
+    assert_eq!(first.len(), 1);
+    assert_eq!(steps_of(&first[0]).len(), 4);
+    assert_eq!(first[0]["result"]["steps"], 4);
+    assert_eq!(
+        first[0]["sysinfo"]["bench_version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    let (start, end) = (
+        first[0]["period"][0].as_u64().unwrap(),
+        first[0]["period"][1].as_u64().unwrap(),
+    );
+    assert!(start > 0 && start <= end);
+
+    // Same command again: nothing runs, the record and period stay as they were.
+    let out = cmd(&res).args(["run", spec]).assert().success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(stderr.contains("already complete, reusing"), "{}", stderr);
+    assert!(!stderr.contains("step 1/4 done"), "{}", stderr);
+    let second = load(&res);
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0]["record"], first[0]["record"]);
+    assert_eq!(second[0]["period"], first[0]["period"]);
+    assert_eq!(second[0]["result"], first[0]["result"]);
+
+    // A different id is a different job: appended, and completed first in the file.
+    cmd(&res)
+        .args(["run", "selftest:id=other,steps=1,step-time=10ms"])
+        .assert()
+        .success();
+    let third = load(&res);
+    assert_eq!(third.len(), 2);
+    assert_eq!(third[0]["spec"]["id"], "other");
+    assert_eq!(third[1]["record"], first[0]["record"]);
+
+    // study and solve re-derive the result without running.
+    for mode in ["study", "solve"] {
+        let out = cmd(&res).args([mode, spec]).assert().success();
+        let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        assert!(stdout.contains("Selftest: 4 steps"), "{}", stdout);
+        let after = load(&res);
+        assert_eq!(after[1]["record"], first[0]["record"]);
+        assert_eq!(after[1]["result"], first[0]["result"]);
+        // study/solve keep the file order.
+        assert_eq!(after[0]["spec"]["id"], "other");
+    }
+}
+
+#[test]
+fn killed_run_resumes_from_last_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("r.json.gz");
+    let spec = "selftest:id=k,steps=6,step-time=250ms";
+    let mut child = std::process::Command::new(BIN)
+        .arg("-r")
+        .arg(&res)
+        .args(["run", spec])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+
+    // Wait for two checkpoints; every intermediate state must be a loadable file.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "no checkpoints appeared");
+        if res.exists() {
+            let entries = resctl_bench::result::load_entries(&res).unwrap();
+            let steps = entries[0]
+                .record
+                .as_ref()
+                .map(|r| {
+                    serde_json::from_str::<Value>(r.get()).unwrap()["steps"]
+                        .as_array()
+                        .unwrap()
+                        .len()
+                })
+                .unwrap_or(0);
+            if steps >= 2 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let killed = resctl_bench::result::load_entries(&res).unwrap();
+    assert_eq!(killed.len(), 1);
+    assert!(killed[0].result.is_none(), "a killed run has no result");
+    let killed_rec: Value = serde_json::from_str(killed[0].record.as_ref().unwrap().get()).unwrap();
+    let done = killed_rec["steps"].as_array().unwrap().clone();
+    assert!((2..6).contains(&done.len()), "{} steps done", done.len());
+
+    // The job isn't complete: study and solve refuse with exit 2.
+    for mode in ["study", "solve"] {
+        let out = cmd(&res).args([mode, spec]).assert().code(2);
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(
+            stderr.contains("job[selftest:k] isn't complete"),
+            "{}",
+            stderr
+        );
+    }
+
+    // Re-run: continues after the last checkpointed step and completes.
+    let out = cmd(&res).args(["run", spec]).assert().success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let resume_at = done.len() + 1;
+    assert!(
+        stderr.contains(&format!("resuming at step {} of 6", resume_at)),
+        "{}",
+        stderr
+    );
+    for s in 1..resume_at {
+        assert!(
+            !stderr.contains(&format!("step {}/6 done", s)),
+            "step {} redone: {}",
+            s,
+            stderr
+        );
+    }
+    let entries = resctl_bench::result::load_entries(&res).unwrap();
+    assert_eq!(entries.len(), 1);
+    let rec: Value = serde_json::from_str(entries[0].record.as_ref().unwrap().get()).unwrap();
+    let steps = rec["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 6);
+    assert_eq!(
+        &steps[..done.len()],
+        &done[..],
+        "checkpointed steps were redone"
+    );
+    assert_eq!(rec["resumed_at"], serde_json::json!([resume_at]));
+    let result: Value = serde_json::from_str(entries[0].result.as_ref().unwrap().get()).unwrap();
+    assert_eq!(result["steps"], 6);
+    assert_eq!(result["resumed_at"], serde_json::json!([resume_at]));
+    // The period starts with the first, killed run.
+    assert_eq!(entries[0].period.0, killed[0].period.0);
+    assert!(entries[0].period.1 >= killed[0].period.1);
+}
+
+#[test]
+fn failing_step_keeps_earlier_checkpoints_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("r.json");
+    let out = cmd(&res)
+        .args(["run", "selftest:steps=3,step-time=10ms,fail-at=2"])
+        .assert()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(stderr.contains("step 2 failed as requested"), "{}", stderr);
+    let e = load(&res);
+    assert_eq!(steps_of(&e[0]).len(), 1);
+    assert!(e[0]["result"].is_null());
+    // Incremental: the same job with other props resumes it.
+    cmd(&res)
+        .args(["run", "selftest:steps=3,step-time=10ms"])
+        .assert()
+        .success();
+    let e = load(&res);
+    assert_eq!(e.len(), 1);
+    assert_eq!(steps_of(&e[0]).len(), 3);
+    assert_eq!(e[0]["record"]["resumed_at"], serde_json::json!([2]));
+    // The entry now carries the spec that completed it.
+    assert!(
+        e[0]["spec"]["props"][0].get("fail-at").is_none(),
+        "{}",
+        e[0]["spec"]
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("r.json");
+    for (args, msg) in [
+        (vec!["run", "selftest"], "run requires --result"),
+        (vec!["study", "selftest"], "study requires --result"),
+        (vec!["solve", "selftest"], "solve requires --result"),
+        (vec!["pack"], "pack requires --result"),
+    ] {
+        let out = Command::new(BIN).args(&args).assert().code(2);
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(stderr.contains(msg), "{:?}: {}", args, stderr);
+    }
+    let out = cmd(&res).args(["run", "storage"]).assert().code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("\"storage\" can't run in this version yet"),
+        "{}",
+        stderr
+    );
+    assert!(
+        !res.exists(),
+        "a refused run must not create the result file"
+    );
+    // Nothing to study: exit 2, naming the job.
+    let out = cmd(&res).args(["study", "selftest"]).assert().code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("job[selftest:-] isn't complete"),
+        "{}",
+        stderr
+    );
+}
