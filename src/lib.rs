@@ -11,4 +11,5 @@ pub mod result;
 pub mod run;
 pub mod spec;
 pub mod study;
+pub mod system;
 pub mod units;
