@@ -1,8 +1,7 @@
 //! Validated global options. `cli` keeps typed values as strings; `Config::from_opts` parses each
 //! with the shared parsers in `crate::units::parse` so every bad value gets one line naming the
-//! option, the value and what is accepted (a `UsageError`, exit code 2).
-//!
-//! The persistent `-a/--args` file is not implemented yet: its path is kept but not read.
+//! option, the value and what is accepted (a `UsageError`, exit code 2). With `-a/--args FILE`
+//! the stored values fill in what the command line leaves out (`crate::args_file`).
 
 use crate::cli::{GlobalOpts, DFL_DIR};
 use crate::error::UsageError;
@@ -162,7 +161,8 @@ pub struct Config {
     pub hashd_cpu_load: HashdCpuLoad,
     pub iocost_qos: Option<QosOverride>,
     pub swappiness: Option<u32>,
-    pub args_file: Option<PathBuf>,
+    /// The `-a/--args` file, saved once the job specs are known (`ArgsFile::save`).
+    pub args_file: Option<crate::args_file::ArgsFile>,
     pub iocost_from_sys: bool,
     pub keep_reports: bool,
     pub clear_reports: bool,
@@ -183,7 +183,17 @@ fn bad(opt: &str, e: String) -> anyhow::Error {
 }
 
 impl Config {
+    /// The validated global options, with the `-a/--args` file's values under the command
+    /// line's.
     pub fn from_opts(o: &GlobalOpts) -> anyhow::Result<Config> {
+        match &o.args {
+            Some(path) => crate::args_file::ArgsFile::load(path)?.into_config(o),
+            None => Self::validate(o),
+        }
+    }
+
+    /// Validates the options exactly as given (no args file).
+    pub(crate) fn validate(o: &GlobalOpts) -> anyhow::Result<Config> {
         let dir = match o.dir.as_deref() {
             None | Some("") => PathBuf::from(DFL_DIR),
             Some(d) => PathBuf::from(d),
@@ -315,7 +325,7 @@ impl Config {
             hashd_cpu_load,
             iocost_qos,
             swappiness,
-            args_file: o.args.clone(),
+            args_file: None,
             iocost_from_sys: o.iocost_from_sys,
             keep_reports: o.keep_reports,
             clear_reports: o.clear_reports,

@@ -1,6 +1,7 @@
 //! resctl-bench: a benchmark harness for Linux resource control.
 
 pub mod app;
+pub mod args_file;
 pub mod bench;
 pub mod cli;
 pub mod config;

@@ -212,7 +212,7 @@ fn run_job(
                 crate::usage_bail!("{} isn't complete; study needs a finished run", name)
             }
             (_, Some(prev)) if complete && !desc.incremental => {
-                log::info!("{}: reusing the completed record in the result file", name);
+                log::info!("{}: {}", name, REUSING);
                 prev
             }
             (_, prev) => {
@@ -241,9 +241,12 @@ fn run_job(
     }
     file.touch(idx);
     file.save()?;
-    print_summary(bench, &file.entries[idx])?;
+    print_summary(&file.entries[idx])?;
     Ok(file)
 }
+
+/// What a re-run of a job whose record is already complete logs, incremental or not.
+const REUSING: &str = "already complete, reusing the record in the result file";
 
 /// Runs one job; returns the result file back and the final record (stored in the entry).
 fn execute(
@@ -262,10 +265,18 @@ fn execute(
         Some(_) if old_period.0 > 0 => old_period.0.min(start),
         _ => start,
     };
-    if prev.is_some() {
-        log::info!("{}: continuing from the record in the result file", name);
-    } else {
-        log::info!("{}: starting", name);
+    // A complete record of an incremental bench is handed to the bench, which decides whether
+    // anything is left; what happened is logged once it's known (below).
+    let prev_complete = prev.is_some() && !file.entries[idx].incomplete;
+    match &prev {
+        None => log::info!("{}: starting", name),
+        Some(_) if prev_complete => {
+            log::debug!("{}: checking the completed record for remaining work", name)
+        }
+        Some(_) => log::info!(
+            "{}: continuing from the checkpoint in the result file",
+            name
+        ),
     }
     let mut ctx = RunCtx {
         spec: spec.clone(),
@@ -289,8 +300,11 @@ fn execute(
     let e: &mut Entry = &mut file.entries[idx];
     if unchanged && !e.incomplete {
         // Nothing left to do: keep the entry (period, sysinfo) as it was.
-        log::info!("{}: already complete, reusing the record", name);
+        log::info!("{}: {}", name, REUSING);
     } else {
+        if prev_complete {
+            log::info!("{}: extended the completed record in the result file", name);
+        }
         e.incomplete = false;
         e.record = Some(to_raw(&record)?);
         e.period = (period_start, now().max(period_start));
@@ -303,15 +317,22 @@ fn execute(
     Ok((file, raw))
 }
 
-/// The short report printed after each job (what `summary` prints for the entry).
-fn print_summary(bench: &dyn Bench, entry: &Entry) -> Result<()> {
+/// The short report printed after each job: exactly what `summary` prints for the entry
+/// (separator, header block, body), rendered by the same `format_entry`.
+fn print_summary(entry: &Entry) -> Result<()> {
     let opts = FormatOpts {
         full: false,
         ..Default::default()
     };
     let mut out = String::new();
     if !crate::format::format_entry(&mut out, entry, &opts)? {
-        bench.format(&mut out, entry, &opts)?;
+        // Can't happen for a bench that just ran (it has a formatter), but don't print a
+        // header-less body if it ever does.
+        log::warn!(
+            "{}: this version can't format {} results",
+            job_name(&entry.spec),
+            entry.spec.kind
+        );
     }
     print!("{}", out);
     Ok(())
@@ -346,14 +367,21 @@ pub fn cli_jobs(
     mode: Mode,
     args: &crate::cli::SpecArgs,
 ) -> Result<()> {
-    let cfg = RunConfig::from_config(&crate::config::Config::from_opts(global)?, mode.name())?;
-    let specs = crate::spec::collect_specs(args, JobSpec::validate_run)?;
+    let config = crate::config::Config::from_opts(global)?;
+    let cfg = RunConfig::from_config(&config, mode.name())?;
+    let specs =
+        crate::args_file::collect_job_specs(&config, mode.name(), args, JobSpec::validate_run)?;
     run_cmd(&cfg, mode, specs)
 }
 
 /// `pack` from the command line: `./<stem>.tar.gz`.
 pub fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
-    let cfg = RunConfig::from_config(&crate::config::Config::from_opts(global)?, "pack")?;
+    let config = crate::config::Config::from_opts(global)?;
+    let cfg = RunConfig::from_config(&config, "pack")?;
+    // pack takes no job specs: the stored subcommand and specs stay as they are.
+    if let Some(file) = &config.args_file {
+        file.save(&config, None)?;
+    }
     pack::pack(&cfg.result, &cfg.dir, Path::new("."))?;
     Ok(())
 }

@@ -663,30 +663,42 @@ pub fn load_spec_file(path: &Path) -> anyhow::Result<Vec<String>> {
     };
     list.iter()
         .enumerate()
-        .map(|(i, v)| match v {
-            serde_json::Value::String(s) => Ok(s.clone()),
-            serde_json::Value::Object(_) => serde_json::from_value::<JobSpec>(v.clone())
-                .map(|s| s.canonical())
-                .map_err(|e| {
-                    UsageError::new(format!(
-                        "spec file {}: job_specs[{}] is not a valid job spec ({})",
-                        name, i, e
-                    ))
-                    .into()
-                }),
-            _ => Err(UsageError::new(format!(
-                "spec file {}: job_specs[{}] is neither a spec string nor a spec object",
-                name, i
-            ))
-            .into()),
+        .map(|(i, v)| {
+            spec_text(v).map_err(|e| {
+                UsageError::new(format!("spec file {}: job_specs[{}] {}", name, i, e)).into()
+            })
         })
         .collect()
+}
+
+/// The text of one stored job spec: a spec string as is, a spec object (`{kind, id, passive,
+/// props}`, the result-file layout) in its canonical form. `Err` reads after the item's name.
+pub fn spec_text(v: &serde_json::Value) -> Result<String, String> {
+    match v {
+        serde_json::Value::String(s) => Ok(s.clone()),
+        serde_json::Value::Object(_) => serde_json::from_value::<JobSpec>(v.clone())
+            .map(|s| s.canonical())
+            .map_err(|e| format!("is not a valid job spec ({})", e)),
+        _ => Err("is neither a spec string nor a spec object".into()),
+    }
 }
 
 /// The specs of a `run`/`study`/`solve` command: those of every `-f` file first (in the order
 /// given), then those on the command line; each parsed and checked with `validate` (e.g.
 /// `JobSpec::validate_run`). Errors if there are none.
 pub fn collect_specs(
+    args: &crate::cli::SpecArgs,
+    validate: fn(&JobSpec) -> Result<(), UsageError>,
+) -> anyhow::Result<Vec<JobSpec>> {
+    let specs = gather_specs(args, validate)?;
+    if specs.is_empty() {
+        return Err(no_specs_error(None).into());
+    }
+    Ok(specs)
+}
+
+/// `collect_specs` without the check for none.
+pub fn gather_specs(
     args: &crate::cli::SpecArgs,
     validate: fn(&JobSpec) -> Result<(), UsageError>,
 ) -> anyhow::Result<Vec<JobSpec>> {
@@ -704,14 +716,22 @@ pub fn collect_specs(
         validate(&spec)?;
         specs.push(spec);
     }
-    if specs.is_empty() {
-        return Err(UsageError::new(format!(
+    Ok(specs)
+}
+
+/// The error for a command without job specs; `args_file` is the `-a` file, if one was given.
+pub fn no_specs_error(args_file: Option<&Path>) -> UsageError {
+    match args_file {
+        None => UsageError::new(format!(
             "no job spec given (accepted: {} on the command line, or -f FILE)",
             SPEC_SYNTAX
-        ))
-        .into());
+        )),
+        Some(p) => UsageError::new(format!(
+            "no job spec given and args file {} holds none for this subcommand (accepted: {} on the command line, or -f FILE)",
+            p.display(),
+            SPEC_SYNTAX
+        )),
     }
-    Ok(specs)
 }
 
 #[cfg(test)]

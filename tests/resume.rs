@@ -55,6 +55,8 @@ fn completed_run_is_reused_on_rerun() {
     let out = cmd(&res).args(["run", spec]).assert().success();
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(stderr.contains("already complete, reusing"), "{}", stderr);
+    // One consistent message, not "continuing" followed by "already complete".
+    assert!(!stderr.contains("continuing"), "{}", stderr);
     assert!(!stderr.contains("step 1/4 done"), "{}", stderr);
     let second = load(&res);
     assert_eq!(second.len(), 1);
@@ -241,4 +243,37 @@ fn usage_errors_exit_2() {
         "{}",
         stderr
     );
+}
+
+#[test]
+fn summary_after_each_job_has_the_header_block_of_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("r.json");
+    let out = cmd(&res)
+        .args([
+            "run",
+            "selftest:steps=1,step-time=10ms",
+            "selftest:id=b,steps=1,step-time=10ms",
+        ])
+        .assert()
+        .success();
+    let printed = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    // What `run` printed after the jobs is exactly what `summary` prints for them: separator,
+    // `[selftest <version> result] <period>` header block and body, for each.
+    let out = cmd(&res).args(["summary"]).assert().success();
+    let summary = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert_eq!(printed, summary);
+    let header = format!("[selftest {} result] ", env!("CARGO_PKG_VERSION"));
+    assert_eq!(printed.matches(&header).count(), 2, "{}", printed);
+    assert_eq!(printed.matches(&"=".repeat(90)).count(), 2, "{}", printed);
+    // `format` prints the same header block.
+    let out = cmd(&res).args(["format"]).assert().success();
+    let format = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let headers = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.starts_with('['))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(headers(&printed), headers(&format));
 }
