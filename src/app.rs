@@ -17,6 +17,14 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Solve(a) => run::cli_jobs(&cli.global, Mode::Solve, &a),
         Command::Format(a) => format_cmd(&cli.global, &a.specs.specs, true, a.rstat),
         Command::Summary(a) => format_cmd(&cli.global, &a.specs, false, 0),
+        Command::Deps(a) => crate::system::deps::deps_cmd(&cli.global, a.fix),
+        Command::JournalTest(a) => crate::system::restore::journal_test(
+            &crate::config::Config::from_opts(&cli.global)?.dir,
+            &a.path,
+            &a.value,
+            a.spin,
+            a.exit_after,
+        ),
         Command::Pack => run::cli_pack(&cli.global),
         Command::Doc(a) => {
             print!("{}", crate::doc::render(&a.subjects)?);

@@ -134,6 +134,13 @@ pub enum Command {
     Format(FormatArgs),
     /// Print the short report of result entries
     Summary(FormatSpecs),
+    /// Check the system requirements (cgroup2, io.cost, swap, IO scheduler, ...) and list them;
+    /// exits 1 if any is missed
+    Deps(DepsArgs),
+    /// Testing aid: set --path to --value through the restore journal of --dir, print `changed`
+    /// and wait to be killed
+    #[command(name = "__journal-test", hide = true)]
+    JournalTest(JournalTestArgs),
     /// Pack the result file and its per-second reports into a tarball
     Pack,
     /// Print documentation: `doc` lists subjects, `doc NAME` prints one
@@ -206,4 +213,28 @@ pub struct DocArgs {
     /// Subject: common, vm, or a bench name
     #[arg(value_name = "SUBJECT")]
     pub subjects: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DepsArgs {
+    /// Also apply the fixes a run applies (through the restore journal) and report the result;
+    /// every change is restored when deps exits
+    #[arg(long = "fix")]
+    pub fix: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct JournalTestArgs {
+    /// File to change
+    #[arg(long = "path", value_name = "FILE")]
+    pub path: PathBuf,
+    /// Value to write
+    #[arg(long = "value")]
+    pub value: String,
+    /// Keep the main thread busy computing instead of sleeping
+    #[arg(long = "spin")]
+    pub spin: bool,
+    /// Exit normally after this many seconds instead of waiting to be killed
+    #[arg(long = "exit-after", value_name = "SECS")]
+    pub exit_after: Option<f64>,
 }

@@ -50,6 +50,25 @@ impl Sysinfo {
     }
 }
 
+impl Sysinfo {
+    /// Records the system requirements of a job: which were required, which of those were
+    /// missed (with their messages), and the full report.
+    pub fn set_sysreqs(
+        &mut self,
+        required: &[crate::system::sysreqs::SysReq],
+        eval: &crate::system::sysreqs::Evaluation,
+    ) -> anyhow::Result<()> {
+        self.sysreqs = required.iter().map(|r| r.name().to_string()).collect();
+        self.sysreqs_missed = eval
+            .missed_of(required)
+            .into_iter()
+            .map(|(r, m)| (r.name().to_string(), m))
+            .collect();
+        self.sysreqs_report = Some(serde_json::to_value(&eval.report)?);
+        Ok(())
+    }
+}
+
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()

@@ -4,6 +4,13 @@
 //! Everything takes its filesystem roots from a [`HostPaths`], so unit tests run the same code
 //! against temp-dir trees that imitate /sys, /proc and /sys/fs/cgroup.
 
+pub mod blockdev;
+pub mod deps;
+pub mod journal_api;
+pub mod restore;
+pub mod sysinfo;
+pub mod sysreqs;
+
 use std::path::{Path, PathBuf};
 
 /// Where the kernel interfaces live. `HostPaths::real()` is the running system; tests point
@@ -15,7 +22,9 @@ pub struct HostPaths {
 
 impl HostPaths {
     pub fn real() -> Self {
-        Self { root: PathBuf::from("/") }
+        Self {
+            root: PathBuf::from("/"),
+        }
     }
 
     pub fn under(root: impl Into<PathBuf>) -> Self {
@@ -24,7 +33,8 @@ impl HostPaths {
 
     /// `rel` below the root, e.g. `path("proc/meminfo")`.
     pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
-        self.root.join(rel.as_ref().strip_prefix("/").unwrap_or(rel.as_ref()))
+        self.root
+            .join(rel.as_ref().strip_prefix("/").unwrap_or(rel.as_ref()))
     }
 
     pub fn cgroup(&self) -> PathBuf {
@@ -47,7 +57,10 @@ mod tests {
     #[test]
     fn paths_join_below_the_root() {
         let h = HostPaths::under("/tmp/x");
-        assert_eq!(h.path("/proc/meminfo"), PathBuf::from("/tmp/x/proc/meminfo"));
+        assert_eq!(
+            h.path("/proc/meminfo"),
+            PathBuf::from("/tmp/x/proc/meminfo")
+        );
         assert_eq!(h.cgroup(), PathBuf::from("/tmp/x/sys/fs/cgroup"));
         assert_eq!(HostPaths::real().proc(), PathBuf::from("/proc"));
     }

@@ -1,0 +1,750 @@
+//! The scratch device: the whole-disk block device backing `--dir` (or the one `--dev` names),
+//! and what sysfs tells about it (model, firmware, size, scheduler, wbt, rotational).
+//!
+//! The path's `st_dev` leads to `/sys/dev/block/MAJ:MIN` when it is a real block device. When it
+//! is an anonymous device (btrfs, device-mapper stacks seen through some filesystems), the mount
+//! source from `/proc/self/mountinfo` is resolved instead (`/dev/root` through the kernel command
+//! line). A partition is mapped to the disk holding it.
+
+use crate::error::UsageError;
+use crate::system::HostPaths;
+use anyhow::{bail, Context, Result};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// One line of /proc/self/mountinfo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub devnr: (u32, u32),
+    /// Root of the mount within its filesystem.
+    pub root: String,
+    pub mount_point: PathBuf,
+    /// Per-mount options (`rw,nosuid,relatime`).
+    pub mount_opts: String,
+    pub fstype: String,
+    pub source: String,
+    /// Filesystem (super block) options (`rw,nsdelegate,memory_recursiveprot`).
+    pub super_opts: String,
+}
+
+impl MountEntry {
+    pub fn has_super_opt(&self, opt: &str) -> bool {
+        self.super_opts.split(',').any(|o| o == opt)
+    }
+}
+
+/// Undoes the octal escapes (`\040` for space) mountinfo uses in paths.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parses `MAJ:MIN`.
+pub fn parse_devnr(s: &str) -> Option<(u32, u32)> {
+    let (a, b) = s.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// Parses the text of /proc/self/mountinfo; `origin` names it in errors.
+pub fn parse_mountinfo(text: &str, origin: &str) -> Result<Vec<MountEntry>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || anyhow::anyhow!("{}:{}: malformed mountinfo line {:?}", origin, i + 1, line);
+        let fields: Vec<&str> = line.split(' ').collect();
+        let sep = fields.iter().position(|f| *f == "-").ok_or_else(bad)?;
+        if sep < 6 || fields.len() < sep + 3 {
+            return Err(bad());
+        }
+        out.push(MountEntry {
+            devnr: parse_devnr(fields[2]).ok_or_else(bad)?,
+            root: unescape(fields[3]),
+            mount_point: PathBuf::from(unescape(fields[4])),
+            mount_opts: fields[5].to_string(),
+            fstype: fields[sep + 1].to_string(),
+            source: unescape(fields[sep + 2]),
+            super_opts: fields.get(sep + 3).copied().unwrap_or("").to_string(),
+        });
+    }
+    Ok(out)
+}
+
+pub fn read_mountinfo(hp: &HostPaths) -> Result<Vec<MountEntry>> {
+    let p = hp.path("proc/self/mountinfo");
+    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+    parse_mountinfo(&text, &p.to_string_lossy())
+}
+
+/// Major and minor of a `dev_t` (glibc's encoding).
+pub fn split_dev(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32)
+}
+
+/// `path` if it exists, else its nearest existing ancestor.
+pub fn nearest_existing(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    loop {
+        if p.exists() {
+            return p;
+        }
+        match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => p = parent.to_path_buf(),
+            _ => return PathBuf::from("."),
+        }
+    }
+}
+
+fn read_trim(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// The whole disk a block device name belongs to (`nvme0n1p2` → `nvme0n1`), through
+/// `/sys/class/block/NAME`.
+pub fn whole_disk_of_name(hp: &HostPaths, name: &str) -> Result<String> {
+    let p = hp.path("sys/class/block").join(name);
+    whole_disk_of_sysdir(&p).with_context(|| format!("block device {:?}", name))
+}
+
+/// The whole disk behind `/sys/dev/block/MAJ:MIN`.
+pub fn whole_disk_of_devnr(hp: &HostPaths, devnr: (u32, u32)) -> Result<String> {
+    let p = hp
+        .path("sys/dev/block")
+        .join(format!("{}:{}", devnr.0, devnr.1));
+    whole_disk_of_sysdir(&p).with_context(|| format!("block device {}:{}", devnr.0, devnr.1))
+}
+
+fn whole_disk_of_sysdir(p: &Path) -> Result<String> {
+    let dir =
+        std::fs::canonicalize(p).with_context(|| format!("no sysfs entry {}", p.display()))?;
+    let dir = if dir.join("partition").exists() {
+        dir.parent()
+            .map(Path::to_path_buf)
+            .with_context(|| format!("{} has no parent disk", dir.display()))?
+    } else {
+        dir
+    };
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .with_context(|| format!("{} has no name", dir.display()))
+}
+
+/// Follows symlinks of `dev_path` (an absolute host path like `/dev/mapper/vg-lv`) inside the
+/// host root and returns the final file name.
+pub fn resolve_dev_name(hp: &HostPaths, dev_path: &str) -> String {
+    let mut cur = hp.path(dev_path);
+    for _ in 0..16 {
+        let Ok(target) = std::fs::read_link(&cur) else {
+            break;
+        };
+        cur = if target.is_absolute() {
+            hp.path(&target)
+        } else {
+            cur.parent().unwrap_or(Path::new("/")).join(target)
+        };
+    }
+    // Normalize `..` lexically so the name is the last real component.
+    let mut parts: Vec<std::ffi::OsString> = Vec::new();
+    for c in cur.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                parts.pop();
+            }
+            std::path::Component::Normal(n) => parts.push(n.to_os_string()),
+            _ => {}
+        }
+    }
+    parts
+        .last()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The block device name behind a mount source such as `/dev/nvme0n1p2`, `/dev/mapper/x`, or
+/// `/dev/root` (through `root=` on the kernel command line).
+fn source_dev_name(hp: &HostPaths, source: &str) -> Option<String> {
+    let source = if source == "/dev/root" {
+        if let Ok(t) = std::fs::read_link(hp.path("dev/root")) {
+            t.to_string_lossy().into_owned()
+        } else {
+            let cmdline = read_trim(&hp.path("proc/cmdline"))?;
+            let root = cmdline
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("root="))?
+                .to_string();
+            if let Some(u) = root.strip_prefix("PARTUUID=") {
+                format!("/dev/disk/by-partuuid/{}", u)
+            } else if let Some(u) = root.strip_prefix("UUID=") {
+                format!("/dev/disk/by-uuid/{}", u)
+            } else if let Some(l) = root.strip_prefix("LABEL=") {
+                format!("/dev/disk/by-label/{}", l)
+            } else {
+                root
+            }
+        }
+    } else {
+        source.to_string()
+    };
+    let source = if source.starts_with('/') {
+        source
+    } else {
+        format!("/dev/{}", source)
+    };
+    if !source.starts_with("/dev/") {
+        return None;
+    }
+    let name = resolve_dev_name(hp, &source);
+    if hp.path("sys/class/block").join(&name).exists() {
+        Some(name)
+    } else {
+        None
+    }
+}
+
+/// How the whole disk under a path was found, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathDevice {
+    pub disk: String,
+    /// The block device the filesystem is on (a partition, dm or md device, or the disk).
+    pub part: String,
+    pub mount_point: Option<PathBuf>,
+}
+
+/// The whole disk holding the filesystem of `path` (which must exist): st_dev first, the mount
+/// source when st_dev is anonymous.
+pub fn device_of_path(hp: &HostPaths, path: &Path) -> Result<PathDevice> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("reading metadata of {}", path.display()))?;
+    let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    device_of_devnr(hp, split_dev(meta.dev()), &canon)
+        .with_context(|| format!("finding the block device of {}", path.display()))
+}
+
+/// The whole disk behind the filesystem with device number `devnr`; `path` picks among mounts
+/// sharing that number and names the path in errors.
+pub fn device_of_devnr(hp: &HostPaths, devnr: (u32, u32), path: &Path) -> Result<PathDevice> {
+    let sysdev = hp
+        .path("sys/dev/block")
+        .join(format!("{}:{}", devnr.0, devnr.1));
+    let mounts = read_mountinfo(hp).unwrap_or_default();
+    let mount = mounts
+        .iter()
+        .filter(|m| m.devnr == devnr)
+        .filter(|m| path.starts_with(&m.mount_point))
+        .max_by_key(|m| m.mount_point.components().count())
+        .or_else(|| mounts.iter().rev().find(|m| m.devnr == devnr));
+    if devnr.0 != 0 && sysdev.exists() {
+        let part = std::fs::canonicalize(&sysdev)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        return Ok(PathDevice {
+            disk: whole_disk_of_devnr(hp, devnr)?,
+            part,
+            mount_point: mount.map(|m| m.mount_point.clone()),
+        });
+    }
+    let Some(m) = mount else {
+        bail!(
+            "device {}:{} is neither a block device nor in {}",
+            devnr.0,
+            devnr.1,
+            hp.path("proc/self/mountinfo").display()
+        );
+    };
+    let Some(part) = source_dev_name(hp, &m.source) else {
+        bail!(
+            "{} is on a {} filesystem mounted from {:?}, which is not a block device",
+            m.mount_point.display(),
+            m.fstype,
+            m.source
+        );
+    };
+    Ok(PathDevice {
+        disk: whole_disk_of_name(hp, &part)?,
+        part,
+        mount_point: Some(m.mount_point.clone()),
+    })
+}
+
+/// What sysfs tells about a whole disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DevInfo {
+    pub name: String,
+    pub devnr: (u32, u32),
+    pub model: String,
+    pub fwrev: String,
+    /// Bytes.
+    pub size: u64,
+    /// The selected IO scheduler (`none`, `mq-deadline`, …).
+    pub scheduler: String,
+    /// `queue/wbt_lat_usec`; `None` when the kernel has no wbt.
+    pub wbt_lat_usec: Option<u64>,
+    pub rotational: bool,
+}
+
+impl DevInfo {
+    /// Reads `/sys/block/NAME`.
+    pub fn read(hp: &HostPaths, name: &str) -> Result<Self> {
+        let d = hp.path("sys/block").join(name);
+        if !d.exists() {
+            bail!("{} does not exist", d.display());
+        }
+        let devnr_path = d.join("dev");
+        let devnr = read_trim(&devnr_path)
+            .and_then(|s| parse_devnr(&s))
+            .with_context(|| format!("reading MAJ:MIN from {}", devnr_path.display()))?;
+        let nonempty = |p: PathBuf| read_trim(&p).filter(|s| !s.is_empty());
+        let model = nonempty(d.join("device/model"))
+            .or_else(|| nonempty(d.join("serial")))
+            .unwrap_or_else(|| "<unknown>".into());
+        let fwrev = nonempty(d.join("device/firmware_rev"))
+            .or_else(|| nonempty(d.join("device/rev")))
+            .unwrap_or_else(|| "<UNKNOWN>".into());
+        let size_path = d.join("size");
+        let size = read_trim(&size_path)
+            .and_then(|s| s.parse::<u64>().ok())
+            .with_context(|| format!("reading sectors from {}", size_path.display()))?
+            .saturating_mul(512);
+        let scheduler = read_trim(&d.join("queue/scheduler"))
+            .map(|s| crate::system::restore::bracketed(&s).unwrap_or(s))
+            .unwrap_or_else(|| "none".into());
+        let wbt_lat_usec = read_trim(&d.join("queue/wbt_lat_usec")).and_then(|s| s.parse().ok());
+        let rotational = read_trim(&d.join("queue/rotational")).as_deref() == Some("1");
+        Ok(Self {
+            name: name.to_string(),
+            devnr,
+            model,
+            fwrev,
+            size,
+            scheduler,
+            wbt_lat_usec,
+            rotational,
+        })
+    }
+
+    /// md RAID or device-mapper: IO control acts on the devices underneath.
+    pub fn is_composite(&self) -> bool {
+        is_composite_name(&self.name)
+    }
+
+    pub fn sys_dir(&self, hp: &HostPaths) -> PathBuf {
+        hp.path("sys/block").join(&self.name)
+    }
+}
+
+pub fn is_composite_name(name: &str) -> bool {
+    name.starts_with("md") || name.starts_with("dm-")
+}
+
+/// The scratch device and how it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scratch {
+    pub dev: DevInfo,
+    /// True when `--dev` named it.
+    pub given: bool,
+    /// One line on how it was found.
+    pub how: String,
+    pub warnings: Vec<String>,
+}
+
+/// The scratch device for work directory `dir`: `dev` when given (a partition is mapped to its
+/// disk with a warning), else the disk backing the nearest existing ancestor of `dir/scratch`.
+pub fn detect(hp: &HostPaths, dir: &Path, dev: Option<&str>) -> Result<Scratch> {
+    let mut warnings = Vec::new();
+    if let Some(name) = dev {
+        let name = name.strip_prefix("/dev/").unwrap_or(name);
+        let disk = if hp.path("sys/block").join(name).exists() {
+            name.to_string()
+        } else if hp.path("sys/class/block").join(name).exists() {
+            let disk = whole_disk_of_name(hp, name)?;
+            warnings.push(format!(
+                "--dev {} is a partition; using its disk {}",
+                name, disk
+            ));
+            disk
+        } else {
+            let mut known: Vec<String> = std::fs::read_dir(hp.path("sys/block"))
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| !n.starts_with("loop") && !n.starts_with("ram"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            known.sort();
+            return Err(UsageError::new(format!(
+                "--dev {:?}: no such block device (known: {})",
+                name,
+                if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
+                }
+            ))
+            .into());
+        };
+        let info = DevInfo::read(hp, &disk)?;
+        if info.is_composite() {
+            warnings.push(format!(
+                "scratch device {} is a {} device; IO control applies to the disks beneath it",
+                disk,
+                if disk.starts_with("md") {
+                    "md RAID"
+                } else {
+                    "device-mapper"
+                }
+            ));
+        }
+        return Ok(Scratch {
+            dev: info,
+            given: true,
+            how: format!("named by --dev {}", name),
+            warnings,
+        });
+    }
+
+    let target = dir.join("scratch");
+    let at = nearest_existing(&target);
+    let pd = device_of_path(hp, &at).with_context(|| {
+        format!(
+            "can't find the scratch device backing {} (use --dev to name it)",
+            target.display()
+        )
+    })?;
+    if is_composite_name(&pd.disk) {
+        warnings.push(format!(
+            "{} is on {}, a {} device; IO control applies to the disks beneath it, pass --dev \
+             to pick one",
+            at.display(),
+            pd.disk,
+            if pd.disk.starts_with("md") {
+                "md RAID"
+            } else {
+                "device-mapper"
+            }
+        ));
+    }
+    let info = DevInfo::read(hp, &pd.disk)?;
+    let how = format!(
+        "{}{} is on {}{}",
+        at.display(),
+        match &pd.mount_point {
+            Some(m) => format!(" (mount {})", m.display()),
+            None => String::new(),
+        },
+        pd.part,
+        if pd.part != pd.disk {
+            format!(", disk {}", pd.disk)
+        } else {
+            String::new()
+        }
+    );
+    Ok(Scratch {
+        dev: info,
+        given: false,
+        how,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+pub mod testutil {
+    //! Builders for fake /sys and /proc trees.
+    use super::*;
+
+    pub fn put(p: &Path, s: &str) {
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, s).expect("write");
+    }
+
+    pub fn symlink(target: &str, link: &Path) {
+        std::fs::create_dir_all(link.parent().expect("parent")).expect("mkdir");
+        std::os::unix::fs::symlink(target, link).expect("symlink");
+    }
+
+    /// A disk `name` (devnr `maj:min`) under a fake PCI path, with optional partitions
+    /// `(name, minor)`, linked from /sys/block, /sys/class/block and /sys/dev/block.
+    pub fn add_disk(hp: &HostPaths, name: &str, maj: u32, min: u32, parts: &[(&str, u32)]) {
+        let dev = hp.path(format!("sys/devices/pci0000:00/block/{}", name));
+        put(&dev.join("dev"), &format!("{}:{}\n", maj, min));
+        put(&dev.join("size"), "1000215216\n");
+        put(&dev.join("device/model"), "Fake SSD 970\n");
+        put(&dev.join("device/firmware_rev"), "1B2QEXP7\n");
+        put(&dev.join("queue/scheduler"), "[mq-deadline] kyber none\n");
+        put(&dev.join("queue/wbt_lat_usec"), "2000\n");
+        put(&dev.join("queue/rotational"), "0\n");
+        // /sys/block/X is one level below /sys, /sys/class/block/X and /sys/dev/block/X two.
+        let rel = format!("../../devices/pci0000:00/block/{}", name);
+        symlink(&rel[3..], &hp.path(format!("sys/block/{}", name)));
+        symlink(&rel, &hp.path(format!("sys/class/block/{}", name)));
+        symlink(&rel, &hp.path(format!("sys/dev/block/{}:{}", maj, min)));
+        for (p, pmin) in parts {
+            put(&dev.join(p).join("partition"), "1\n");
+            put(&dev.join(p).join("dev"), &format!("{}:{}\n", maj, pmin));
+            let prel = format!("{}/{}", rel, p);
+            symlink(&prel, &hp.path(format!("sys/class/block/{}", p)));
+            symlink(&prel, &hp.path(format!("sys/dev/block/{}:{}", maj, pmin)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 259:2 / / rw,relatime - ext4 /dev/nvme0n1p2 rw,errors=remount-ro
+30 27 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+40 27 0:40 / /data rw,relatime shared:9 master:2 - btrfs /dev/sdb1 rw,ssd,space_cache=v2
+41 27 0:41 /sub /my\\040dir rw - btrfs /dev/root rw
+42 27 0:42 / /ovl rw - overlay overlay rw,lowerdir=/a
+";
+
+    fn fake() -> (tempfile::TempDir, HostPaths) {
+        let t = tempfile::tempdir().unwrap();
+        let hp = HostPaths::under(t.path());
+        put(&hp.path("proc/self/mountinfo"), MOUNTINFO);
+        add_disk(
+            &hp,
+            "nvme0n1",
+            259,
+            0,
+            &[("nvme0n1p1", 1), ("nvme0n1p2", 2)],
+        );
+        add_disk(&hp, "sdb", 8, 16, &[("sdb1", 17)]);
+        add_disk(&hp, "vda", 254, 0, &[]);
+        (t, hp)
+    }
+
+    #[test]
+    fn parses_mountinfo() {
+        let m = parse_mountinfo(MOUNTINFO, "mi").unwrap();
+        assert_eq!(m.len(), 6);
+        assert_eq!(m[2].fstype, "cgroup2");
+        assert_eq!(m[2].mount_point, PathBuf::from("/sys/fs/cgroup"));
+        assert!(m[2].has_super_opt("memory_recursiveprot"));
+        assert_eq!(m[2].mount_opts, "rw,nosuid,nodev,noexec,relatime");
+        assert_eq!(m[3].source, "/dev/sdb1");
+        assert_eq!(m[4].mount_point, PathBuf::from("/my dir"));
+        assert_eq!(m[4].root, "/sub");
+        assert_eq!(m[1].devnr, (259, 2));
+    }
+
+    #[test]
+    fn malformed_mountinfo_is_an_error() {
+        for bad in [
+            "1 2 3",
+            "1 2 x:y / / rw - ext4 /dev/a rw",
+            "1 2 8:0 / / rw ext4 /dev/a rw",
+        ] {
+            let e = parse_mountinfo(bad, "mi").err().unwrap().to_string();
+            assert!(e.contains("mi:1: malformed"), "{}", e);
+        }
+    }
+
+    #[test]
+    fn splits_dev_t() {
+        assert_eq!(split_dev(0xfe00), (254, 0));
+        assert_eq!(split_dev((259 << 8) | 5), (259, 5));
+        // Large minors live in the high bits.
+        assert_eq!(split_dev(0x1_0000_0803), (8, 0x100003));
+    }
+
+    #[test]
+    fn partition_devnr_maps_to_whole_disk() {
+        let (_t, hp) = fake();
+        let pd = device_of_devnr(&hp, (259, 2), Path::new("/")).unwrap();
+        assert_eq!(pd.disk, "nvme0n1");
+        assert_eq!(pd.part, "nvme0n1p2");
+        assert_eq!(pd.mount_point, Some(PathBuf::from("/")));
+        assert_eq!(whole_disk_of_devnr(&hp, (254, 0)).unwrap(), "vda");
+    }
+
+    #[test]
+    fn anonymous_devnr_uses_the_mount_source() {
+        let (_t, hp) = fake();
+        let pd = device_of_devnr(&hp, (0, 40), Path::new("/data/x")).unwrap();
+        assert_eq!((pd.disk.as_str(), pd.part.as_str()), ("sdb", "sdb1"));
+    }
+
+    #[test]
+    fn dev_root_is_resolved_through_the_command_line() {
+        let (_t, hp) = fake();
+        put(
+            &hp.path("proc/cmdline"),
+            "BOOT_IMAGE=/vmlinuz root=PARTUUID=abcd ro quiet\n",
+        );
+        symlink("../../nvme0n1p1", &hp.path("dev/disk/by-partuuid/abcd"));
+        let pd = device_of_devnr(&hp, (0, 41), Path::new("/my dir/a")).unwrap();
+        assert_eq!(
+            (pd.disk.as_str(), pd.part.as_str()),
+            ("nvme0n1", "nvme0n1p1")
+        );
+        put(&hp.path("proc/cmdline"), "root=/dev/sdb1\n");
+        assert_eq!(
+            device_of_devnr(&hp, (0, 41), Path::new("/")).unwrap().disk,
+            "sdb"
+        );
+    }
+
+    #[test]
+    fn mapper_source_resolves_to_dm_device() {
+        let (_t, hp) = fake();
+        add_disk(&hp, "dm-0", 253, 0, &[]);
+        symlink("../dm-0", &hp.path("dev/mapper/vg-data"));
+        put(
+            &hp.path("proc/self/mountinfo"),
+            "50 1 0:50 / /vol rw - xfs /dev/mapper/vg-data rw\n",
+        );
+        let pd = device_of_devnr(&hp, (0, 50), Path::new("/vol")).unwrap();
+        assert_eq!(pd.disk, "dm-0");
+    }
+
+    #[test]
+    fn non_block_filesystem_is_an_error() {
+        let (_t, hp) = fake();
+        let e = format!(
+            "{:#}",
+            device_of_devnr(&hp, (0, 42), Path::new("/ovl"))
+                .err()
+                .unwrap()
+        );
+        assert!(
+            e.contains("overlay filesystem") && e.contains("not a block device"),
+            "{}",
+            e
+        );
+        let e = format!(
+            "{:#}",
+            device_of_devnr(&hp, (0, 99), Path::new("/")).err().unwrap()
+        );
+        assert!(e.contains("0:99"), "{}", e);
+    }
+
+    #[test]
+    fn reads_device_info() {
+        let (_t, hp) = fake();
+        let d = DevInfo::read(&hp, "nvme0n1").unwrap();
+        assert_eq!(d.devnr, (259, 0));
+        assert_eq!(d.model, "Fake SSD 970");
+        assert_eq!(d.fwrev, "1B2QEXP7");
+        assert_eq!(d.size, 1000215216 * 512);
+        assert_eq!(d.scheduler, "mq-deadline");
+        assert_eq!(d.wbt_lat_usec, Some(2000));
+        assert!(!d.rotational);
+        assert!(!d.is_composite());
+    }
+
+    #[test]
+    fn virtio_device_without_model_uses_serial_and_rev_fallbacks() {
+        let (_t, hp) = fake();
+        let d = hp.path("sys/block/vda");
+        std::fs::remove_file(d.join("device/model")).unwrap();
+        std::fs::remove_file(d.join("device/firmware_rev")).unwrap();
+        assert_eq!(DevInfo::read(&hp, "vda").unwrap().model, "<unknown>");
+        assert_eq!(DevInfo::read(&hp, "vda").unwrap().fwrev, "<UNKNOWN>");
+        put(&d.join("serial"), "scratch0\n");
+        put(&d.join("device/rev"), "2.5+\n");
+        let i = DevInfo::read(&hp, "vda").unwrap();
+        assert_eq!((i.model.as_str(), i.fwrev.as_str()), ("scratch0", "2.5+"));
+    }
+
+    #[test]
+    fn malformed_device_files_are_errors() {
+        let (_t, hp) = fake();
+        put(&hp.path("sys/block/sdb/size"), "lots\n");
+        assert!(DevInfo::read(&hp, "sdb").is_err());
+        put(&hp.path("sys/block/sdb/size"), "8\n");
+        put(&hp.path("sys/block/sdb/dev"), "8\n");
+        assert!(DevInfo::read(&hp, "sdb").is_err());
+        assert!(DevInfo::read(&hp, "nope").is_err());
+    }
+
+    #[test]
+    fn dev_option_names_disk_or_partition() {
+        let (_t, hp) = fake();
+        let s = detect(&hp, Path::new("/nonexistent"), Some("sdb")).unwrap();
+        assert!(s.given && s.warnings.is_empty());
+        assert_eq!(s.dev.name, "sdb");
+        let s = detect(&hp, Path::new("/nonexistent"), Some("/dev/nvme0n1p2")).unwrap();
+        assert_eq!(s.dev.name, "nvme0n1");
+        assert!(s.warnings[0].contains("partition"), "{:?}", s.warnings);
+        let e = detect(&hp, Path::new("/x"), Some("sdz")).err().unwrap();
+        assert!(e.downcast_ref::<UsageError>().is_some());
+        assert!(e.to_string().contains("known: nvme0n1, sdb, vda"), "{}", e);
+    }
+
+    #[test]
+    fn detects_the_device_backing_a_real_directory() {
+        // The temp dir's real device number, faked in sysfs as a partition of a fake disk.
+        let (t, hp) = fake();
+        let work = t.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let (maj, min) = split_dev(std::fs::metadata(&work).unwrap().dev());
+        if maj == 0 {
+            // tmpfs/overlay: describe it as a btrfs mount of sdb1.
+            put(
+                &hp.path("proc/self/mountinfo"),
+                &format!("60 1 0:{} / / rw - btrfs /dev/sdb1 rw\n", min),
+            );
+        } else {
+            std::fs::remove_dir_all(hp.path("sys/dev/block")).unwrap();
+            std::fs::remove_dir_all(hp.path("sys/class/block")).unwrap();
+            add_disk(&hp, "scr", maj, min + 1000, &[("scr1", min)]);
+        }
+        let (disk, part) = if maj == 0 {
+            ("sdb", "sdb1")
+        } else {
+            ("scr", "scr1")
+        };
+        // `scratch` doesn't exist: its nearest existing ancestor `work` decides.
+        let s = detect(&hp, &work, None).unwrap();
+        assert_eq!(s.dev.name, disk);
+        assert!(!s.given);
+        assert!(
+            s.how.contains(&format!("{}, disk {}", part, disk)),
+            "{}",
+            s.how
+        );
+    }
+
+    #[test]
+    fn composite_devices_warn() {
+        let (_t, hp) = fake();
+        add_disk(&hp, "md0", 9, 0, &[]);
+        let s = detect(&hp, Path::new("/x"), Some("md0")).unwrap();
+        assert!(s.dev.is_composite());
+        assert!(s.warnings[0].contains("md RAID"), "{:?}", s.warnings);
+    }
+
+    #[test]
+    fn nearest_existing_ancestor() {
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(nearest_existing(&t.path().join("a/b/c")), t.path());
+    }
+}

@@ -1,0 +1,210 @@
+//! `resctl-bench deps`: which system requirements this host satisfies, and why the others are
+//! missed. It changes nothing unless `--fix` is given; then it applies the fix pass a run would
+//! apply (through the restore journal), reports the outcome and restores every change on exit,
+//! so the host is left as it was.
+//!
+//! Exit status: 0 when every requirement is satisfied (after the fix pass with `--fix`), 1 when
+//! any is missed.
+
+use crate::system::blockdev::{self, Scratch};
+use crate::system::restore::Journal;
+use crate::system::sysreqs::{self, Enforce, Evaluation, Host, SysReq};
+use crate::system::HostPaths;
+use crate::units::format_size;
+use anyhow::{anyhow, Result};
+use std::fmt::Write;
+
+/// The text `deps` prints.
+pub fn render(
+    scratch: &std::result::Result<Scratch, String>,
+    ev: &Evaluation,
+    fixing: bool,
+) -> String {
+    let mut out = String::new();
+    let r = &ev.report;
+    match scratch {
+        Ok(s) => {
+            let _ = writeln!(
+                out,
+                "Scratch device: {} ({}:{}) model=\"{}\" firmware=\"{}\" size={} rotational={}",
+                r.scr_dev,
+                r.scr_devnr.0,
+                r.scr_devnr.1,
+                r.scr_dev_model,
+                r.scr_dev_fwrev,
+                format_size(r.scr_dev_size as f64),
+                if s.dev.rotational { "yes" } else { "no" }
+            );
+            let _ = writeln!(out, "                {}", s.how);
+            for w in &s.warnings {
+                let _ = writeln!(out, "                warning: {}", w);
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "Scratch device: none ({})", e);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "System: kernel=\"{}\" nr_cpus={} memory={} swap={}",
+        r.kernel_version,
+        r.nr_cpus,
+        format_size(r.total_memory as f64),
+        format_size(r.total_swap as f64)
+    );
+    out.push('\n');
+
+    if fixing {
+        if ev.fixed.is_empty() {
+            out.push_str("Fixed: nothing needed changing\n\n");
+        } else {
+            out.push_str("Fixed (restored when deps exits):\n");
+            for (req, what) in &ev.fixed {
+                let _ = writeln!(out, "    {}: {}", req, what);
+            }
+            out.push('\n');
+        }
+    }
+
+    for c in &ev.checks {
+        let _ = writeln!(
+            out,
+            "[{}] {:<21} {}",
+            if c.satisfied() { " ok " } else { "MISS" },
+            c.req.name(),
+            c.req.about()
+        );
+        for m in &c.missed {
+            let _ = writeln!(out, "       - {}", m);
+        }
+        for w in &c.warnings {
+            let _ = writeln!(out, "       warning: {}", w);
+        }
+        if let (false, false, Some(fix)) = (c.satisfied(), fixing, &c.fix) {
+            let _ = writeln!(
+                out,
+                "       run fixes this ({}) unless passive={}; `deps --fix` tries it",
+                fix,
+                fix.res.name()
+            );
+        }
+    }
+    let missed = ev.missed().count();
+    let _ = writeln!(
+        out,
+        "\n{} of {} requirements satisfied",
+        ev.checks.len() - missed,
+        ev.checks.len()
+    );
+    out
+}
+
+/// `deps [--fix]` on the real host.
+pub fn deps_cmd(global: &crate::cli::GlobalOpts, fix: bool) -> Result<()> {
+    let cfg = crate::config::Config::from_opts(global)?;
+    let hp = HostPaths::real();
+    let scratch = blockdev::detect(&hp, &cfg.dir, cfg.dev.as_deref()).map_err(|e| {
+        if e.downcast_ref::<crate::error::UsageError>().is_some() {
+            Err(e)
+        } else {
+            Ok(format!("{:#}", e))
+        }
+    });
+    let scratch = match scratch {
+        Ok(s) => Ok(s),
+        Err(Err(usage)) => return Err(usage),
+        Err(Ok(msg)) => Err(msg),
+    };
+    let journal = if fix {
+        let j = Journal::open(&cfg.dir)?;
+        j.install_signal_handlers()?;
+        Some(j)
+    } else {
+        None
+    };
+    let host = Host {
+        hp: &hp,
+        scratch: scratch.as_ref().map_err(|e| e.clone()),
+    };
+    let ev = sysreqs::evaluate(&host, Enforce::all(), journal.as_ref())?;
+    print!("{}", render(&scratch, &ev, fix));
+    if let Some(j) = journal {
+        let n = j.changes().len();
+        if n > 0 {
+            println!("Restoring the {} change(s) made by --fix", n);
+        }
+        j.restore_all()?;
+    }
+    let missed: Vec<&str> = ev.missed().map(|c| c.req.name()).collect();
+    if missed.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow!(
+            "{} of {} system requirements missed: {}",
+            missed.len(),
+            SysReq::ALL.len(),
+            missed.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::blockdev::testutil::put;
+    use crate::system::sysreqs::testhost::good_host;
+
+    fn rendered(hp: &HostPaths, fix: bool) -> String {
+        let s = blockdev::detect(hp, std::path::Path::new("/x"), Some("nvme0n1"))
+            .map_err(|e| e.to_string());
+        let host = Host {
+            hp,
+            scratch: s.as_ref().map_err(|e| e.clone()),
+        };
+        let journal = if fix {
+            Some(Journal::open(&hp.path("work")).unwrap())
+        } else {
+            None
+        };
+        let ev = sysreqs::evaluate(&host, Enforce::all(), journal.as_ref()).unwrap();
+        render(&s, &ev, fix).replace(&hp.root.to_string_lossy().to_string(), "")
+    }
+
+    #[test]
+    fn deps_output_lists_every_requirement() {
+        let (_t, hp) = good_host();
+        put(
+            &hp.path("sys/block/nvme0n1/queue/scheduler"),
+            "[mq-deadline] none\n",
+        );
+        put(&hp.path("proc/vmstat"), "pgscan_file 1\n");
+        let text = rendered(&hp, false);
+        for r in SysReq::ALL {
+            assert!(text.contains(r.name()), "{} missing:\n{}", r, text);
+        }
+        insta::assert_snapshot!("deps_report", text);
+    }
+
+    #[test]
+    fn deps_fix_output() {
+        let (_t, hp) = good_host();
+        put(
+            &hp.path("sys/block/nvme0n1/queue/scheduler"),
+            "[mq-deadline] none\n",
+        );
+        put(&hp.path("proc/sys/vm/swappiness"), "10\n");
+        let text = rendered(&hp, true);
+        assert!(
+            text.contains("Fixed (restored when deps exits):"),
+            "{}",
+            text
+        );
+        assert!(text.contains("13 of 13 requirements satisfied"), "{}", text);
+        insta::assert_snapshot!("deps_fix_report", text);
+        // Restored when the journal went away.
+        assert_eq!(
+            std::fs::read_to_string(hp.path("proc/sys/vm/swappiness")).unwrap(),
+            "10"
+        );
+    }
+}

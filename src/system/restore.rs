@@ -1,0 +1,887 @@
+//! The restore journal: every change we make to the host is first written, with the value that
+//! undoes it, to `<dir>/restore.json`, and only then made. The journal undoes the changes in
+//! reverse order when it is dropped or [`Journal::restore_all`] is called, when the process gets
+//! SIGINT/SIGTERM/SIGHUP (after [`Journal::install_signal_handlers`]), and — if the process died
+//! without doing either — at the next [`Journal::open`] of the same directory.
+//!
+//! Entries come in three kinds: a file write (sysctl, sysfs, cgroup knob) undone by writing the
+//! old text back; a directory we created, undone by removing it; and a remount, undone by
+//! remounting with the old filesystem options. The first record of a path wins, so restoring
+//! always goes back to the state before our first change. `io.cost.model`/`io.cost.qos` are keyed
+//! by the `MAJ:MIN` their records start with, and `cgroup.subtree_control` is restored by
+//! enabling and disabling the controllers that differ from the recorded list.
+//!
+//! A lock on `<dir>/restore.lock` keeps two processes from journaling (and restoring) in the same
+//! directory at once.
+
+use crate::system::journal_api::ChangeJournal;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+pub const JOURNAL_FILE: &str = "restore.json";
+pub const LOCK_FILE: &str = "restore.lock";
+
+/// A remount to undo: `target` is remounted with `old` as its filesystem options and its
+/// per-mount flags (`mount_opts`) kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Remount {
+    pub target: PathBuf,
+    pub source: String,
+    pub fstype: String,
+    /// Per-mount options (mountinfo field 6, e.g. `rw,nosuid,nodev,relatime`).
+    pub mount_opts: String,
+    /// Filesystem options before our change (mountinfo super options).
+    pub old: String,
+}
+
+/// One journaled change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// Writing `old` to `path` undoes the change.
+    Write { path: PathBuf, old: String },
+    /// We created this directory (a cgroup); removing it undoes the change.
+    CreatedDir { path: PathBuf },
+    /// A filesystem we remounted with other options.
+    Remount(Remount),
+}
+
+impl Change {
+    /// What decides that two records are about the same thing (the first one wins).
+    fn key(&self) -> (u8, PathBuf, String) {
+        match self {
+            Change::Write { path, old } => (0, path.clone(), keyed_prefix(path, old)),
+            Change::CreatedDir { path } => (1, path.clone(), String::new()),
+            Change::Remount(r) => (2, r.target.clone(), String::new()),
+        }
+    }
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Change::Write { path, old } => write!(f, "{} = {:?}", path.display(), old),
+            Change::CreatedDir { path } => write!(f, "created directory {}", path.display()),
+            Change::Remount(r) => write!(f, "mount {} options {:?}", r.target.display(), r.old),
+        }
+    }
+}
+
+/// Files whose records are per device: the key is the leading `MAJ:MIN`.
+fn is_keyed(path: &Path) -> bool {
+    matches!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some("io.cost.model" | "io.cost.qos" | "io.max" | "io.latency" | "io.weight")
+    )
+}
+
+fn keyed_prefix(path: &Path, text: &str) -> String {
+    if is_keyed(path) {
+        text.split_whitespace().next().unwrap_or("").to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// What restore.json holds.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct JournalFile {
+    /// The process that made the changes (informational).
+    #[serde(default)]
+    pid: u32,
+    changes: Vec<Change>,
+}
+
+/// How a remount is carried out (the real one calls mount(2); tests pass a fake).
+pub type RemountFn = fn(&Remount, &str) -> Result<()>;
+
+struct Inner {
+    file: PathBuf,
+    changes: Vec<Change>,
+    remount: RemountFn,
+    /// Set once a signal restored everything: no further changes may be made.
+    closed: bool,
+}
+
+/// The restore journal of one work directory. See the module docs.
+pub struct Journal {
+    inner: Arc<Mutex<Inner>>,
+    _lock: File,
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // A panic while holding the lock must not stop the restore.
+    inner.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Journal {
+    /// Opens the journal of `dir` (created if missing). If a previous run left changes in
+    /// `restore.json`, they are restored (each value logged) and the file is cleared first.
+    pub fn open(dir: &Path) -> Result<Self> {
+        Self::open_with(dir, remount_sys)
+    }
+
+    /// [`Journal::open`] with a custom remount implementation.
+    pub fn open_with(dir: &Path, remount: RemountFn) -> Result<Self> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating work directory {}", dir.display()))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock_file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        if unsafe { libc::flock(lock_file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::WouldBlock {
+                bail!(
+                    "{} is in use by another resctl-bench process ({} is locked)",
+                    dir.display(),
+                    lock_path.display()
+                );
+            }
+            return Err(err).with_context(|| format!("locking {}", lock_path.display()));
+        }
+        let file = dir.join(JOURNAL_FILE);
+        let journal = Journal {
+            inner: Arc::new(Mutex::new(Inner {
+                file: file.clone(),
+                changes: Vec::new(),
+                remount,
+                closed: false,
+            })),
+            _lock: lock_file,
+        };
+        let leftover = read_journal_file(&file)?;
+        if !leftover.changes.is_empty() {
+            log::warn!(
+                "{}: a previous run (pid {}) did not restore {} host change(s); restoring them now",
+                file.display(),
+                leftover.pid,
+                leftover.changes.len()
+            );
+            let mut inner = lock(&journal.inner);
+            inner.changes = leftover.changes;
+            restore_locked(&mut inner)
+                .with_context(|| format!("restoring the changes left in {}", file.display()))?;
+        } else if file.exists() {
+            remove_journal_file(&file)?;
+        }
+        Ok(journal)
+    }
+
+    /// Path of restore.json.
+    pub fn file(&self) -> PathBuf {
+        lock(&self.inner).file.clone()
+    }
+
+    /// The changes recorded and not yet restored, oldest first.
+    pub fn changes(&self) -> Vec<Change> {
+        lock(&self.inner).changes.clone()
+    }
+
+    /// Records `change` (unless something about the same path is already recorded) and saves the
+    /// journal durably. Returns whether it was added.
+    fn push(inner: &mut Inner, change: Change) -> Result<bool> {
+        if inner.closed {
+            bail!("the host state was restored after a signal; no more changes are allowed");
+        }
+        let key = change.key();
+        if inner.changes.iter().any(|c| c.key() == key) {
+            return Ok(false);
+        }
+        inner.changes.push(change);
+        if let Err(e) = save(inner) {
+            inner.changes.pop();
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// Drops the record `push` just added because the change it announced failed.
+    fn unpush(inner: &mut Inner, added: bool) {
+        if added {
+            inner.changes.pop();
+            if let Err(e) = save(inner) {
+                log::warn!("{:#}", e);
+            }
+        }
+    }
+
+    /// Records that writing `old` to `path` undoes a change about to be made.
+    pub fn record_old(&self, path: &Path, old: &str) -> Result<()> {
+        let mut inner = lock(&self.inner);
+        Self::push(
+            &mut inner,
+            Change::Write {
+                path: path.to_path_buf(),
+                old: old.to_string(),
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Records a directory we just created (removed at restore).
+    pub fn record_created_dir(&self, path: &Path) -> Result<()> {
+        let mut inner = lock(&self.inner);
+        Self::push(
+            &mut inner,
+            Change::CreatedDir {
+                path: path.to_path_buf(),
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Writes `new` to `path` after recording the current value (for `queue/scheduler` the
+    /// bracketed entry; for per-device files the line of the device `new` starts with).
+    /// Returns the old value.
+    pub fn set(&self, path: &Path, new: &str) -> Result<String> {
+        let mut inner = lock(&self.inner);
+        let cur =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let old = undo_value(path, &cur, new);
+        let added = Self::push(
+            &mut inner,
+            Change::Write {
+                path: path.to_path_buf(),
+                old: old.clone(),
+            },
+        )?;
+        if let Err(e) = write_file(path, new) {
+            Self::unpush(&mut inner, added);
+            return Err(e);
+        }
+        log::debug!("set {} to {:?} (was {:?})", path.display(), new, old);
+        Ok(old)
+    }
+
+    /// Remounts `r.target` with filesystem options `new` after recording `r.old`.
+    pub fn remount(&self, r: &Remount, new: &str) -> Result<()> {
+        let mut inner = lock(&self.inner);
+        let added = Self::push(&mut inner, Change::Remount(r.clone()))?;
+        if let Err(e) = (inner.remount)(r, new) {
+            Self::unpush(&mut inner, added);
+            return Err(e);
+        }
+        log::debug!(
+            "remounted {} with {:?} (was {:?})",
+            r.target.display(),
+            new,
+            r.old
+        );
+        Ok(())
+    }
+
+    /// Undoes every recorded change, newest first, and clears restore.json. Changes that fail
+    /// to restore stay in the journal (and the error names them); a path that no longer exists
+    /// is dropped with a warning.
+    pub fn restore_all(&self) -> Result<()> {
+        let mut inner = lock(&self.inner);
+        restore_locked(&mut inner)
+    }
+
+    /// Restores the journal on SIGINT, SIGTERM and SIGHUP, then exits with 128 + signal. A
+    /// thread waits for the signals, so this works whatever the main thread is doing. Further
+    /// changes through the journal fail once it has been restored that way.
+    pub fn install_signal_handlers(&self) -> Result<()> {
+        {
+            let mut reg = registry();
+            reg.retain(|w| w.strong_count() > 0);
+            reg.push(Arc::downgrade(&self.inner));
+        }
+        static INSTALLED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+        INSTALLED
+            .get_or_init(|| {
+                use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+                let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+                    .map_err(|e| format!("installing signal handlers: {}", e))?;
+                std::thread::Builder::new()
+                    .name("restore-on-signal".into())
+                    .spawn(move || {
+                        if let Some(sig) = signals.forever().next() {
+                            restore_after_signal(sig);
+                        }
+                    })
+                    .map(|_| ())
+                    .map_err(|e| format!("starting the signal thread: {}", e))
+            })
+            .clone()
+            .map_err(|e| anyhow!(e))
+    }
+}
+
+fn registry() -> MutexGuard<'static, Vec<Weak<Mutex<Inner>>>> {
+    static REG: Mutex<Vec<Weak<Mutex<Inner>>>> = Mutex::new(Vec::new());
+    REG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn restore_after_signal(sig: i32) -> ! {
+    eprintln!("resctl-bench: got signal {}, restoring host changes", sig);
+    let journals: Vec<_> = registry().iter().filter_map(|w| w.upgrade()).collect();
+    for j in journals {
+        let mut inner = lock(&j);
+        if let Err(e) = restore_locked(&mut inner) {
+            eprintln!("resctl-bench: {:#}", e);
+        }
+        inner.closed = true;
+    }
+    std::process::exit(128 + sig);
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore_all() {
+            log::error!("{:#}", e);
+        }
+    }
+}
+
+impl ChangeJournal for Journal {
+    fn record(&mut self, path: &Path, old: &str) -> Result<()> {
+        self.record_old(path, old)
+    }
+
+    fn created_dir(&mut self, path: &Path) -> Result<()> {
+        self.record_created_dir(path)
+    }
+}
+
+fn read_journal_file(file: &Path) -> Result<JournalFile> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(JournalFile::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
+    };
+    if text.trim().is_empty() {
+        return Ok(JournalFile::default());
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "{} is not a restore journal this version can read ({}); the host values it holds \
+             were not restored: restore them by hand, then remove the file",
+            file.display(),
+            e
+        )
+    })
+}
+
+fn save(inner: &Inner) -> Result<()> {
+    let jf = JournalFile {
+        pid: std::process::id(),
+        changes: inner.changes.clone(),
+    };
+    crate::result::save::write_atomic(&inner.file, |w| {
+        serde_json::to_writer_pretty(&mut *w, &jf).map_err(std::io::Error::other)?;
+        w.write_all(b"\n")
+    })
+    .with_context(|| format!("saving restore journal {}", inner.file.display()))
+}
+
+fn remove_journal_file(file: &Path) -> Result<()> {
+    match std::fs::remove_file(file) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("removing {}", file.display())),
+    }
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn restore_locked(inner: &mut Inner) -> Result<()> {
+    if inner.changes.is_empty() {
+        return Ok(());
+    }
+    let mut failed = Vec::new();
+    let mut errors = Vec::new();
+    for change in inner.changes.iter().rev() {
+        match restore_one(change, inner.remount) {
+            Ok(()) => log::info!("restored {}", change),
+            Err(e) if is_not_found(&e) => {
+                log::warn!("can't restore {}: it no longer exists", change)
+            }
+            Err(e) => {
+                errors.push(format!("{}: {:#}", change, e));
+                failed.push(change.clone());
+            }
+        }
+    }
+    failed.reverse();
+    inner.changes = failed;
+    if inner.changes.is_empty() {
+        remove_journal_file(&inner.file)?;
+        Ok(())
+    } else {
+        save(inner)?;
+        bail!(
+            "failed to restore {} host change(s), still listed in {}: {}",
+            errors.len(),
+            inner.file.display(),
+            errors.join("; ")
+        )
+    }
+}
+
+fn is_not_found(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
+    })
+}
+
+fn restore_one(change: &Change, remount: RemountFn) -> Result<()> {
+    match change {
+        Change::Write { path, old } => {
+            if path.file_name().and_then(|n| n.to_str()) == Some("cgroup.subtree_control") {
+                restore_subtree_control(path, old)
+            } else {
+                write_file(path, old)
+            }
+        }
+        Change::CreatedDir { path } => std::fs::remove_dir(path)
+            .with_context(|| format!("removing directory {}", path.display())),
+        Change::Remount(r) => remount(r, &r.old),
+    }
+}
+
+/// Enables the recorded controllers that are off now and disables those that were off.
+fn restore_subtree_control(path: &Path, old: &str) -> Result<()> {
+    let cur =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let old: Vec<&str> = old.split_whitespace().collect();
+    let cur: Vec<&str> = cur.split_whitespace().collect();
+    let mut ops: Vec<String> = old
+        .iter()
+        .filter(|c| !cur.contains(c))
+        .map(|c| format!("+{}", c))
+        .collect();
+    ops.extend(
+        cur.iter()
+            .filter(|c| !old.contains(c))
+            .map(|c| format!("-{}", c)),
+    );
+    if ops.is_empty() {
+        return Ok(());
+    }
+    write_file(path, &ops.join(" "))
+}
+
+/// Writes `text` to an existing file (sysfs/procfs/cgroupfs files are never created).
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .with_context(|| format!("opening {} for writing", path.display()))?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("writing {:?} to {}", text, path.display()))
+}
+
+/// The text that, written to `path`, undoes writing `new` over the current content `cur`.
+pub fn undo_value(path: &Path, cur: &str, new: &str) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name == "scheduler" {
+        return bracketed(cur).unwrap_or_else(|| cur.trim().to_string());
+    }
+    if is_keyed(path) {
+        let dev = new.split_whitespace().next().unwrap_or("");
+        if let Some(line) = cur
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(dev))
+        {
+            return line.trim().to_string();
+        }
+        return match name {
+            "io.cost.qos" => format!("{} enable=0", dev),
+            "io.cost.model" => format!("{} ctrl=auto", dev),
+            "io.max" => format!("{} rbps=max wbps=max riops=max wiops=max", dev),
+            "io.latency" => format!("{} target=0", dev),
+            _ => format!("{} default", dev),
+        };
+    }
+    cur.trim_end_matches('\n').to_string()
+}
+
+/// The `[selected]` entry of a sysfs choice list such as `mq-deadline kyber [none]`.
+pub fn bracketed(text: &str) -> Option<String> {
+    let start = text.find('[')?;
+    let end = text[start..].find(']')? + start;
+    Some(text[start + 1..end].to_string())
+}
+
+/// Mount flags for the per-mount options of mountinfo, so a remount keeps them.
+fn mount_flags(opts: &str) -> libc::c_ulong {
+    let mut flags: libc::c_ulong = 0;
+    for o in opts.split(',') {
+        flags |= match o {
+            "ro" => libc::MS_RDONLY,
+            "nosuid" => libc::MS_NOSUID,
+            "nodev" => libc::MS_NODEV,
+            "noexec" => libc::MS_NOEXEC,
+            "noatime" => libc::MS_NOATIME,
+            "nodiratime" => libc::MS_NODIRATIME,
+            "relatime" => libc::MS_RELATIME,
+            "strictatime" => libc::MS_STRICTATIME,
+            "sync" => libc::MS_SYNCHRONOUS,
+            "dirsync" => libc::MS_DIRSYNC,
+            "lazytime" => libc::MS_LAZYTIME,
+            _ => 0,
+        };
+    }
+    flags
+}
+
+/// Remounts `r.target` with filesystem options `data` (mount(2) with MS_REMOUNT, keeping the
+/// per-mount flags). `rw`/`ro` in `data` are dropped: they are mount flags.
+pub fn remount_sys(r: &Remount, data: &str) -> Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let data: Vec<&str> = data
+        .split(',')
+        .filter(|o| !o.is_empty() && *o != "rw" && *o != "ro")
+        .collect();
+    let data = data.join(",");
+    let c = |s: &[u8], what: &str| {
+        CString::new(s).map_err(|_| anyhow!("{} {:?} contains a NUL byte", what, s))
+    };
+    let target = c(r.target.as_os_str().as_bytes(), "mount point")?;
+    let source = c(r.source.as_bytes(), "mount source")?;
+    let fstype = c(r.fstype.as_bytes(), "filesystem type")?;
+    let cdata = c(data.as_bytes(), "mount options")?;
+    // SAFETY: all pointers are valid NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_REMOUNT | mount_flags(&r.mount_opts),
+            cdata.as_ptr() as *const libc::c_void,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("remounting {} with options {:?}", r.target.display(), data));
+    }
+    Ok(())
+}
+
+/// Testing aid behind the hidden `__journal-test` subcommand: opens the journal of `dir`,
+/// installs the signal handlers, sets `path` to `value` through it, prints `changed` and then
+/// waits (spinning when `spin`, so the main thread is busy) until killed, or returns after
+/// `exit_after` seconds (restoring through Drop).
+pub fn journal_test(
+    dir: &Path,
+    path: &Path,
+    value: &str,
+    spin: bool,
+    exit_after: Option<f64>,
+) -> Result<()> {
+    let journal = Journal::open(dir)?;
+    journal.install_signal_handlers()?;
+    journal.set(path, value)?;
+    println!("changed");
+    std::io::stdout().flush().context("writing to stdout")?;
+    let start = std::time::Instant::now();
+    let done = || exit_after.is_some_and(|s| start.elapsed().as_secs_f64() >= s);
+    let mut x: u64 = 0;
+    while !done() {
+        if spin {
+            for i in 0..1_000_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    drop(journal);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    fn put(p: &Path, s: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    }
+
+    fn get(p: &Path) -> String {
+        std::fs::read_to_string(p).unwrap()
+    }
+
+    fn fake_remount(r: &Remount, data: &str) -> Result<()> {
+        // The "mount" is a file under the target holding the options.
+        std::fs::write(r.target.join("opts"), data)?;
+        Ok(())
+    }
+
+    #[test]
+    fn set_records_before_writing_and_restores_on_drop() {
+        let t = tmp();
+        let knob = t.path().join("proc/sys/vm/swappiness");
+        put(&knob, "30\n");
+        let dir = t.path().join("work");
+        {
+            let j = Journal::open(&dir).unwrap();
+            assert_eq!(j.set(&knob, "60").unwrap(), "30");
+            assert_eq!(get(&knob), "60");
+            let saved: JournalFile = serde_json::from_str(&get(&dir.join(JOURNAL_FILE))).unwrap();
+            assert_eq!(
+                saved.changes,
+                vec![Change::Write {
+                    path: knob.clone(),
+                    old: "30".into()
+                }]
+            );
+            assert_eq!(saved.pid, std::process::id());
+        }
+        assert_eq!(get(&knob), "30");
+        assert!(!dir.join(JOURNAL_FILE).exists());
+    }
+
+    #[test]
+    fn restore_order_is_reverse_and_first_old_value_wins() {
+        let t = tmp();
+        let a = t.path().join("a");
+        let b = t.path().join("b");
+        put(&a, "a0");
+        put(&b, "b0");
+        let j = Journal::open(&t.path().join("w")).unwrap();
+        j.set(&a, "a1").unwrap();
+        j.set(&b, "b1").unwrap();
+        j.set(&a, "a2").unwrap();
+        let ch = j.changes();
+        assert_eq!(ch.len(), 2);
+        assert_eq!(
+            ch[0],
+            Change::Write {
+                path: a.clone(),
+                old: "a0".into()
+            }
+        );
+        let d = t.path().join("cg");
+        std::fs::create_dir(&d).unwrap();
+        j.record_created_dir(&d).unwrap();
+        j.restore_all().unwrap();
+        assert_eq!(get(&a), "a0");
+        assert_eq!(get(&b), "b0");
+        assert!(!d.exists());
+        assert!(j.changes().is_empty());
+    }
+
+    #[test]
+    fn reverse_order_undoes_dependent_changes() {
+        // A directory created first and a file created in it later: the file's restore (removing
+        // it) must happen before the directory's.
+        let t = tmp();
+        let j = Journal::open(&t.path().join("w")).unwrap();
+        let d = t.path().join("sub.slice");
+        std::fs::create_dir(&d).unwrap();
+        j.record_created_dir(&d).unwrap();
+        let inner = d.join("child");
+        std::fs::create_dir(&inner).unwrap();
+        j.record_created_dir(&inner).unwrap();
+        j.restore_all().unwrap();
+        assert!(!d.exists());
+    }
+
+    #[test]
+    fn keyed_files_keep_one_record_per_device() {
+        let t = tmp();
+        let qos = t.path().join("io.cost.qos");
+        let both = "8:0 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00\n\
+             8:16 enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=50.00 max=100.00\n";
+        put(&qos, both);
+        let j = Journal::open(&t.path().join("w")).unwrap();
+        j.set(&qos, "8:0 enable=1").unwrap();
+        // The kernel keeps listing every device; the fake file only keeps the last write.
+        put(&qos, both);
+        j.set(&qos, "8:16 enable=0").unwrap();
+        j.set(&qos, "8:0 enable=0").unwrap();
+        let ch = j.changes();
+        assert_eq!(ch.len(), 2);
+        assert_eq!(
+            ch[0],
+            Change::Write {
+                path: qos.clone(),
+                old: "8:0 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00".into()
+            }
+        );
+        assert!(
+            matches!(&ch[1], Change::Write { old, .. } if old.starts_with("8:16 enable=1 ctrl=user"))
+        );
+        // A device without a line is undone by disabling.
+        assert_eq!(undo_value(&qos, "", "259:0 enable=1"), "259:0 enable=0");
+        j.restore_all().unwrap();
+        // The fake file only keeps the last write: the oldest record is restored last.
+        assert!(get(&qos).starts_with("8:0 enable=0 ctrl=auto"));
+    }
+
+    #[test]
+    fn scheduler_records_the_selected_entry() {
+        let t = tmp();
+        let s = t.path().join("sys/block/sda/queue/scheduler");
+        put(&s, "mq-deadline kyber [bfq] none\n");
+        let j = Journal::open(&t.path().join("w")).unwrap();
+        assert_eq!(j.set(&s, "none").unwrap(), "bfq");
+        j.restore_all().unwrap();
+        assert_eq!(get(&s), "bfq");
+    }
+
+    #[test]
+    fn subtree_control_restores_by_difference() {
+        let t = tmp();
+        let sc = t.path().join("cgroup.subtree_control");
+        put(&sc, "cpu memory\n");
+        let mut j = Journal::open(&t.path().join("w")).unwrap();
+        ChangeJournal::record(&mut j, &sc, "memory pids").unwrap();
+        j.restore_all().unwrap();
+        assert_eq!(get(&sc), "+pids -cpu");
+    }
+
+    #[test]
+    fn remount_is_journaled_and_undone() {
+        let t = tmp();
+        let target = t.path().join("cgroup");
+        std::fs::create_dir(&target).unwrap();
+        let r = Remount {
+            target: target.clone(),
+            source: "cgroup2".into(),
+            fstype: "cgroup2".into(),
+            mount_opts: "rw,nosuid,nodev,noexec,relatime".into(),
+            old: "rw,nsdelegate".into(),
+        };
+        let j = Journal::open_with(&t.path().join("w"), fake_remount).unwrap();
+        j.remount(&r, "rw,nsdelegate,memory_recursiveprot").unwrap();
+        assert_eq!(
+            get(&target.join("opts")),
+            "rw,nsdelegate,memory_recursiveprot"
+        );
+        drop(j);
+        assert_eq!(get(&target.join("opts")), "rw,nsdelegate");
+        assert_eq!(
+            mount_flags(&r.mount_opts),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RELATIME
+        );
+    }
+
+    #[test]
+    fn leftover_journal_is_restored_at_next_open() {
+        let t = tmp();
+        let knob = t.path().join("wbt_lat_usec");
+        put(&knob, "2000\n");
+        let dir = t.path().join("w");
+        let j = Journal::open(&dir).unwrap();
+        j.set(&knob, "0").unwrap();
+        // Simulate a crash: the process dies without restoring.
+        std::mem::forget(j);
+        assert_eq!(get(&knob), "0");
+        assert!(dir.join(JOURNAL_FILE).exists());
+        // The forgotten journal still holds the lock within this process; flock locks belong to
+        // the open file, so a new open file is a new lock owner only after the old fd closes.
+        // Emulate the dead process by writing the same journal to a fresh directory.
+        let dir2 = t.path().join("w2");
+        std::fs::create_dir(&dir2).unwrap();
+        std::fs::copy(dir.join(JOURNAL_FILE), dir2.join(JOURNAL_FILE)).unwrap();
+        let j2 = Journal::open(&dir2).unwrap();
+        assert_eq!(get(&knob), "2000");
+        assert!(j2.changes().is_empty());
+        assert!(!dir2.join(JOURNAL_FILE).exists());
+    }
+
+    #[test]
+    fn second_open_of_a_locked_dir_fails() {
+        let t = tmp();
+        let _j = Journal::open(t.path()).unwrap();
+        let err = Journal::open(t.path()).err().unwrap().to_string();
+        assert!(err.contains("in use by another resctl-bench"), "{}", err);
+    }
+
+    #[test]
+    fn malformed_journal_is_an_error_not_a_panic() {
+        let t = tmp();
+        put(
+            &t.path().join(JOURNAL_FILE),
+            "{\"changes\": [ {\"kind\": \"bogus\"",
+        );
+        let err = format!("{:#}", Journal::open(t.path()).err().unwrap());
+        assert!(err.contains("not a restore journal"), "{}", err);
+        // The file is left for the user.
+        assert!(t.path().join(JOURNAL_FILE).exists());
+        put(&t.path().join(JOURNAL_FILE), "[1,2]");
+        assert!(Journal::open(t.path()).is_err());
+        put(&t.path().join(JOURNAL_FILE), "\n");
+        assert!(Journal::open(t.path()).is_ok());
+    }
+
+    #[test]
+    fn vanished_paths_are_dropped_failed_ones_kept() {
+        let t = tmp();
+        let gone = t.path().join("gone");
+        put(&gone, "1");
+        let dir_knob = t.path().join("adir");
+        std::fs::create_dir(&dir_knob).unwrap();
+        let dir = t.path().join("w");
+        let j = Journal::open(&dir).unwrap();
+        j.set(&gone, "2").unwrap();
+        // Writing to a directory fails with something other than NotFound.
+        j.record_old(&dir_knob, "x").unwrap();
+        std::fs::remove_file(&gone).unwrap();
+        let err = format!("{:#}", j.restore_all().err().unwrap());
+        assert!(err.contains("failed to restore 1 host change"), "{}", err);
+        assert_eq!(j.changes().len(), 1);
+        assert!(dir.join(JOURNAL_FILE).exists());
+        std::fs::remove_dir(&dir_knob).unwrap();
+        j.restore_all().unwrap();
+        assert!(!dir.join(JOURNAL_FILE).exists());
+    }
+
+    #[test]
+    fn write_file_never_creates() {
+        let t = tmp();
+        assert!(write_file(&t.path().join("nope"), "1").is_err());
+        assert!(!t.path().join("nope").exists());
+    }
+
+    static REMOUNTS: AtomicUsize = AtomicUsize::new(0);
+    fn counting_remount(_: &Remount, _: &str) -> Result<()> {
+        REMOUNTS.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    #[test]
+    fn change_kinds_round_trip_through_json() {
+        let t = tmp();
+        let dir = t.path().join("w");
+        let r = Remount {
+            target: t.path().to_path_buf(),
+            source: "s".into(),
+            fstype: "f".into(),
+            mount_opts: "rw".into(),
+            old: "rw".into(),
+        };
+        let j = Journal::open_with(&dir, counting_remount).unwrap();
+        j.remount(&r, "rw,x").unwrap();
+        let text = get(&dir.join(JOURNAL_FILE));
+        assert!(text.contains("\"kind\": \"remount\""), "{}", text);
+        j.restore_all().unwrap();
+        assert_eq!(REMOUNTS.load(Ordering::SeqCst), 2);
+    }
+}
