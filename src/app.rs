@@ -30,6 +30,12 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             print!("{}", crate::doc::render(&a.subjects)?);
             Ok(())
         }
+        Command::Vm(a) => {
+            let code = crate::vm::run(&cli.global, &a)?;
+            std::process::exit(code)
+        }
+        Command::Probe(a) => crate::vm::probe::run(&a),
+        Command::KvmProbe => crate::vm::qemu::kvm_probe_child(),
         Command::SaveTest(a) => crate::result::save::save_test(
             &run::require_result(&cli.global, "__save-test")?,
             &a.from,

@@ -145,9 +145,17 @@ pub enum Command {
     Pack,
     /// Print documentation: `doc` lists subjects, `doc NAME` prints one
     Doc(DocArgs),
+    /// Run resctl-bench inside a disposable QEMU VM test host (see `doc vm`)
+    Vm(crate::vm::VmArgs),
     /// Testing aid: repeatedly save the entries of FROM to --result, alternating two orders
     #[command(name = "__save-test", hide = true)]
     SaveTest(SaveTestArgs),
+    /// Guest-side probes used by the VM tests (io.cost knobs, io.stat, swaps, random-read IOPS)
+    #[command(name = "__probe", hide = true)]
+    Probe(crate::vm::probe::ProbeArgs),
+    /// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
+    #[command(name = "__kvm-probe", hide = true)]
+    KvmProbe,
 }
 
 #[derive(Debug, Args)]

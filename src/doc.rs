@@ -12,6 +12,11 @@ pub const PAGES: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/common.md"),
     ),
     (
+        "vm",
+        "The disposable VM test host (`resctl-bench vm`)",
+        include_str!("../benches-doc/vm.md"),
+    ),
+    (
         "iocost-params",
         "io.cost model and QoS parameters of the scratch device",
         include_str!("../benches-doc/iocost-params.md"),

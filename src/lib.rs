@@ -14,3 +14,4 @@ pub mod spec;
 pub mod study;
 pub mod system;
 pub mod units;
+pub mod vm;

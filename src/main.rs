@@ -3,6 +3,11 @@ use resctl_bench::cli::Cli;
 use resctl_bench::error;
 
 fn main() {
+    // Inside a `resctl-bench vm` guest this binary is /init, PID 1: set the guest up, run the
+    // command, power off. Never returns.
+    if resctl_bench::vm::guest::is_vm_init() {
+        resctl_bench::vm::guest::init_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

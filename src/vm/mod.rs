@@ -1,0 +1,156 @@
+//! `resctl-bench vm`: a disposable QEMU guest with cgroup2 cpu/io/memory, io.cost, swap on the
+//! scratch disk and tracefs, running `resctl-bench ARGS` in the host's working directory (shared
+//! over virtio-9p at the same path).
+//!
+//! Host side: [`host`] builds the initramfs ([`initramfs`], [`kmod`]), the scratch disk and the
+//! QEMU command line ([`qemu`], [`profiles`]), then relays the guest's output ([`channel`]).
+//! Guest side: [`guest`] is PID 1. [`probe`] holds the hidden `__probe` helpers the VM tests run.
+
+pub mod channel;
+pub mod guest;
+pub mod host;
+pub mod initramfs;
+pub mod kmod;
+pub mod probe;
+pub mod profiles;
+pub mod qemu;
+pub mod setup;
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+pub use host::run;
+
+/// Where the guest configuration sits in the initramfs; its presence (with PID 1) selects the
+/// vm-init mode of the binary.
+pub const GUEST_CONFIG: &str = "/resctl-bench-vm.json";
+/// virtio-serial port names: the command's stdout and stderr, and the control events.
+pub const PORT_OUT: &str = "resctl.out";
+pub const PORT_ERR: &str = "resctl.err";
+pub const PORT_CTL: &str = "resctl.ctl";
+/// 9p mount tag of the shared working directory.
+pub const SHARE_TAG: &str = "resctl-cwd";
+
+#[derive(Debug, Clone, Args)]
+#[command(after_help = vm_after_help())]
+pub struct VmArgs {
+    /// Guest memory (size)
+    #[arg(long = "mem", value_name = "SIZE", default_value = "4G")]
+    pub mem: String,
+
+    /// Guest CPUs [default: the host's CPU count]
+    #[arg(long = "cpus", value_name = "N")]
+    pub cpus: Option<String>,
+
+    /// Size of the sparse scratch disk image
+    #[arg(long = "disk-size", value_name = "SIZE", default_value = "16G")]
+    pub disk_size: String,
+
+    /// Swap file on the scratch disk (size; 0 for none) [default: half of --mem]
+    #[arg(long = "swap-size", value_name = "SIZE")]
+    pub swap_size: Option<String>,
+
+    /// Emulated device class of the scratch disk (see below)
+    #[arg(long = "disk-profile", value_name = "NAME")]
+    pub disk_profile: Option<String>,
+
+    /// Custom IOPS limit of the scratch disk (read+write; 0 = none), overrides the profile's
+    #[arg(long = "disk-iops", value_name = "N")]
+    pub disk_iops: Option<String>,
+
+    /// Custom bandwidth limit of the scratch disk (size per second; 0 = none)
+    #[arg(long = "disk-bps", value_name = "SIZE")]
+    pub disk_bps: Option<String>,
+
+    /// Kernel image [default: /boot/vmlinuz-$(uname -r), else the cached Debian kernel]
+    #[arg(long = "kernel", value_name = "FILE")]
+    pub kernel: Option<PathBuf>,
+
+    /// Modules tree of that kernel [default: /lib/modules/$(uname -r), else the cached one]
+    #[arg(long = "modules", value_name = "DIR")]
+    pub modules: Option<PathBuf>,
+
+    /// Accelerator: auto uses KVM only when it can run a vCPU, else TCG
+    #[arg(long = "accel", value_name = "auto|kvm|tcg", default_value = "auto")]
+    pub accel: String,
+
+    /// Give up when the command has not started this long after QEMU did (duration)
+    #[arg(long = "boot-timeout", value_name = "DUR", default_value = "2min")]
+    pub boot_timeout: String,
+
+    /// Stop the VM when the command runs longer than this (duration) [default: no limit]
+    #[arg(long = "timeout", value_name = "DUR")]
+    pub timeout: Option<String>,
+
+    /// Keep the scratch disk image (its path is printed)
+    #[arg(long = "keep")]
+    pub keep: bool,
+
+    /// Install what the VM needs (Debian packages, kernel) and exit unless ARGS are given
+    #[arg(long = "setup")]
+    pub setup: bool,
+
+    /// resctl-bench arguments to run inside the VM (after `--`)
+    #[arg(last = true, id = "guest_args", value_name = "ARGS")]
+    pub args: Vec<String>,
+}
+
+fn vm_after_help() -> String {
+    format!(
+        "Disk profiles (--disk-profile; limits are QEMU block throttling):\n{}\n\
+         Example: resctl-bench vm --disk-profile sata-ssd -- -r result.json run storage",
+        profiles::table()
+    )
+}
+
+/// What the host tells the guest init (a JSON file in the initramfs).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GuestConfig {
+    /// Arguments of the command (`resctl-bench` is prepended).
+    pub args: Vec<String>,
+    /// Working directory: the shared host directory, mounted at the same path.
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    /// Module files in the initramfs, in load order.
+    pub modules: Vec<String>,
+    /// Serial of the scratch disk.
+    pub serial: String,
+    pub rotational: bool,
+    /// Where the scratch disk is mounted.
+    pub scratch_dir: String,
+    pub swap_size: u64,
+    pub verbose: u8,
+}
+
+/// Guest → host events on the control port, one JSON object a line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Event {
+    Log {
+        msg: String,
+    },
+    /// The command is about to start; guest uptime in seconds.
+    Ready {
+        uptime: f64,
+    },
+    Exit {
+        code: i32,
+    },
+    Error {
+        msg: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_one_json_object_a_line() {
+        let s = serde_json::to_string(&Event::Exit { code: 3 }).unwrap();
+        assert_eq!(s, r#"{"event":"exit","code":3}"#);
+        let e: Event = serde_json::from_str(r#"{"event":"ready","uptime":4.5}"#).unwrap();
+        assert_eq!(e, Event::Ready { uptime: 4.5 });
+    }
+}

@@ -1,0 +1,322 @@
+//! `__probe`: guest-side checks the VM tests run in one boot — io.cost knobs of the scratch
+//! device, the root io.stat, active swap, 4 KiB random-read IOPS — printed as one JSON object.
+//! The pieces (`scratch_device`, `randread`) are plain functions for later reuse.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// Write this to io.cost.qos for the scratch device (MAJ:MIN is prepended) and read it back
+    #[arg(long = "iocost-qos", value_name = "KNOBS")]
+    pub iocost_qos: Option<String>,
+    /// Same for io.cost.model
+    #[arg(long = "iocost-model", value_name = "KNOBS")]
+    pub iocost_model: Option<String>,
+    /// Include the root cgroup's io.stat
+    #[arg(long = "io-stat")]
+    pub io_stat: bool,
+    /// Include /proc/swaps
+    #[arg(long = "swaps")]
+    pub swaps: bool,
+    /// Measure 4 KiB O_DIRECT random-read IOPS for this many seconds
+    #[arg(long = "randread", value_name = "SECS")]
+    pub randread: Option<f64>,
+    /// Device or file to read [default: the scratch device]
+    #[arg(long = "randread-target", value_name = "PATH")]
+    pub randread_target: Option<PathBuf>,
+    /// Concurrent readers (queue depth)
+    #[arg(long = "jobs", default_value_t = 4)]
+    pub jobs: usize,
+    /// Write --content to this file (relative to the working directory)
+    #[arg(long = "write-file", value_name = "PATH")]
+    pub write_file: Option<PathBuf>,
+    #[arg(long = "content", default_value = "")]
+    pub content: String,
+    /// Write these bytes to stdout / stderr verbatim (instead of the JSON report)
+    #[arg(long = "stdout", value_name = "TEXT")]
+    pub stdout: Option<String>,
+    #[arg(long = "stderr", value_name = "TEXT")]
+    pub stderr: Option<String>,
+    /// Exit with this status
+    #[arg(long = "exit", value_name = "N")]
+    pub exit: Option<i32>,
+}
+
+/// The scratch block device of a `resctl-bench vm` guest (serial `resctl-*`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Device {
+    pub name: String,
+    pub maj_min: String,
+    pub serial: String,
+    pub rotational: bool,
+    pub size: u64,
+}
+
+fn read_trim(p: impl AsRef<Path>) -> Result<String> {
+    let p = p.as_ref();
+    Ok(std::fs::read_to_string(p)
+        .with_context(|| format!("reading {}", p.display()))?
+        .trim()
+        .to_string())
+}
+
+pub fn scratch_device() -> Result<Device> {
+    for ent in std::fs::read_dir("/sys/block").context("reading /sys/block")? {
+        let dir = ent?.path();
+        let serial = std::fs::read_to_string(dir.join("serial")).unwrap_or_default();
+        if !serial.trim().starts_with("resctl-") {
+            continue;
+        }
+        return Ok(Device {
+            name: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            maj_min: read_trim(dir.join("dev"))?,
+            serial: serial.trim().to_string(),
+            rotational: read_trim(dir.join("queue/rotational"))? == "1",
+            size: read_trim(dir.join("size"))?.parse::<u64>().unwrap_or(0) * 512,
+        });
+    }
+    bail!("no scratch device (a block device with serial resctl-*) found")
+}
+
+/// Writes `MAJ:MIN knobs` to a root io.cost file and returns the device's line read back.
+pub fn write_iocost(file: &str, dev: &Device, knobs: &str) -> Result<String> {
+    let path = Path::new("/sys/fs/cgroup").join(file);
+    let line = format!("{} {}", dev.maj_min, knobs);
+    std::fs::write(&path, &line)
+        .with_context(|| format!("writing {:?} to {}", line, path.display()))?;
+    let back = read_trim(&path)?;
+    back.lines()
+        .find(|l| l.starts_with(&format!("{} ", dev.maj_min)))
+        .map(str::to_string)
+        .with_context(|| format!("{} has no line for {}", path.display(), dev.maj_min))
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RandRead {
+    pub target: String,
+    pub jobs: usize,
+    pub ios: u64,
+    pub secs: f64,
+    pub iops: f64,
+    pub mean_lat_us: f64,
+}
+
+fn target_size(f: &std::fs::File) -> Result<u64> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    if f.metadata()?.file_type().is_block_device() {
+        const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+        let mut size: u64 = 0;
+        if unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) } != 0 {
+            bail!("BLKGETSIZE64: {}", std::io::Error::last_os_error());
+        }
+        Ok(size)
+    } else {
+        Ok(f.metadata()?.len())
+    }
+}
+
+/// 4 KiB random reads with O_DIRECT from `jobs` threads for `dur`: a plain pread loop per
+/// thread, so the queue depth is `jobs`.
+pub fn randread(target: &Path, dur: Duration, jobs: usize) -> Result<RandRead> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    const BS: u64 = 4096;
+    let open = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(target)
+            .with_context(|| format!("opening {} with O_DIRECT", target.display()))
+    };
+    let blocks = target_size(&open()?)? / BS;
+    if blocks == 0 {
+        bail!("{} is smaller than 4 KiB", target.display());
+    }
+    let jobs = jobs.max(1);
+    let start = Instant::now();
+    let deadline = start + dur;
+    let handles: Vec<_> = (0..jobs)
+        .map(|i| -> Result<_> {
+            let f = open()?;
+            Ok(std::thread::spawn(move || -> Result<(u64, f64)> {
+                let layout = std::alloc::Layout::from_size_align(BS as usize, BS as usize)?;
+                let ptr = unsafe { std::alloc::alloc(layout) };
+                if ptr.is_null() {
+                    bail!("out of memory");
+                }
+                let buf = unsafe { std::slice::from_raw_parts_mut(ptr, BS as usize) };
+                let mut x: u64 = 0x9e37_79b9_7f4a_7c15
+                    ^ ((i as u64 + 1) << 32)
+                    ^ start.elapsed().as_nanos() as u64;
+                let (mut n, mut lat) = (0u64, 0f64);
+                let res = loop {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break Ok((n, lat));
+                    }
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if let Err(e) = f.read_exact_at(buf, (x % blocks) * BS) {
+                        break Err(anyhow::Error::new(e).context("pread"));
+                    }
+                    lat += now.elapsed().as_secs_f64();
+                    n += 1;
+                };
+                unsafe { std::alloc::dealloc(ptr, layout) };
+                res
+            }))
+        })
+        .collect::<Result<_>>()?;
+    let (mut ios, mut lat) = (0u64, 0f64);
+    for h in handles {
+        let (n, l) = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("reader thread panicked"))??;
+        ios += n;
+        lat += l;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    Ok(RandRead {
+        target: target.display().to_string(),
+        jobs,
+        ios,
+        secs,
+        iops: ios as f64 / secs,
+        mean_lat_us: if ios > 0 { lat / ios as f64 * 1e6 } else { 0.0 },
+    })
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Report {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device: Option<Device>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    iocost_qos: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    iocost_model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    io_stat: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    swaps: Option<String>,
+    /// Active swap areas with the MAJ:MIN of the device holding each (for a swap file, the
+    /// device of its filesystem).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    swap_devices: Option<Vec<(String, String)>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    randread: Option<RandRead>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cgroup_controllers: Option<String>,
+}
+
+pub fn run(a: &ProbeArgs) -> Result<()> {
+    if let Some(p) = &a.write_file {
+        std::fs::write(p, &a.content).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let raw = a.stdout.is_some() || a.stderr.is_some();
+    if let Some(s) = &a.stdout {
+        let mut o = std::io::stdout().lock();
+        o.write_all(s.as_bytes())?;
+        o.flush()?;
+    }
+    if let Some(s) = &a.stderr {
+        let mut e = std::io::stderr().lock();
+        e.write_all(s.as_bytes())?;
+        e.flush()?;
+    }
+    if !raw {
+        let mut r = Report::default();
+        let dev = scratch_device();
+        if let Some(k) = &a.iocost_model {
+            r.iocost_model = Some(write_iocost(
+                "io.cost.model",
+                dev.as_ref().map_err(clone_err)?,
+                k,
+            )?);
+        }
+        if let Some(k) = &a.iocost_qos {
+            r.iocost_qos = Some(write_iocost(
+                "io.cost.qos",
+                dev.as_ref().map_err(clone_err)?,
+                k,
+            )?);
+        }
+        if let Some(secs) = a.randread {
+            let target = match &a.randread_target {
+                Some(t) => t.clone(),
+                None => Path::new("/dev").join(&dev.as_ref().map_err(clone_err)?.name),
+            };
+            r.randread = Some(randread(&target, Duration::from_secs_f64(secs), a.jobs)?);
+        }
+        if a.io_stat {
+            r.io_stat = Some(read_trim("/sys/fs/cgroup/io.stat")?);
+        }
+        if a.swaps {
+            let swaps = read_trim("/proc/swaps")?;
+            r.swap_devices = Some(swap_devices(&swaps));
+            r.swaps = Some(swaps);
+        }
+        r.cgroup_controllers = std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+            .ok()
+            .map(|s| s.trim().to_string());
+        r.device = dev.ok();
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    }
+    if let Some(code) = a.exit {
+        std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// (path, MAJ:MIN of the backing device) of each /proc/swaps entry.
+pub fn swap_devices(proc_swaps: &str) -> Vec<(String, String)> {
+    use std::os::unix::fs::MetadataExt;
+    proc_swaps
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|path| {
+            let dev = match std::fs::metadata(path) {
+                Ok(m) if m.file_type().is_file() => {
+                    format!("{}:{}", libc::major(m.dev()), libc::minor(m.dev()))
+                }
+                Ok(m) => format!("{}:{}", libc::major(m.rdev()), libc::minor(m.rdev())),
+                Err(_) => "?".into(),
+            };
+            (path.to_string(), dev)
+        })
+        .collect()
+}
+
+fn clone_err(e: &anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!("{:#}", e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn randread_counts_reads_of_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("data");
+        std::fs::write(&p, vec![7u8; 1 << 20]).unwrap();
+        match randread(&p, Duration::from_millis(100), 2) {
+            Ok(r) => {
+                assert!(r.ios > 0);
+                assert!(r.iops > 0.0);
+                assert_eq!(r.jobs, 2);
+            }
+            // Filesystems without O_DIRECT (tmpfs) refuse to open.
+            Err(e) => assert!(format!("{:#}", e).contains("O_DIRECT"), "{:#}", e),
+        }
+    }
+}

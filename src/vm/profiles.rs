@@ -1,0 +1,175 @@
+//! Disk profiles: QEMU block-throttling limits that make the scratch disk behave like a class of
+//! device, and how the guest can tell which one it got (virtio-blk serial, rotational flag).
+
+use crate::error::UsageError;
+use anyhow::Result;
+
+/// One emulated device class. `None` limits mean "not limited".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    pub name: &'static str,
+    /// Total (read + write) IO operations per second.
+    pub iops: Option<u64>,
+    /// Total (read + write) bytes per second.
+    pub bps: Option<u64>,
+    /// Whether the guest should see a rotational device (`queue/rotational` = 1).
+    pub rotational: bool,
+    pub about: &'static str,
+}
+
+const MIB: u64 = 1 << 20;
+
+pub const PROFILES: &[Profile] = &[
+    Profile {
+        name: "unthrottled",
+        iops: None,
+        bps: None,
+        rotational: false,
+        about: "no limits: as fast as QEMU and the host file allow",
+    },
+    Profile {
+        name: "nvme",
+        iops: Some(100_000),
+        bps: Some(2048 * MIB),
+        rotational: false,
+        about: "a fast NVMe SSD",
+    },
+    Profile {
+        name: "sata-ssd",
+        iops: Some(50_000),
+        bps: Some(500 * MIB),
+        rotational: false,
+        about: "a SATA SSD",
+    },
+    Profile {
+        name: "slow-ssd",
+        iops: Some(5_000),
+        bps: Some(150 * MIB),
+        rotational: false,
+        about: "an old or cheap SSD",
+    },
+    Profile {
+        name: "hdd",
+        iops: Some(150),
+        bps: Some(160 * MIB),
+        rotational: true,
+        about: "a 7200 rpm hard disk (no seek model: random and sequential IOs cost the same)",
+    },
+];
+
+/// The limits the scratch disk gets: a profile, possibly with custom overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskLimits {
+    /// Profile name, or "custom" when `--disk-iops`/`--disk-bps` changed the profile's limits.
+    pub name: String,
+    pub iops: Option<u64>,
+    pub bps: Option<u64>,
+    pub rotational: bool,
+}
+
+impl DiskLimits {
+    pub fn resolve(profile: Option<&str>, iops: Option<u64>, bps: Option<u64>) -> Result<Self> {
+        let name = profile.unwrap_or("unthrottled");
+        let Some(p) = PROFILES.iter().find(|p| p.name == name) else {
+            let known: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
+            return Err(UsageError::new(format!(
+                "--disk-profile {:?} is not a disk profile (accepted: {})",
+                name,
+                known.join(", ")
+            ))
+            .into());
+        };
+        let custom = iops.is_some() || bps.is_some();
+        Ok(Self {
+            name: if custom {
+                "custom".into()
+            } else {
+                p.name.into()
+            },
+            iops: iops.or(p.iops).filter(|&v| v > 0),
+            bps: bps.or(p.bps).filter(|&v| v > 0),
+            rotational: p.rotational,
+        })
+    }
+
+    /// The virtio-blk serial number the guest sees in /sys/block/vda/serial (at most 20 bytes).
+    pub fn serial(&self) -> String {
+        let mut s = format!("resctl-{}", self.name);
+        s.truncate(20);
+        s
+    }
+
+    /// QEMU `-drive` throttling options (without a leading comma).
+    pub fn qemu_throttling(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(iops) = self.iops {
+            v.push(format!("throttling.iops-total={}", iops));
+        }
+        if let Some(bps) = self.bps {
+            v.push(format!("throttling.bps-total={}", bps));
+        }
+        v
+    }
+}
+
+/// Text table of the profiles for help and docs.
+pub fn table() -> String {
+    let fmt = |v: Option<u64>, unit: &str| match v {
+        Some(v) if unit == "MiB/s" => format!("{} {}", v / MIB, unit),
+        Some(v) => format!("{} {}", v, unit),
+        None => "-".into(),
+    };
+    let mut out = String::new();
+    for p in PROFILES {
+        out += &format!(
+            "  {:<12} {:>12} {:>11}  {}\n",
+            p.name,
+            fmt(p.iops, "IOPS"),
+            fmt(p.bps, "MiB/s"),
+            p.about
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_resolve_with_overrides() {
+        let hdd = DiskLimits::resolve(Some("hdd"), None, None).unwrap();
+        assert_eq!(hdd.serial(), "resctl-hdd");
+        assert!(hdd.rotational);
+        assert_eq!(
+            hdd.qemu_throttling(),
+            vec![
+                "throttling.iops-total=150",
+                "throttling.bps-total=167772160"
+            ]
+        );
+        let un = DiskLimits::resolve(None, None, None).unwrap();
+        assert!(un.qemu_throttling().is_empty());
+        assert_eq!(un.serial(), "resctl-unthrottled");
+        let c = DiskLimits::resolve(Some("nvme"), Some(1000), None).unwrap();
+        assert_eq!(c.name, "custom");
+        assert_eq!(c.iops, Some(1000));
+        assert_eq!(c.bps, Some(2048 * MIB));
+    }
+
+    #[test]
+    fn unknown_profile_is_a_usage_error() {
+        let e = DiskLimits::resolve(Some("floppy"), None, None).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+        assert!(e.to_string().contains("accepted: unthrottled, nvme"));
+    }
+
+    #[test]
+    fn table_lists_every_profile() {
+        let t = table();
+        for p in PROFILES {
+            assert!(t.contains(p.name));
+        }
+        assert!(t.contains("150 IOPS"));
+    }
+}

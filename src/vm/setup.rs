@@ -1,0 +1,287 @@
+//! What the VM needs on the host, where it is, and `vm --setup` which installs what is missing
+//! (Debian packages) and fetches the Debian kernel into `~/.cache/resctl-bench/kernel/`.
+
+use crate::error::UsageError;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The command that fixes a missing piece.
+pub const FIX: &str = "resctl-bench vm --setup (or scripts/setup-vm in the source tree)";
+
+/// Host programs the VM needs and the Debian package holding each.
+pub const TOOLS: &[(&str, &str)] = &[
+    ("qemu-system-x86_64", "qemu-system-x86"),
+    ("mkfs.ext4", "e2fsprogs"),
+    ("ldd", "libc-bin"),
+];
+
+pub fn which(cmd: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin"].iter().map(PathBuf::from))
+        .map(|d| d.join(cmd))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            p.metadata()
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+/// A host program the VM needs, or a usage error naming the fix.
+pub fn tool(cmd: &str) -> Result<PathBuf> {
+    which(cmd)
+        .ok_or_else(|| UsageError::new(format!("vm: {} is not installed; run {}", cmd, FIX)).into())
+}
+
+pub fn cache_dir() -> Result<PathBuf> {
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("resctl-bench"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| UsageError::new("vm: neither XDG_CACHE_HOME nor HOME is set"))?;
+    Ok(PathBuf::from(home).join(".cache/resctl-bench"))
+}
+
+/// A kernel image with its modules tree.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    pub image: PathBuf,
+    pub modules: PathBuf,
+}
+
+fn uname_release() -> Option<String> {
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    let rel = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) };
+    Some(rel.to_string_lossy().into_owned())
+}
+
+/// The running kernel's image and modules, when the host has both.
+pub fn host_kernel() -> Option<Kernel> {
+    let rel = uname_release()?;
+    let k = Kernel {
+        image: PathBuf::from(format!("/boot/vmlinuz-{}", rel)),
+        modules: PathBuf::from(format!("/lib/modules/{}", rel)),
+    };
+    (std::fs::File::open(&k.image).is_ok() && k.modules.is_dir()).then_some(k)
+}
+
+/// The unpacked Debian kernel package under `root` (`boot/vmlinuz-V`, `[usr/]lib/modules/V`).
+fn unpacked_kernel(root: &Path) -> Option<Kernel> {
+    let image = std::fs::read_dir(root.join("boot"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })?;
+    let ver = image.file_name()?.to_string_lossy()["vmlinuz-".len()..].to_string();
+    let modules = ["lib/modules", "usr/lib/modules"]
+        .iter()
+        .map(|m| root.join(m).join(&ver))
+        .find(|m| m.is_dir())?;
+    Some(Kernel { image, modules })
+}
+
+/// The newest completely unpacked kernel in the cache.
+pub fn cached_kernel() -> Option<Kernel> {
+    let dir = cache_dir().ok()?.join("kernel");
+    let mut vers: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join(".complete").exists())
+        .collect();
+    vers.sort();
+    vers.iter().rev().find_map(|v| unpacked_kernel(v))
+}
+
+/// The kernel a VM boots: the options, else the host's, else the cached Debian one.
+pub fn kernel(image: Option<&Path>, modules: Option<&Path>) -> Result<Kernel> {
+    let dfl = host_kernel().or_else(cached_kernel);
+    let pick = |opt: Option<&Path>, from_dfl: fn(&Kernel) -> &PathBuf| -> Result<PathBuf> {
+        match (opt, &dfl) {
+            (Some(p), _) => Ok(p.to_path_buf()),
+            (None, Some(k)) => Ok(from_dfl(k).clone()),
+            (None, None) => Err(UsageError::new(format!(
+                "vm: no kernel for the VM (the host has no /boot/vmlinuz-$(uname -r) and none is cached); run {}",
+                FIX
+            ))
+            .into()),
+        }
+    };
+    let k = Kernel {
+        image: pick(image, |k| &k.image)?,
+        modules: pick(modules, |k| &k.modules)?,
+    };
+    if std::fs::File::open(&k.image).is_err() {
+        crate::usage_bail!("--kernel {}: cannot read the file", k.image.display());
+    }
+    if !k.modules.is_dir() {
+        crate::usage_bail!("--modules {}: not a directory", k.modules.display());
+    }
+    Ok(k)
+}
+
+fn run_quiet(cmd: &mut Command) -> Result<bool> {
+    log::debug!("running {:?}", cmd);
+    Ok(cmd
+        .status()
+        .with_context(|| format!("running {:?}", cmd))?
+        .success())
+}
+
+fn root_cmd(prog: &str) -> Result<Command> {
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(Command::new(prog));
+    }
+    if which("sudo").is_none() {
+        bail!(
+            "installing packages needs root (or sudo): run {} as root",
+            FIX
+        );
+    }
+    let mut c = Command::new("sudo");
+    c.arg(prog);
+    Ok(c)
+}
+
+fn apt_update() -> Result<()> {
+    if !run_quiet(root_cmd("apt-get")?.args(["update", "-q"]))? {
+        bail!("apt-get update failed");
+    }
+    Ok(())
+}
+
+fn install(pkgs: &[&str]) -> Result<()> {
+    let attempt = || -> Result<bool> {
+        run_quiet(
+            root_cmd("apt-get")?
+                .args(["install", "-y", "-q", "--no-install-recommends"])
+                .args(pkgs)
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+        )
+    };
+    if attempt()? {
+        return Ok(());
+    }
+    apt_update()?;
+    if !attempt()? {
+        bail!("apt-get install {} failed", pkgs.join(" "));
+    }
+    Ok(())
+}
+
+/// The versioned package `linux-image-amd64` depends on, e.g. `linux-image-6.1.0-48-amd64`.
+fn kernel_package() -> Result<String> {
+    let query = || -> Result<Option<String>> {
+        let out = Command::new("apt-cache")
+            .args(["depends", "linux-image-amd64"])
+            .output()
+            .context("running apt-cache depends linux-image-amd64")?;
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("Depends:"))
+            .map(str::trim)
+            .find(|p| p.starts_with("linux-image-") && !p.starts_with('<'))
+            .map(str::to_string))
+    };
+    if let Some(p) = query()? {
+        return Ok(p);
+    }
+    apt_update()?;
+    query()?.context("apt-cache knows no linux-image-amd64 package")
+}
+
+fn fetch_kernel() -> Result<Kernel> {
+    let pkg = kernel_package()?;
+    let kdir = cache_dir()?.join("kernel");
+    let tmp = kdir.join(format!(".tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let res = (|| -> Result<Kernel> {
+        eprintln!("vm setup: downloading {}", pkg);
+        let mut dl = Command::new("apt-get");
+        if unsafe { libc::geteuid() } == 0 {
+            // Root downloads into a directory the _apt sandbox user can't write; say so.
+            dl.args(["-o", "APT::Sandbox::User=root"]);
+        }
+        if !run_quiet(dl.args(["download", "-q", &pkg]).current_dir(&tmp))? {
+            bail!("apt-get download {} failed", pkg);
+        }
+        let deb = std::fs::read_dir(&tmp)?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "deb"))
+            .context("apt-get download left no .deb")?;
+        let root = tmp.join("root");
+        if !run_quiet(Command::new("dpkg").arg("-x").arg(&deb).arg(&root))? {
+            bail!("dpkg -x {} failed", deb.display());
+        }
+        unpacked_kernel(&root).context("the package holds no boot/vmlinuz-* with its modules")?;
+        let dest = kdir.join(pkg.trim_start_matches("linux-image-"));
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::rename(&root, &dest)?;
+        std::fs::write(dest.join(".complete"), &pkg)?;
+        unpacked_kernel(&dest).context("unpacked kernel vanished")
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    res
+}
+
+/// `vm --setup`: install missing packages and make sure a kernel is available. Idempotent; a
+/// second run only checks.
+pub fn run() -> Result<()> {
+    let missing: Vec<&str> = TOOLS
+        .iter()
+        .filter(|(cmd, _)| which(cmd).is_none())
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    if missing.is_empty() {
+        eprintln!("vm setup: qemu, mkfs.ext4 and ldd are installed");
+    } else {
+        eprintln!("vm setup: installing {}", missing.join(" "));
+        install(&missing)?;
+    }
+    if let Some(k) = host_kernel() {
+        eprintln!("vm setup: using the host's kernel {}", k.image.display());
+    } else if let Some(k) = cached_kernel() {
+        eprintln!("vm setup: kernel cached at {}", k.image.display());
+    } else {
+        for (cmd, pkg) in [("apt-get", "apt"), ("dpkg", "dpkg")] {
+            if which(cmd).is_none() {
+                bail!("{} ({}) is needed to fetch the Debian kernel", cmd, pkg);
+            }
+        }
+        let k = fetch_kernel()?;
+        eprintln!("vm setup: kernel unpacked at {}", k.image.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpacked_kernel_is_found_in_both_layouts() {
+        for modroot in ["lib/modules", "usr/lib/modules"] {
+            let d = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(d.path().join("boot")).unwrap();
+            std::fs::write(d.path().join("boot/vmlinuz-6.1.0-9-amd64"), b"k").unwrap();
+            std::fs::write(d.path().join("boot/config-6.1.0-9-amd64"), b"c").unwrap();
+            std::fs::create_dir_all(d.path().join(modroot).join("6.1.0-9-amd64/kernel")).unwrap();
+            let k = unpacked_kernel(d.path()).unwrap();
+            assert!(k.image.ends_with("boot/vmlinuz-6.1.0-9-amd64"));
+            assert!(k.modules.ends_with(format!("{}/6.1.0-9-amd64", modroot)));
+        }
+        let empty = tempfile::tempdir().unwrap();
+        assert!(unpacked_kernel(empty.path()).is_none());
+    }
+}

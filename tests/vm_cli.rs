@@ -1,0 +1,53 @@
+//! `resctl-bench vm` option handling that needs no guest: bad values are one-line usage errors
+//! (exit 2) reported before anything is built or booted.
+
+use assert_cmd::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
+
+fn usage_error(args: &[&str], needle: &str) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{:?}", args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{:?}: {}", args, err);
+    assert!(err.contains(needle), "{:?}: {}", args, err);
+}
+
+#[test]
+fn vm_bad_option_values_are_usage_errors() {
+    usage_error(
+        &["vm", "--disk-size", "huge", "--", "--version"],
+        "--disk-size \"huge\" is not a size",
+    );
+    usage_error(&["vm", "--mem", "64M", "--", "--version"], "too small");
+    usage_error(
+        &["vm", "--disk-profile", "tape", "--", "--version"],
+        "accepted: unthrottled, nvme, sata-ssd, slow-ssd, hdd",
+    );
+    usage_error(
+        &["vm", "--disk-bps", "fast", "--", "--version"],
+        "--disk-bps",
+    );
+    usage_error(
+        &["vm", "--accel", "xen", "--", "--version"],
+        "accepted: auto, kvm, tcg",
+    );
+    usage_error(&["vm"], "after `--`");
+}
+
+#[test]
+fn vm_help_lists_the_disk_profiles() {
+    let out = Command::new(BIN).args(["vm", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for p in [
+        "unthrottled",
+        "nvme",
+        "sata-ssd",
+        "slow-ssd",
+        "hdd",
+        "150 IOPS",
+    ] {
+        assert!(help.contains(p), "{}", p);
+    }
+}

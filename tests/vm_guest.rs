@@ -1,0 +1,204 @@
+//! End-to-end tests of `resctl-bench vm`: real QEMU guests (TCG when KVM doesn't work).
+//! They run only with RESCTL_BENCH_VM_TESTS=1 (`.ci/run` sets it after `scripts/setup-vm`).
+//! Everything is in one test so the CPU-hungry guests boot one after another, three in all.
+
+use serde_json::Value;
+use std::process::Output;
+use std::time::Instant;
+
+const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
+
+fn enabled() -> bool {
+    if std::env::var("RESCTL_BENCH_VM_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("skipped: set RESCTL_BENCH_VM_TESTS=1 to boot VM guests");
+    false
+}
+
+/// `resctl-bench vm` with small, fast guests, run in `cwd`.
+fn vm(cwd: &std::path::Path, vm_opts: &[&str], args: &[&str]) -> Output {
+    let t = Instant::now();
+    let out = std::process::Command::new(BIN)
+        .current_dir(cwd)
+        .args(["vm", "-v", "--mem", "1G", "--disk-size", "4G"])
+        .args(vm_opts)
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let boot = stderr
+        .lines()
+        .find(|l| l.contains("boot to command"))
+        .unwrap_or("(no boot-to-command line)");
+    eprintln!(
+        "vm {:?} -- {:?}: {:?} in {:.1}s; {}",
+        vm_opts,
+        args,
+        out.status.code(),
+        t.elapsed().as_secs_f64(),
+        boot.trim()
+    );
+    out
+}
+
+fn boot_secs(out: &Output) -> f64 {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("boot to command"))
+        .expect("no boot-to-command line");
+    let after = line.split("boot to command ").nth(1).unwrap();
+    after.split('s').next().unwrap().parse().unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({}):\n{}\nstderr:\n{}",
+            e,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn vm_guest_has_iocost_swap_shared_cwd_exit_status_and_disk_profiles() {
+    if !enabled() {
+        return;
+    }
+    let group = Instant::now();
+    let cwd = tempfile::tempdir().unwrap();
+
+    // Boot 1 (unthrottled): io.cost knobs, io.stat, swap, shared cwd, IOPS, exit status 0.
+    let out = vm(
+        cwd.path(),
+        &[],
+        &[
+            "__probe",
+            "--iocost-model",
+            "ctrl=user model=linear rbps=2000000000 rseqiops=100000 rrandiops=100000 \
+             wbps=1000000000 wseqiops=50000 wrandiops=50000",
+            "--iocost-qos",
+            "enable=1 ctrl=user rpct=95 rlat=5000 wpct=95 wlat=5000 min=50 max=150",
+            "--io-stat",
+            "--swaps",
+            "--randread",
+            "3",
+            "--write-file",
+            "written-in-guest.txt",
+            "--content",
+            "hello from the guest\n",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = json(&out);
+    let dev = &j["device"];
+    let majmin = dev["maj_min"].as_str().unwrap();
+    assert_eq!(dev["serial"], "resctl-unthrottled");
+    assert_eq!(dev["rotational"], false);
+    let qos = j["iocost_qos"].as_str().unwrap();
+    assert!(
+        qos.starts_with(&format!("{} enable=1 ctrl=user", majmin)),
+        "{}",
+        qos
+    );
+    assert!(
+        qos.contains("rlat=5000") && qos.contains("max=150.00"),
+        "{}",
+        qos
+    );
+    let model = j["iocost_model"].as_str().unwrap();
+    assert!(
+        model.contains("ctrl=user model=linear rbps=2000000000"),
+        "{}",
+        model
+    );
+    let io_stat = j["io_stat"].as_str().unwrap();
+    assert!(
+        io_stat
+            .lines()
+            .any(|l| l.starts_with(majmin) && l.contains("cost.vrate=")),
+        "{}",
+        io_stat
+    );
+    let swaps = j["swap_devices"].as_array().unwrap();
+    assert!(
+        swaps.iter().any(|s| s[1] == majmin),
+        "no swap on the scratch disk {}: {}",
+        majmin,
+        j["swaps"]
+    );
+    for c in ["cpu", "io", "memory"] {
+        assert!(j["cgroup_controllers"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .any(|x| x == c));
+    }
+    assert_eq!(
+        std::fs::read_to_string(cwd.path().join("written-in-guest.txt")).unwrap(),
+        "hello from the guest\n"
+    );
+    let fast = j["randread"]["iops"].as_f64().unwrap();
+    let boot = boot_secs(&out);
+
+    // Boot 2 (hdd): a rotational device with a tenth of the IOPS or less.
+    let out = vm(
+        cwd.path(),
+        &["--disk-profile", "hdd"],
+        &["__probe", "--randread", "3"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = json(&out);
+    assert_eq!(j["device"]["serial"], "resctl-hdd");
+    assert_eq!(j["device"]["rotational"], true);
+    let slow = j["randread"]["iops"].as_f64().unwrap();
+    eprintln!(
+        "4 KiB random-read IOPS: unthrottled {:.0}, hdd {:.0}",
+        fast, slow
+    );
+    assert!(
+        slow > 0.0 && slow * 10.0 <= fast,
+        "hdd {} vs unthrottled {}",
+        slow,
+        fast
+    );
+
+    // Boot 3: a non-zero exit status and byte-exact stdout/stderr.
+    let out = vm(
+        cwd.path(),
+        &[],
+        &[
+            "__probe",
+            "--stdout",
+            "out\r\nno newline at the end",
+            "--stderr",
+            "err\r\n",
+            "--exit",
+            "7",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(out.stdout, b"out\r\nno newline at the end");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("err\r\n"));
+
+    eprintln!(
+        "boot to command (first guest): {:.2}s; VM test group: {:.1}s",
+        boot,
+        group.elapsed().as_secs_f64()
+    );
+    assert!(boot < 30.0, "boot to command took {:.1}s", boot);
+}
