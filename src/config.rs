@@ -5,7 +5,7 @@
 
 use crate::cli::{GlobalOpts, DFL_DIR};
 use crate::error::UsageError;
-use crate::units::parse::{parse_duration, parse_float, parse_frac, parse_int, parse_size};
+use crate::units::parse::{parse_duration, parse_frac, parse_int, parse_size};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -25,120 +25,8 @@ pub enum HashdCpuLoad {
     Real,
 }
 
-/// io.cost QoS overrides (`--iocost-qos` and `iocost-qos` groups 2+). Percentiles and vrates
-/// are rounded to 2 decimals as the kernel keeps them; latencies are microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct QosOverride {
-    pub rpct: Option<f64>,
-    pub rlat: Option<u64>,
-    pub wpct: Option<f64>,
-    pub wlat: Option<u64>,
-    pub min: Option<f64>,
-    pub max: Option<f64>,
-}
-
-pub const QOS_KEYS: &[&str] = &["rpct", "rlat", "wpct", "wlat", "min", "max", "vrate"];
-
-fn round2(v: f64) -> f64 {
-    (v * 100.0).round() / 100.0
-}
-
-impl QosOverride {
-    /// Parses `K=V,K=V,...` (`--iocost-qos`).
-    pub fn parse(s: &str) -> Result<Self, String> {
-        if s.trim().is_empty() {
-            return Err(format!(
-                "empty QoS override (accepted: K=V,... with keys {})",
-                QOS_KEYS.join(", ")
-            ));
-        }
-        let mut pairs = Vec::new();
-        for tok in s.split(',').filter(|t| !t.is_empty()) {
-            match tok.split_once('=') {
-                Some((k, v)) => pairs.push((k, v)),
-                None => {
-                    return Err(format!(
-                        "{:?} is not KEY=VALUE (accepted: K=V,... with keys {})",
-                        tok,
-                        QOS_KEYS.join(", ")
-                    ))
-                }
-            }
-        }
-        Self::from_pairs(pairs)
-    }
-
-    /// Builds an override from key/value pairs: rpct/wpct percentiles (0-100), rlat/wlat
-    /// (usecs), min/max vrate percentages (≥ 0, min ≤ max) and vrate (sets min and max; can't be
-    /// combined with them). Unknown keys are errors.
-    pub fn from_pairs<'a>(
-        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<Self, String> {
-        let mut o = QosOverride::default();
-        let mut vrate = None;
-        let keyed = |k: &str, e: String| {
-            if e.starts_with('"') {
-                format!("{}={}", k, e)
-            } else {
-                format!("{}: {}", k, e)
-            }
-        };
-        for (k, v) in pairs {
-            let float = || parse_float(v).map(round2).map_err(|e| keyed(k, e));
-            let int = || parse_int(v).map_err(|e| keyed(k, e));
-            match k {
-                "rpct" | "wpct" => {
-                    let p = float()?;
-                    if !(0.0..=100.0).contains(&p) {
-                        return Err(format!("{}={} must be between 0 and 100", k, v));
-                    }
-                    if k == "rpct" {
-                        o.rpct = Some(p);
-                    } else {
-                        o.wpct = Some(p);
-                    }
-                }
-                "rlat" => o.rlat = Some(int()?),
-                "wlat" => o.wlat = Some(int()?),
-                "min" | "max" | "vrate" => {
-                    let p = float()?;
-                    if p < 0.0 {
-                        return Err(format!("{}={} must not be negative", k, v));
-                    }
-                    match k {
-                        "min" => o.min = Some(p),
-                        "max" => o.max = Some(p),
-                        _ => vrate = Some(p),
-                    }
-                }
-                _ => {
-                    return Err(format!(
-                        "unknown QoS key {:?} (accepted: {})",
-                        k,
-                        QOS_KEYS.join(", ")
-                    ))
-                }
-            }
-        }
-        if let Some(v) = vrate {
-            if o.min.is_some() || o.max.is_some() {
-                return Err("vrate sets both min and max; don't combine it with min or max".into());
-            }
-            o.min = Some(v);
-            o.max = Some(v);
-        }
-        if let (Some(min), Some(max)) = (o.min, o.max) {
-            if min > max {
-                return Err(format!("min={} must not be above max={}", min, max));
-            }
-        }
-        Ok(o)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        *self == QosOverride::default()
-    }
-}
+/// `--iocost-qos`: the QoS override type shared with the iocost-qos bench.
+pub use crate::system::iocost::{QosOverride, QOS_KEYS};
 
 /// The global options after validation.
 #[derive(Debug, Clone)]

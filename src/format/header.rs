@@ -97,56 +97,9 @@ pub struct IoCostSnapshot {
     pub qos: IoCostQos,
 }
 
-/// io.cost model parameters (bytes/s and IOPS at vrate 100%).
-#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct IoCostModel {
-    pub rbps: u64,
-    pub rseqiops: u64,
-    pub rrandiops: u64,
-    pub wbps: u64,
-    pub wseqiops: u64,
-    pub wrandiops: u64,
-}
-
-impl IoCostModel {
-    /// `rbps=… rseqiops=… rrandiops=…` and `wbps=… wseqiops=… wrandiops=…`.
-    pub fn lines(&self) -> (String, String) {
-        (
-            format!(
-                "rbps={} rseqiops={} rrandiops={}",
-                self.rbps, self.rseqiops, self.rrandiops
-            ),
-            format!(
-                "wbps={} wseqiops={} wrandiops={}",
-                self.wbps, self.wseqiops, self.wrandiops
-            ),
-        )
-    }
-}
-
-/// io.cost QoS parameters; `enable` only exists in sysinfo snapshots.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct IoCostQos {
-    pub enable: u32,
-    pub rpct: f64,
-    pub rlat: u64,
-    pub wpct: f64,
-    pub wlat: u64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl IoCostQos {
-    /// `rpct=95.00 rlat=12042 wpct=95.00 wlat=13664 min=60.00 max=100.00`.
-    pub fn line(&self) -> String {
-        format!(
-            "rpct={:.2} rlat={} wpct={:.2} wlat={} min={:.2} max={:.2}",
-            self.rpct, self.rlat, self.wpct, self.wlat, self.min, self.max
-        )
-    }
-}
+/// io.cost model and QoS: the shared types of `system::iocost`, which read both the sysinfo
+/// layout and the parameter-only layout of records.
+pub use crate::system::iocost::{IoCostModel, IoCostQos};
 
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]

@@ -4,8 +4,11 @@
 //! Everything takes its filesystem roots from a [`HostPaths`], so unit tests run the same code
 //! against temp-dir trees that imitate /sys, /proc and /sys/fs/cgroup.
 
+pub mod bench_file;
 pub mod blockdev;
+pub mod cgroup;
 pub mod deps;
+pub mod iocost;
 pub mod journal_api;
 pub mod restore;
 pub mod sysinfo;

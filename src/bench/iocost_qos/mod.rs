@@ -13,6 +13,7 @@ use crate::format::header::{IoCostModel, IoCostQos};
 use crate::format::prop_f64;
 use crate::spec::JobSpec;
 use crate::study::iolat::IoLat;
+use crate::system::iocost::round2;
 use anyhow::Result;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -24,62 +25,7 @@ pub const MAX_VRATE_INTVS: u64 = 10_000;
 /// The vrate grid never goes below this.
 pub const VRATE_INTVS_MIN: f64 = 1.0;
 
-/// A QoS override of one configuration; `None` fields keep the base QoS.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct QosOverride {
-    pub off: bool,
-    pub rpct: Option<f64>,
-    pub rlat: Option<u64>,
-    pub wpct: Option<f64>,
-    pub wlat: Option<u64>,
-    pub min: Option<f64>,
-    pub max: Option<f64>,
-}
-
-fn round2(v: f64) -> f64 {
-    (v * 100.0).round() / 100.0
-}
-
-impl QosOverride {
-    pub fn off() -> Self {
-        Self {
-            off: true,
-            ..Default::default()
-        }
-    }
-
-    /// `iocost=off`, or all six QoS fields of base ⊕ override with overridden ones bracketed.
-    pub fn describe(&self, base: &IoCostQos) -> String {
-        if self.off {
-            return "iocost=off".into();
-        }
-        fn item(name: &str, ovr: Option<String>, base: String) -> String {
-            match ovr {
-                Some(v) => format!("[{}={}]", name, v),
-                None => format!("{}={}", name, base),
-            }
-        }
-        let pct = |v: f64| format!("{:.2}", round2(v));
-        [
-            item("rpct", self.rpct.map(pct), pct(base.rpct)),
-            item(
-                "rlat",
-                self.rlat.map(|v| v.to_string()),
-                base.rlat.to_string(),
-            ),
-            item("wpct", self.wpct.map(pct), pct(base.wpct)),
-            item(
-                "wlat",
-                self.wlat.map(|v| v.to_string()),
-                base.wlat.to_string(),
-            ),
-            item("min", self.min.map(pct), pct(base.min)),
-            item("max", self.max.map(pct), pct(base.max)),
-        ]
-        .join(" ")
-    }
-}
+pub use crate::system::iocost::QosOverride;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
