@@ -64,6 +64,9 @@ pub struct TimeDist {
     pub mean: f64,
     pub stdev: f64,
     pub cum: f64,
+    /// Ours: the latency source measured no per-IO latencies (counter fallback), so there
+    /// are no percentiles; printed as `unavailable` rather than as zeros.
+    pub unavailable: bool,
 }
 
 impl TimeDist {
@@ -136,16 +139,34 @@ impl IoLat {
     }
 }
 
+/// The map has entries and every one is marked unavailable.
+fn all_unavailable(map: &LatMap) -> bool {
+    !map.is_empty() && map.values().all(|d| d.unavailable)
+}
+
 fn summary_line(out: &mut String, prefix: &str, map: &LatMap) {
     out.push_str(prefix);
+    if all_unavailable(map) {
+        out.push_str(" unavailable\n");
+        return;
+    }
     for (key, label) in SUMMARY_PCTS {
-        let (mean, stdev, max) = map.get(*key).cloned().unwrap_or_default().mean_stdev_max();
+        let dist = map.get(*key).cloned().unwrap_or_default();
+        if dist.unavailable {
+            let _ = write!(out, " {}=unavailable", label);
+            continue;
+        }
+        let (mean, stdev, max) = dist.mean_stdev_max();
         let _ = write!(out, " {}={}:{}/{}", label, mean, stdev, max);
     }
     out.push('\n');
 }
 
 fn table(out: &mut String, title: &str, map: &LatMap) {
+    if all_unavailable(map) {
+        let _ = writeln!(out, "{:<7} unavailable", title);
+        return;
+    }
     let _ = write!(out, "{:<7}", title);
     for (label, width, _) in TimeDist::default().columns() {
         let _ = write!(out, " {:>width$}", label, width = width);
@@ -154,6 +175,10 @@ fn table(out: &mut String, title: &str, map: &LatMap) {
     for (key, label) in LAT_PCTS {
         let Some(dist) = map.get(*key) else { continue };
         let _ = write!(out, "{:<7}", label);
+        if dist.unavailable {
+            out.push_str(" unavailable\n");
+            continue;
+        }
         for (_, width, v) in dist.columns() {
             let _ = write!(out, " {:>width$}", format_duration(v), width = width);
         }
@@ -164,6 +189,9 @@ fn table(out: &mut String, title: &str, map: &LatMap) {
 /// One group of the iocost-qos latency tables: `mean:stdev/max` with each value right-aligned
 /// in 5 columns.
 pub fn format_lat_group(dist: &TimeDist) -> String {
+    if dist.unavailable {
+        return format!("{:>17}", "unavailable");
+    }
     let (mean, stdev, max) = dist.mean_stdev_max();
     format!("{:>5}:{:>5}/{:>5}", mean, stdev, max)
 }
@@ -206,6 +234,32 @@ mod tests {
         assert_eq!(
             lines[1],
             "p50      5.0u  115u  135u  165u  265u  415u  965u  1.5m  2.5m  135u  172u   161u"
+        );
+    }
+
+    #[test]
+    fn unavailable_prints_as_such_not_zeros() {
+        let iolat: IoLat = serde_json::from_str(
+            r#"[{"50":{"unavailable":true},"100":{"unavailable":true}},
+                {"50":{"unavailable":true},"90":{"mean":0.001,"stdev":0.0,"100":0.002}}]"#,
+        )
+        .unwrap();
+        let mut out = String::new();
+        iolat.format(&mut out, true);
+        assert_eq!(
+            out,
+            "IO Latency Distribution:\n\nREAD    unavailable\n\n\
+             WRITE     min   p25   p50   p75   p90   p95   p99 p99.9   max   cum  mean  stdev\n\
+             p50     unavailable\n\
+             p90         0     0     0     0     0     0     0     0  2.0m     0  1.0m      0\n\n\
+             IO Latency: R unavailable\n            \
+             W p50=unavailable p90=1.0m:0/2.0m p99=0:0/0 max=0:0/0\n"
+        );
+        let d: TimeDist = serde_json::from_str(r#"{"unavailable":true}"#).unwrap();
+        assert_eq!(format_lat_group(&d), "      unavailable");
+        assert_eq!(
+            format_lat_group(&d).len(),
+            format_lat_group(&TimeDist::default()).len()
         );
     }
 
