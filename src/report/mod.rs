@@ -6,6 +6,7 @@
 
 pub mod hist;
 pub mod model;
+pub mod iolat_source;
 
 pub use hist::LatHist;
 pub use model::{IoLatHists, Report, Timestamp, UsageReport};
