@@ -5,8 +5,8 @@
 //! lines; the reader skips such a preamble so upstream report directories load too.
 
 pub mod hist;
-pub mod model;
 pub mod iolat_source;
+pub mod model;
 
 pub use hist::LatHist;
 pub use model::{IoLatHists, Report, Timestamp, UsageReport};
