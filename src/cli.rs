@@ -156,6 +156,12 @@ pub enum Command {
     /// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
     #[command(name = "__kvm-probe", hide = true)]
     KvmProbe,
+    /// The memory balloon: holds the byte counts read from stdin, one a line, until EOF
+    #[command(name = "__balloon", hide = true)]
+    Balloon,
+    /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
+    #[command(name = "__vm-scenario", hide = true)]
+    VmScenario(crate::vm::scenario::ScenarioArgs),
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,9 @@ use crate::format::job_name;
 use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
+use crate::system::session::{Needs, Session, SessionOpts};
+use crate::system::sysreqs::Enforce;
+use crate::system::HostPaths;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -43,6 +46,9 @@ pub struct RunConfig {
     pub dir: PathBuf,
     /// The validated global options, recorded in each entry's sysinfo.
     pub bench_args: Option<serde_json::Value>,
+    /// What benches that touch the system need from the options (`None`: such benches can't
+    /// run, e.g. in tests of the run machinery).
+    pub system: Option<crate::system::session::SessionOpts>,
 }
 
 /// What a bench's `run` gets: its spec, the matched previous record (incremental benches resume
@@ -167,11 +173,74 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
         Mode::Solve => PathBuf::new(),
     };
     let sysinfo = to_raw(&Sysinfo::current(cfg.bench_args.clone()))?;
+    let mut session = match mode {
+        Mode::Run => start_session(cfg, &file, &specs, &benches, &idxs)?,
+        _ => None,
+    };
 
     for ((spec, bench), idx) in specs.into_iter().zip(benches).zip(idxs) {
-        file = run_job(cfg, &mode, file, spec, bench, idx, &reports_dir, &sysinfo)?;
+        file = run_job(
+            cfg,
+            &mode,
+            file,
+            spec,
+            bench,
+            idx,
+            &reports_dir,
+            &sysinfo,
+            session.as_mut(),
+        )?;
+    }
+    if let Some(s) = session {
+        s.finish().context("restoring the host configuration")?;
     }
     Ok(())
+}
+
+/// Whether the job will run (not just reuse a complete record of a non-incremental bench).
+fn will_run(file: &ResultFile, idx: usize, bench: &dyn Bench) -> bool {
+    let e = &file.entries[idx];
+    let complete = e.record.is_some() && !e.incomplete;
+    !complete || bench.desc().incremental
+}
+
+/// The host setup for the jobs that touch the system, before the first job runs: the union of
+/// their requirements is the gate; the first such job's `passive=` rules the first fix pass.
+fn start_session(
+    cfg: &RunConfig,
+    file: &ResultFile,
+    specs: &[JobSpec],
+    benches: &[&'static dyn Bench],
+    idxs: &[usize],
+) -> Result<Option<Session>> {
+    let mut needs: Option<Needs> = None;
+    for ((spec, bench), idx) in specs.iter().zip(benches).zip(idxs) {
+        let Some(sys) = bench.desc().system else {
+            continue;
+        };
+        if !will_run(file, *idx, *bench) {
+            continue;
+        }
+        let n = needs.get_or_insert_with(|| Needs {
+            sysreqs: Vec::new(),
+            mem_profile: false,
+            enforce: Enforce::from_passive(spec.passive.as_deref()),
+        });
+        for r in sys.sysreqs {
+            if !n.sysreqs.contains(r) {
+                n.sysreqs.push(*r);
+            }
+        }
+        n.mem_profile |= sys.mem_profile;
+    }
+    let Some(mut needs) = needs else {
+        return Ok(None);
+    };
+    needs.sysreqs.sort();
+    let Some(opts) = &cfg.system else {
+        crate::usage_bail!("these benches need the host setup, which this invocation lacks");
+    };
+    Session::start(HostPaths::real(), opts, &needs).map(Some)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -184,6 +253,7 @@ fn run_job(
     idx: usize,
     reports_dir: &Path,
     sysinfo: &RawValue,
+    session: Option<&mut Session>,
 ) -> Result<ResultFile> {
     let name = job_name(&spec);
     let desc = bench.desc();
@@ -216,7 +286,19 @@ fn run_job(
                 prev
             }
             (_, prev) => {
-                let (file_back, record) = execute(file, &spec, bench, idx, prev, cfg, sysinfo)?;
+                let job_sysinfo = match (desc.system, session) {
+                    (Some(sys), Some(s)) => {
+                        s.prepare_job(
+                            Enforce::from_passive(spec.passive.as_deref()),
+                            sys.mem_profile,
+                        )
+                        .with_context(|| format!("{}: preparing the host", name))?;
+                        to_raw(&s.sysinfo(cfg.bench_args.clone(), sys.sysreqs, sys.mem_profile)?)?
+                    }
+                    _ => sysinfo.to_owned(),
+                };
+                let (file_back, record) =
+                    execute(file, &spec, bench, idx, prev, cfg, &job_sysinfo)?;
                 file = file_back;
                 record
             }
@@ -357,6 +439,7 @@ impl RunConfig {
             result,
             dir: cfg.dir.clone(),
             bench_args: Some(cfg.sysinfo_args()),
+            system: Some(SessionOpts::from_config(cfg)),
         })
     }
 }

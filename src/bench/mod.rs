@@ -51,7 +51,54 @@ pub struct BenchDesc {
     pub format_props: &'static [PropDesc],
     /// Whether `run` is available in this version.
     pub runnable: bool,
+    /// What the bench needs from the host when it runs; `None` = it doesn't touch the system
+    /// (no systemd check, journal, sysreqs or memory profile).
+    pub system: Option<&'static SystemNeeds>,
 }
+
+/// The host setup a bench runs on (see `system::session`).
+#[derive(Debug)]
+pub struct SystemNeeds {
+    /// Requirements whose miss aborts the run unless `--force`, listed in the header.
+    pub sysreqs: &'static [SysReq],
+    /// Whether it runs under the memory profile (balloon of `avail − share`).
+    pub mem_profile: bool,
+}
+
+use crate::system::sysreqs::SysReq;
+
+/// Everything: protection and iocost-qos depend on all of it.
+const ALL_SYSTEM: SystemNeeds = SystemNeeds {
+    sysreqs: SysReq::ALL,
+    mem_profile: true,
+};
+
+/// hashd sizing and MOF: memory management and swap on the measured device.
+const MEM_SYSTEM: SystemNeeds = SystemNeeds {
+    sysreqs: &[
+        SysReq::Controllers,
+        SysReq::AnonBalance,
+        SysReq::SwapOnScratch,
+        SysReq::Swap,
+        SysReq::NoZswap,
+        SysReq::Psi,
+    ],
+    mem_profile: true,
+};
+
+/// io.cost parameter benchmarking: the device and io.cost, at the machine's size.
+const IO_SYSTEM: SystemNeeds = SystemNeeds {
+    sysreqs: &[
+        SysReq::Controllers,
+        SysReq::IoCost,
+        SysReq::IoCostVer,
+        SysReq::NoOtherIoControllers,
+        SysReq::NoCompositeStorage,
+        SysReq::IoSched,
+        SysReq::NoWbt,
+    ],
+    mem_profile: false,
+};
 
 pub const PCT_LABELS: &[&str] = &[
     "00", "01", "05", "10", "25", "50", "75", "90", "95", "99", "100", "mean", "stdev",
@@ -96,6 +143,7 @@ pub static BENCHES: &[BenchDesc] = &[
         group_props: None,
         format_props: &[],
         runnable: false,
+        system: Some(&IO_SYSTEM),
     },
     BenchDesc {
         kind: "hashd-params",
@@ -119,6 +167,7 @@ pub static BENCHES: &[BenchDesc] = &[
         group_props: None,
         format_props: &[],
         runnable: false,
+        system: Some(&MEM_SYSTEM),
     },
     BenchDesc {
         kind: "storage",
@@ -130,6 +179,7 @@ pub static BENCHES: &[BenchDesc] = &[
         group_props: None,
         format_props: &[],
         runnable: false,
+        system: Some(&MEM_SYSTEM),
     },
     BenchDesc {
         kind: "protection",
@@ -141,6 +191,7 @@ pub static BENCHES: &[BenchDesc] = &[
         group_props: Some(&PROTECTION_SCENARIO_PROPS),
         format_props: &[],
         runnable: false,
+        system: Some(&ALL_SYSTEM),
     },
     BenchDesc {
         kind: "iocost-qos",
@@ -212,6 +263,7 @@ pub static BENCHES: &[BenchDesc] = &[
             "print sub-bench results in full",
         )],
         runnable: false,
+        system: Some(&ALL_SYSTEM),
     },
     BenchDesc {
         kind: "iocost-tune",
@@ -223,6 +275,7 @@ pub static BENCHES: &[BenchDesc] = &[
         group_props: None,
         format_props: &[],
         runnable: false,
+        system: None,
     },
     BenchDesc {
         kind: "selftest",
@@ -238,6 +291,19 @@ pub static BENCHES: &[BenchDesc] = &[
         group_props: None,
         format_props: &[],
         runnable: true,
+        system: None,
+    },
+    BenchDesc {
+        kind: "systest",
+        about: "Internal bench holding the full host setup (sysreqs, journal, memory profile)",
+        hidden: true,
+        incremental: false,
+        props: &[p("hold", ValueKind::Duration, "keep the setup this long")],
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+        runnable: true,
+        system: Some(&ALL_SYSTEM),
     },
 ];
 
@@ -299,11 +365,13 @@ pub mod iocost_qos;
 pub mod protection;
 pub mod selftest;
 pub mod storage;
+pub mod systest;
 
 /// The implementation of a bench, if this version has one.
 pub fn implementation(kind: &str) -> Option<&'static dyn Bench> {
     match kind {
         "selftest" => Some(&selftest::SelfTest),
+        "systest" => Some(&systest::SysTest),
         _ => None,
     }
 }

@@ -10,7 +10,9 @@ pub mod cgroup;
 pub mod deps;
 pub mod iocost;
 pub mod journal_api;
+pub mod mem;
 pub mod restore;
+pub mod session;
 pub mod sysinfo;
 pub mod sysreqs;
 

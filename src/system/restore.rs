@@ -449,9 +449,38 @@ fn restore_one(change: &Change, remount: RemountFn) -> Result<()> {
                 write_file(path, old)
             }
         }
-        Change::CreatedDir { path } => std::fs::remove_dir(path)
-            .with_context(|| format!("removing directory {}", path.display())),
+        Change::CreatedDir { path } => remove_created_dir(path),
         Change::Remount(r) => remount(r, &r.old),
+    }
+}
+
+/// Removes a directory we created. A cgroup of ours that still holds processes (a helper such
+/// as the balloon, left by a killed run) has them killed through `cgroup.kill` first.
+fn remove_created_dir(path: &Path) -> Result<()> {
+    let err = match std::fs::remove_dir(path) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let kill = path.join("cgroup.kill");
+    if err.raw_os_error() != Some(libc::EBUSY) || !kill.exists() {
+        return Err(err).with_context(|| format!("removing directory {}", path.display()));
+    }
+    log::info!("killing the processes left in {}", path.display());
+    write_file(&kill, "1")?;
+    let start = std::time::Instant::now();
+    loop {
+        match std::fs::remove_dir(path) {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && start.elapsed() < std::time::Duration::from_secs(10) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("removing directory {}", path.display()))
+            }
+        }
     }
 }
 
@@ -500,7 +529,7 @@ pub fn undo_value(path: &Path, cur: &str, new: &str) -> String {
             .lines()
             .find(|l| l.split_whitespace().next() == Some(dev))
         {
-            return line.trim().to_string();
+            return iocost_auto_form(name, line.trim());
         }
         return match name {
             "io.cost.qos" => format!("{} enable=0", dev),
@@ -511,6 +540,29 @@ pub fn undo_value(path: &Path, cur: &str, new: &str) -> String {
         };
     }
     cur.trim_end_matches('\n').to_string()
+}
+
+/// An io.cost line under `ctrl=auto` is restored without its parameters: any parameter
+/// written switches the kernel to user control, whatever `ctrl=` says.
+fn iocost_auto_form(name: &str, line: &str) -> String {
+    let mut it = line.split_whitespace();
+    let dev = it.next().unwrap_or("");
+    let kv: Vec<&str> = it.collect();
+    if !kv.contains(&"ctrl=auto") {
+        return line.to_string();
+    }
+    match name {
+        "io.cost.qos" => {
+            let enable = kv
+                .iter()
+                .find(|t| t.starts_with("enable="))
+                .copied()
+                .unwrap_or("enable=0");
+            format!("{} {} ctrl=auto", dev, enable)
+        }
+        "io.cost.model" => format!("{} ctrl=auto", dev),
+        _ => line.to_string(),
+    }
 }
 
 /// The `[selected]` entry of a sysfs choice list such as `mq-deadline kyber [none]`.
@@ -721,11 +773,28 @@ mod tests {
             ch[0],
             Change::Write {
                 path: qos.clone(),
-                old: "8:0 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00".into()
+                old: "8:0 enable=0 ctrl=auto".into()
             }
         );
         assert!(
             matches!(&ch[1], Change::Write { old, .. } if old.starts_with("8:16 enable=1 ctrl=user"))
+        );
+        // Under ctrl=auto the parameters are the kernel's: restoring them would make them user's.
+        assert_eq!(
+            undo_value(
+                &qos,
+                "8:0 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00\n",
+                "8:0 enable=1"
+            ),
+            "8:0 enable=0 ctrl=auto"
+        );
+        assert_eq!(
+            undo_value(
+                &t.path().join("io.cost.model"),
+                "8:0 ctrl=auto model=linear rbps=1 rseqiops=2 rrandiops=3 wbps=4 wseqiops=5 wrandiops=6\n",
+                "8:0 ctrl=user rbps=9"
+            ),
+            "8:0 ctrl=auto"
         );
         // A device without a line is undone by disabling.
         assert_eq!(undo_value(&qos, "", "259:0 enable=1"), "259:0 enable=0");

@@ -14,6 +14,7 @@ pub mod kmod;
 pub mod probe;
 pub mod profiles;
 pub mod qemu;
+pub mod scenario;
 pub mod setup;
 
 use clap::Args;

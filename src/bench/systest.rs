@@ -1,0 +1,112 @@
+//! `systest`: a hidden bench that runs on the full host setup of `system::session` (systemd
+//! check, restore journal, bench slices, every requirement with its fix pass, memory profile and
+//! balloon) and records what the host looks like from inside that setup: `MemAvailable` and
+//! what `balloon.slice` holds. `hold=DUR` keeps it running (and the host changed) that long. The
+//! VM tests drive it to check the system layer end to end.
+
+use super::{Bench, BenchDesc, FormatOpts};
+use crate::error::UsageError;
+use crate::run::{RunCtx, StudyCtx};
+use crate::system::cgroup::{CgroupFs, Slice};
+use crate::system::HostPaths;
+use crate::units::format_size;
+use crate::units::parse::parse_duration;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::time::{Duration, Instant};
+
+pub struct SysTest;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// `MemAvailable` of /proc/meminfo once the job started (bytes).
+    pub mem_available: u64,
+    /// `memory.current` / `memory.swap.current` of balloon.slice (absent without the slice).
+    pub balloon_current: Option<u64>,
+    pub balloon_swap: Option<u64>,
+    /// How long the job held the setup (seconds).
+    pub held: f64,
+}
+
+fn hold_secs(spec: &crate::spec::JobSpec) -> Result<f64> {
+    let mut hold = 0.0;
+    if let Some(group) = spec.props.first() {
+        for (k, v) in group {
+            match k.as_str() {
+                "hold" => {
+                    hold = parse_duration(v)
+                        .map_err(|e| UsageError::new(format!("systest: hold: {}", e)))?
+                }
+                _ => {
+                    return Err(UsageError::new(format!(
+                        "systest: {}: unknown property (accepted: hold)",
+                        k
+                    ))
+                    .into())
+                }
+            }
+        }
+    }
+    Ok(hold)
+}
+
+impl Bench for SysTest {
+    fn desc(&self) -> &'static BenchDesc {
+        super::find("systest").unwrap_or_else(|| unreachable!("systest is registered"))
+    }
+
+    fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
+        let hold = hold_secs(ctx.spec())?;
+        let hp = HostPaths::real();
+        let mi = crate::system::sysinfo::read_meminfo(&hp)?;
+        let cg = CgroupFs::new(&hp);
+        let mut rec = Record {
+            mem_available: mi.get("MemAvailable").copied().unwrap_or(0),
+            balloon_current: cg.read_memory_current(Slice::Balloon.name()).ok(),
+            balloon_swap: cg.read_swap_current(Slice::Balloon.name()).ok(),
+            held: 0.0,
+        };
+        log::info!(
+            "systest: MemAvailable={} balloon.slice={}; holding for {}s",
+            format_size(rec.mem_available as f64),
+            rec.balloon_current
+                .map(|b| format_size(b as f64))
+                .unwrap_or_else(|| "-".into()),
+            hold
+        );
+        let start = Instant::now();
+        while start.elapsed().as_secs_f64() < hold {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        rec.held = start.elapsed().as_secs_f64();
+        serde_json::to_value(&rec).context("serializing the systest record")
+    }
+
+    fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
+        let rec: Record =
+            serde_json::from_str(record.get()).context("parsing the systest record")?;
+        serde_json::to_value(&rec).context("serializing the systest result")
+    }
+
+    fn format(
+        &self,
+        out: &mut String,
+        entry: &crate::result::Entry,
+        _opts: &FormatOpts,
+    ) -> Result<()> {
+        let Some(raw) = &entry.result else {
+            return Ok(());
+        };
+        let r: Record = serde_json::from_str(raw.get()).context("parsing the systest result")?;
+        let opt = |v: Option<u64>| v.map(|b| format_size(b as f64)).unwrap_or("-".into());
+        out.push_str(&format!(
+            "Systest: MemAvailable={} balloon.slice memory={} swap={} held={:.1}s\n",
+            format_size(r.mem_available as f64),
+            opt(r.balloon_current),
+            opt(r.balloon_swap),
+            r.held
+        ));
+        Ok(())
+    }
+}

@@ -1,0 +1,39 @@
+//! The host setup of `run` as far as it can be checked without changing this host: a memory
+//! profile that doesn't fit stops the run with one line (exit 2) before anything is changed.
+
+use assert_cmd::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
+
+#[test]
+fn too_big_a_memory_profile_stops_before_any_change() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("work");
+    let out = Command::new(BIN)
+        .arg("--dir")
+        .arg(&dir)
+        .arg("-r")
+        .arg(t.path().join("r.json"))
+        .args([
+            "--mem-profile",
+            "1024",
+            "--mem-avail",
+            "1G",
+            "run",
+            "systest",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", err);
+    let last = err.lines().last().unwrap_or("");
+    // A host run by systemd is refused even earlier, with its own one-line message.
+    assert!(
+        last.contains("use a lower --mem-profile") || last.contains("systemd"),
+        "{}",
+        err
+    );
+    assert!(last.starts_with("error: "), "{}", err);
+    assert!(!dir.join("restore.json").exists());
+    assert!(!t.path().join("r.json").exists());
+}

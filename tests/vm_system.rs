@@ -1,0 +1,227 @@
+//! End-to-end tests of the system layer in `resctl-bench vm` guests: the fix pass of `deps`,
+//! restoring the host after a SIGKILLed run, and the memory-profile balloon. They run only with
+//! RESCTL_BENCH_VM_TESTS=1, in one test so the guests boot one after another (three in all).
+
+use serde_json::Value;
+use std::process::Output;
+use std::time::Instant;
+
+const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
+
+fn enabled() -> bool {
+    if std::env::var("RESCTL_BENCH_VM_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("skipped: set RESCTL_BENCH_VM_TESTS=1 to boot VM guests");
+    false
+}
+
+fn vm(cwd: &std::path::Path, mem: &str, args: &[&str]) -> Output {
+    let t = Instant::now();
+    let out = std::process::Command::new(BIN)
+        .current_dir(cwd)
+        .args([
+            "vm",
+            "--mem",
+            mem,
+            "--disk-size",
+            "4G",
+            "--timeout",
+            "3min",
+            "--",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    eprintln!(
+        "vm --mem {} -- {:?}: {:?} in {:.1}s",
+        mem,
+        args,
+        out.status.code(),
+        t.elapsed().as_secs_f64()
+    );
+    out
+}
+
+fn ok_json(out: &Output) -> Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({}):\n{}\nstderr:\n{}",
+            e,
+            String::from_utf8_lossy(&out.stdout),
+            stderr
+        )
+    })
+}
+
+fn knob<'a>(v: &'a Value, k: &str) -> &'a str {
+    v[k].as_str().unwrap_or_else(|| panic!("no {} in {}", k, v))
+}
+
+/// The journal record of the file named `suffix` in restore.json.
+fn journal_old<'a>(journal: &'a Value, suffix: &str) -> &'a str {
+    journal["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "write" && c["path"].as_str().unwrap().ends_with(suffix))
+        .and_then(|c| c["old"].as_str())
+        .unwrap_or_else(|| panic!("no record of {} in {}", suffix, journal))
+}
+
+#[test]
+fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
+    if !enabled() {
+        return;
+    }
+    let group = Instant::now();
+    let cwd = tempfile::tempdir().unwrap();
+
+    // Boot 1: on a default guest the fix pass of `deps --fix` satisfies every requirement
+    // (io.cost and wbt are what it has to fix), and says so.
+    let out = vm(cwd.path(), "1G", &["deps", "--fix"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.matches("[ ok ]").count(), 13, "{}", text);
+    assert!(!text.contains("[MISS]"), "{}", text);
+    assert!(text.contains("13 of 13 requirements satisfied"), "{}", text);
+    assert!(
+        text.contains("Fixed (restored when deps exits):"),
+        "{}",
+        text
+    );
+    for fixed in ["    IoCost: ", "    NoWbt: "] {
+        assert!(text.contains(fixed), "{} not fixed:\n{}", fixed, text);
+    }
+
+    // Boot 2: a run SIGKILLed after its fix pass changed swappiness, the scheduler, wbt and
+    // io.cost leaves restore.json with the old values; the next start restores each one.
+    let j = ok_json(&vm(
+        cwd.path(),
+        "1G",
+        &["__vm-scenario", "restore-after-kill"],
+    ));
+    let (before, during, after) = (&j["before"], &j["during"], &j["after_next_start"]);
+    assert_eq!(knob(before, "swappiness"), "10");
+    assert_ne!(knob(before, "scheduler"), "none");
+    assert_ne!(knob(before, "wbt_lat_usec"), "0");
+    assert_eq!(knob(before, "iocost_enable"), "0");
+    assert_eq!(knob(during, "swappiness"), "60");
+    assert_eq!(knob(during, "scheduler"), "none");
+    assert_eq!(knob(during, "wbt_lat_usec"), "0");
+    assert_eq!(knob(during, "iocost_enable"), "1");
+    let journal = &j["journal_after_kill"];
+    assert!(journal.is_object(), "no restore.json after the kill: {}", j);
+    assert_eq!(
+        journal_old(journal, "vm/swappiness"),
+        knob(before, "swappiness")
+    );
+    assert_eq!(
+        journal_old(journal, "queue/scheduler"),
+        knob(before, "scheduler")
+    );
+    assert_eq!(
+        journal_old(journal, "queue/wbt_lat_usec"),
+        knob(before, "wbt_lat_usec")
+    );
+    assert!(
+        journal_old(journal, "io.cost.qos").contains(" enable=0"),
+        "{}",
+        journal
+    );
+    for k in [
+        "swappiness",
+        "scheduler",
+        "wbt_lat_usec",
+        "iocost_enable",
+        "iocost_qos",
+    ] {
+        assert_eq!(
+            knob(after, k),
+            knob(before, k),
+            "{} not restored at the next start",
+            k
+        );
+        assert_eq!(
+            knob(&j["after_rerun"], k),
+            knob(before, k),
+            "{} not restored after a complete run",
+            k
+        );
+    }
+    assert_eq!(j["journal_exists_after_next_start"], false);
+    assert_eq!(j["slices_after_next_start"], serde_json::json!([]));
+    // The complete run recorded the host in its header, with nothing missed.
+    assert_eq!(j["rerun_status"], 0, "{}", j);
+    let summary = j["rerun_stdout"].as_str().unwrap();
+    for line in [
+        "System info: kernel=",
+        "swappiness=60",
+        "IO info: dev=vda(",
+        "iosched=none wbt=off iocost=on other=off",
+        "iocost QoS: ",
+    ] {
+        assert!(summary.contains(line), "{:?} missing:\n{}", line, summary);
+    }
+    assert!(!summary.contains("Missed sysreqs"), "{}", summary);
+
+    // Boot 3: under --mem-profile 1 in a 2G guest the balloon leaves about the profile's share
+    // available, holds its memory without swapping, and is gone after the run.
+    let j = ok_json(&vm(cwd.path(), "2G", &["__vm-scenario", "balloon"]));
+    assert_eq!(j["run_status"], 0, "{}", j);
+    let num = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a number: {}", v)) as f64;
+    let (avail, share) = (num(&j["mem"]["avail"]), num(&j["mem"]["share"]));
+    assert_eq!(j["mem"]["profile"], 1);
+    assert_eq!(share, (512u64 << 20) as f64);
+    assert_eq!(num(&j["mem"]["target"]), (448u64 << 20) as f64);
+    let during = num(&j["record"]["mem_available"]);
+    eprintln!(
+        "balloon: avail {:.0}M share {:.0}M, MemAvailable with the balloon {:.0}M, balloon.slice {:.0}M",
+        avail / 1048576.0,
+        share / 1048576.0,
+        during / 1048576.0,
+        num(&j["record"]["balloon_current"]) / 1048576.0
+    );
+    assert!(
+        (during - share).abs() <= share / 8.0,
+        "MemAvailable {} with the balloon, share {}",
+        during,
+        share
+    );
+    let held = num(&j["record"]["balloon_current"]);
+    assert!(
+        held >= avail - share && held <= avail - share + (32u64 << 20) as f64,
+        "balloon.slice holds {}, wanted {}",
+        held,
+        avail - share
+    );
+    assert_eq!(j["record"]["balloon_swap"], 0);
+    assert_eq!(j["balloon_procs_after"], serde_json::json!([]));
+    assert_eq!(j["balloon_slice_after"], false);
+    assert!(
+        num(&j["mem_available_after"]) >= num(&j["mem_available_before"]) - share / 4.0,
+        "memory not given back: {}",
+        j
+    );
+    assert!(
+        j["run_stdout"]
+            .as_str()
+            .unwrap()
+            .contains("mem_profile=1 (avail="),
+        "{}",
+        j
+    );
+
+    eprintln!(
+        "VM system test group: {:.1}s",
+        group.elapsed().as_secs_f64()
+    );
+}
