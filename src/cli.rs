@@ -156,6 +156,9 @@ pub enum Command {
     /// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
     #[command(name = "__kvm-probe", hide = true)]
     KvmProbe,
+    /// Testing aid: per-second IO latency of a block device, optionally under a random-read load
+    #[command(name = "__iolat", hide = true)]
+    IoLat(crate::report::iolat_cmd::IoLatArgs),
     /// The memory balloon: holds the byte counts read from stdin, one a line, until EOF
     #[command(name = "__balloon", hide = true)]
     Balloon,

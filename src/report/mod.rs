@@ -4,9 +4,13 @@
 //! Files are plain JSON. Upstream's agent prefixes each one with a block of `//` comment
 //! lines; the reader skips such a preamble so upstream report directories load too.
 
+pub mod diskstats;
 pub mod hist;
+pub mod iolat_cmd;
 pub mod iolat_source;
 pub mod model;
+pub mod trace_page;
+pub mod tracefs;
 
 pub use hist::LatHist;
 pub use model::{IoLatHists, Report, Timestamp, UsageReport};

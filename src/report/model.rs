@@ -6,8 +6,9 @@
 //! additions) load with the missing parts empty.
 //!
 //! Our additions: `iolat_hist` (mergeable per-second latency histograms, see
-//! [`super::hist`]) and `iolat_unavailable` (the IO-latency source could not measure
-//! per-IO latencies, so `iolat`/`iolat_cum` hold no percentiles).
+//! [`super::hist`]), `iolat_unavailable` (the IO-latency source could not measure
+//! per-IO latencies, so `iolat`/`iolat_cum` hold no percentiles) and `iolat_mean` (mean
+//! latency per IO type of the second).
 
 use super::hist::{LatHist, LAYOUT};
 use chrono::{DateTime, FixedOffset, Local, TimeZone, Utc};
@@ -375,6 +376,10 @@ pub struct Report {
     /// `iolat`/`iolat_cum` then carry no percentiles.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub iolat_unavailable: bool,
+    /// Ours: mean completion latency of this second per IO type with IO, seconds. Filled by
+    /// every source; with the diskstats fallback it is the only latency figure.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub iolat_mean: BTreeMap<String, f64>,
     pub iocost: IoCostReport,
     pub swappiness: u32,
     pub zswap_enabled: bool,

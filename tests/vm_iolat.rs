@@ -1,0 +1,133 @@
+//! IO latency source end to end: the same 4 KiB O_DIRECT random-read load in a guest with the
+//! `unthrottled` and the `hdd` disk profile, latencies from tracefs block events. Runs only
+//! with RESCTL_BENCH_VM_TESTS=1; two boots of ~12 s of load each.
+
+use serde_json::Value;
+use std::time::Instant;
+
+const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
+const SECS: &str = "10";
+
+fn enabled() -> bool {
+    if std::env::var("RESCTL_BENCH_VM_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("skipped: set RESCTL_BENCH_VM_TESTS=1 to boot VM guests");
+    false
+}
+
+/// `__iolat` under a random-read load in a guest with `profile`; its JSON summary.
+fn iolat(cwd: &std::path::Path, profile: &str) -> Value {
+    let t = Instant::now();
+    let out = std::process::Command::new(BIN)
+        .current_dir(cwd)
+        .args([
+            "vm",
+            "--mem",
+            "1G",
+            "--disk-size",
+            "4G",
+            "--disk-profile",
+            profile,
+        ])
+        .args([
+            "--", "__iolat", "--secs", SECS, "--load", "randread", "--jobs", "4",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!(
+        "{}: {:?} in {:.1}s\n{}",
+        profile,
+        out.status.code(),
+        t.elapsed().as_secs_f64(),
+        stderr
+            .lines()
+            .filter(|l| l.starts_with('[') && !l.contains("DEBUG"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({}):\n{}\nstderr:\n{}",
+            e,
+            String::from_utf8_lossy(&out.stdout),
+            stderr
+        )
+    })
+}
+
+fn f(j: &Value, k: &str) -> f64 {
+    j[k].as_f64()
+        .unwrap_or_else(|| panic!("no number {} in {}", k, j))
+}
+
+#[test]
+fn vm_iolat_hdd_read_p50_is_5x_unthrottled() {
+    if !enabled() {
+        return;
+    }
+    let group = Instant::now();
+    let cwd = tempfile::tempdir().unwrap();
+    let fast = iolat(cwd.path(), "unthrottled");
+    let slow = iolat(cwd.path(), "hdd");
+    for (name, j) in [("unthrottled", &fast), ("hdd", &slow)] {
+        let c = &j["counters"];
+        eprintln!(
+            "{}: read p50 median {:.1}us, p99 median {:.1}us, {:.0} reads/s seen of {:.0} IOPS \
+             loaded; events lost {}, ring overrun {}, unmatched {}; reader CPU {:.1}%",
+            name,
+            f(j, "read_p50_median") * 1e6,
+            f(j, "read_p99_median") * 1e6,
+            f(j, "read_iops"),
+            f(&j["load"], "iops"),
+            c["lost"],
+            c["ring_overrun"],
+            c["unmatched"],
+            f(j, "reader_cpu_util") * 100.0
+        );
+        assert_eq!(j["source"], "tracefs", "{}: {}", name, j);
+        assert_eq!(j["unavailable"], false);
+        assert_eq!(j["instance_removed"], true, "{}: {}", name, j);
+        assert!(c["matched"].as_u64().unwrap() > 0, "{}: {}", name, j);
+        // Every second of the load saw reads.
+        let secs = j["per_sec"].as_array().unwrap();
+        assert_eq!(secs.len(), SECS.parse::<usize>().unwrap());
+        assert!(
+            secs.iter().all(|s| s["reads"].as_u64().unwrap() > 0),
+            "{}: a second without reads: {}",
+            name,
+            j
+        );
+    }
+    // hdd: 150 IOPS shared by 4 readers, so each read waits ~4/150 s ≈ 27 ms in QEMU's
+    // throttle; nothing is lost at that rate, so the source sees every read of the load.
+    let hdd_p50 = f(&slow, "read_p50_median");
+    assert!((0.010..0.080).contains(&hdd_p50), "hdd p50 {}", hdd_p50);
+    let (seen, loaded) = (
+        slow["counters"]["matched"].as_f64().unwrap(),
+        f(&slow["load"], "ios"),
+    );
+    assert!(
+        seen >= loaded * 0.95,
+        "hdd: saw {} of {} reads",
+        seen,
+        loaded
+    );
+    let fast_p50 = f(&fast, "read_p50_median");
+    assert!(fast_p50 > 0.0);
+    eprintln!(
+        "read p50: hdd {:.1}us / unthrottled {:.1}us = {:.0}x; VM test group {:.1}s",
+        hdd_p50 * 1e6,
+        fast_p50 * 1e6,
+        hdd_p50 / fast_p50,
+        group.elapsed().as_secs_f64()
+    );
+    assert!(
+        hdd_p50 >= 5.0 * fast_p50,
+        "hdd read p50 {} < 5 x unthrottled {}",
+        hdd_p50,
+        fast_p50
+    );
+}
