@@ -36,6 +36,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Probe(a) => crate::vm::probe::run(&a),
         Command::KvmProbe => crate::vm::qemu::kvm_probe_child(),
+        Command::Reporter(a) => crate::report::reporter_cmd::run(&cli.global, &a),
         Command::IoLat(a) => crate::report::iolat_cmd::run(&a),
         Command::Balloon => crate::system::mem::balloon_main(),
         Command::VmScenario(a) => crate::vm::scenario::run(&a),

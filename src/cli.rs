@@ -156,6 +156,10 @@ pub enum Command {
     /// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
     #[command(name = "__kvm-probe", hide = true)]
     KvmProbe,
+    /// Testing aid: run the per-second reporter for --secs into DIR/report.d (optionally next
+    /// to a synthetic load) and print a JSON summary of coverage and overhead
+    #[command(name = "__reporter", hide = true)]
+    Reporter(crate::report::reporter_cmd::ReporterArgs),
     /// Testing aid: per-second IO latency of a block device, optionally under a random-read load
     #[command(name = "__iolat", hide = true)]
     IoLat(crate::report::iolat_cmd::IoLatArgs),

@@ -9,8 +9,11 @@ pub mod hist;
 pub mod iolat_cmd;
 pub mod iolat_source;
 pub mod model;
+pub mod reporter;
+pub mod reporter_cmd;
 pub mod trace_page;
 pub mod tracefs;
+pub mod usage;
 
 pub use hist::LatHist;
 pub use model::{IoLatHists, Report, Timestamp, UsageReport};
@@ -67,11 +70,11 @@ pub fn load_report(path: &Path) -> Result<Report> {
 pub fn write_report(reports_dir: &Path, sec: u64, report: &Report) -> Result<PathBuf> {
     let path = report_path(reports_dir, sec);
     let tmp = reports_dir.join(format!(".{}.json.tmp", sec));
-    let json = serde_json::to_vec(report).context("serializing report")?;
+    let mut json = serde_json::to_vec(report).context("serializing report")?;
+    json.push(b'\n');
     let res = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&json)?;
-        f.write_all(b"\n")?;
         drop(f);
         std::fs::rename(&tmp, &path)
     })();

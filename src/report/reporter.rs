@@ -1,0 +1,1011 @@
+//! The reporter: a thread writing one [`Report`] per wall-clock second to
+//! `<dir>/report.d/<unix_sec>.json`.
+//!
+//! Timing follows upstream's agent: the thread sleeps until half a second into the next second,
+//! samples, writes the file named after the current second, and then aims at the second after
+//! the one it is in. A pass that overruns a second boundary therefore skips that second (the
+//! study counts it as missing) instead of writing a burst of late reports.
+//!
+//! Each pass reads the root (`-.slice`, from /proc) and every bench slice that exists (from its
+//! cgroup files), plus whatever extra cgroups the workload layer lists in [`ReportShared`];
+//! slices that don't exist yet are left out of the report. Unreadable files are logged once per
+//! kind, never every second: missing ones (a host without cgroup2 or without the io
+//! controller) at debug level, anything else as a warning.
+//!
+//! After each write, `<dir>/report.json` is re-pointed at the new file (a staging symlink renamed
+//! over it) and reports older than the retention are deleted unless reports are kept.
+
+use super::iolat_source::IoLatSource;
+use super::model::{HashdReport, Report, RunnerState, Timestamp, STAT_SLICES};
+use super::usage::{self, KReader, MemInfo, ReadIssue, SystemBase, UsageTracker};
+use super::{remove_reports_before, report_path, reports_dir, write_report};
+use crate::system::cgroup::{CgroupFs, DevNr, IoStat, Slice};
+use crate::system::{iocost, sysinfo, HostPaths};
+use anyhow::{Context, Result};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Default `--rep-retention`: 7 days.
+pub const DFL_RETENTION: u64 = 7 * 24 * 3600;
+
+/// The symlink to the newest report, in the bench directory.
+pub const REPORT_LINK: &str = "report.json";
+
+/// The slices reported when they exist, besides the root.
+pub const SLICES: [Slice; 5] = [
+    Slice::HostCritical,
+    Slice::Workload,
+    Slice::System,
+    Slice::Balloon,
+    Slice::Sideload,
+];
+
+/// The scratch device the reports' IO numbers are about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScratchDev {
+    /// Block device name (`vda`, `nvme0n1`), for /proc/diskstats.
+    pub name: String,
+    /// `MAJ:MIN`, for io.stat and io.cost.
+    pub devnr: DevNr,
+}
+
+/// What the workload layer tells the reporter; read at every pass.
+#[derive(Debug, Clone, Default)]
+pub struct ReportShared {
+    pub state: RunnerState,
+    /// hashd A and B as the workload layer last saw them.
+    pub hashd: [HashdReport; 2],
+    /// Extra cgroups to report usages of (relative to the cgroup2 root, e.g.
+    /// `workload.slice/hashd-A.service`), under their own names.
+    pub units: Vec<String>,
+}
+
+/// Handle to the shared part; lock briefly.
+pub type SharedReport = Arc<Mutex<ReportShared>>;
+
+/// Called with every report just before it is written (after the reporter's own fields).
+pub type FillHook = Box<dyn FnMut(&mut Report) + Send>;
+
+/// How to run a reporter.
+pub struct ReporterConfig {
+    pub hp: HostPaths,
+    /// Bench directory: reports go to `<dir>/report.d`, the symlink to `<dir>/report.json`.
+    pub dir: PathBuf,
+    /// `None`: IO fields stay 0 and no io.cost state is read.
+    pub dev: Option<ScratchDev>,
+    /// Seconds of reports to keep (`--rep-retention`).
+    pub retention: u64,
+    /// `--keep-reports`: never delete old reports.
+    pub keep_reports: bool,
+    /// `--clear-reports`: delete every report in `report.d` before starting.
+    pub clear_reports: bool,
+    /// Written as `seq` in every report.
+    pub seq: u64,
+    pub iolat: Option<Box<dyn IoLatSource>>,
+    pub shared: SharedReport,
+    pub fill: Option<FillHook>,
+}
+
+impl ReporterConfig {
+    pub fn new(hp: HostPaths, dir: impl Into<PathBuf>) -> Self {
+        Self {
+            hp,
+            dir: dir.into(),
+            dev: None,
+            retention: DFL_RETENTION,
+            keep_reports: false,
+            clear_reports: false,
+            seq: 0,
+            iolat: None,
+            shared: SharedReport::default(),
+            fill: None,
+        }
+    }
+}
+
+/// Logs each kind of failure once.
+#[derive(Debug, Default)]
+struct LogOnce {
+    seen: HashSet<String>,
+}
+
+impl LogOnce {
+    fn issue(&mut self, i: ReadIssue) {
+        if !self.seen.insert(i.kind) {
+            return;
+        }
+        if i.missing {
+            log::debug!("reporter: {} (left out of the reports)", i.msg);
+        } else {
+            log::warn!("reporter: {} (logged once)", i.msg);
+        }
+    }
+
+    fn warn(&mut self, kind: &str, msg: impl FnOnce() -> String) {
+        if self.seen.insert(kind.to_string()) {
+            log::warn!("reporter: {} (logged once)", msg());
+        }
+    }
+}
+
+/// Builds reports: reads the host, keeps the previous usage readings for rates.
+pub struct Sampler {
+    hp: HostPaths,
+    cgfs: CgroupFs,
+    cgroup2: bool,
+    dev: Option<ScratchDev>,
+    ticks: f64,
+    tracker: UsageTracker,
+    iolat: Option<Box<dyn IoLatSource>>,
+    started: Instant,
+    log: LogOnce,
+    rd: KReader,
+}
+
+/// The scratch device's line of an io.stat.
+fn dev_line(stat: &IoStat, dev: Option<&ScratchDev>) -> Option<BTreeMap<String, f64>> {
+    dev.and_then(|d| stat.get(&d.devnr)).cloned()
+}
+
+/// `/proc/vmstat` (or any `key value` file) as numbers; malformed lines are skipped and
+/// counted.
+pub fn parse_vmstat(text: &str) -> (BTreeMap<String, f64>, usize) {
+    let mut map = BTreeMap::new();
+    let mut bad = 0;
+    for line in text.lines() {
+        let mut toks = line.split_whitespace();
+        match (toks.next(), toks.next().map(str::parse::<f64>), toks.next()) {
+            (None, ..) => {}
+            (Some(k), Some(Ok(v)), None) => {
+                map.insert(k.to_string(), v);
+            }
+            _ => bad += 1,
+        }
+    }
+    (map, bad)
+}
+
+impl Sampler {
+    pub fn new(
+        hp: HostPaths,
+        dev: Option<ScratchDev>,
+        iolat: Option<Box<dyn IoLatSource>>,
+    ) -> Self {
+        let cgfs = CgroupFs::new(&hp);
+        let cgroup2 = cgfs.is_cgroup2();
+        if !cgroup2 {
+            log::info!(
+                "reporter: no cgroup2 at {}; reporting the system (-.slice) only",
+                cgfs.root().display()
+            );
+        }
+        Self {
+            hp,
+            cgfs,
+            cgroup2,
+            dev,
+            ticks: usage::clock_ticks(),
+            tracker: UsageTracker::new(),
+            iolat,
+            started: Instant::now(),
+            log: LogOnce::default(),
+            rd: KReader::new(),
+        }
+    }
+
+    /// Reads the usages only, so the first written report already has rates.
+    pub fn prime(&mut self, shared: &ReportShared) {
+        let mut rep = Report::default();
+        self.fill_usages(&mut rep, &shared.units, &mut Vec::new());
+    }
+
+    fn system_base(&mut self, issues: &mut Vec<ReadIssue>) -> (SystemBase, MemInfo) {
+        let mut base = SystemBase::default();
+        let path = self.hp.path("proc/stat");
+        match self
+            .rd
+            .read(&path)
+            .and_then(|t| usage::parse_proc_stat(&path, t, self.ticks))
+        {
+            Ok(c) => base.cpu = c,
+            Err(e) => issues.push(ReadIssue::from_kfe("proc-stat", &e)),
+        }
+        let path = self.hp.path("proc/meminfo");
+        let meminfo = match self
+            .rd
+            .read(&path)
+            .and_then(|t| usage::parse_meminfo(&path, t))
+        {
+            Ok(m) => m,
+            Err(e) => {
+                issues.push(ReadIssue::from_kfe("meminfo", &e));
+                MemInfo::default()
+            }
+        };
+        base.swap_free = meminfo.swap_free;
+        (base, meminfo)
+    }
+
+    /// Fills `usages`; returns the root io.stat (if read) for the other fields.
+    fn fill_usages(
+        &mut self,
+        rep: &mut Report,
+        extra_units: &[String],
+        issues: &mut Vec<ReadIssue>,
+    ) -> Option<IoStat> {
+        let at = self.started.elapsed().as_secs_f64();
+        let (base, meminfo) = self.system_base(issues);
+        let root_io = if self.cgroup2 && self.dev.is_some() {
+            match self.rd.read_io_stat(&self.cgfs.root().join("io.stat")) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    issues.push(ReadIssue::from_kfe("root-io.stat", &e));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let root_line = root_io
+            .as_ref()
+            .and_then(|s| dev_line(s, self.dev.as_ref()));
+        let root = usage::read_root(
+            &mut self.rd,
+            &self.hp,
+            &base,
+            &meminfo,
+            self.dev.as_ref().map(|d| d.name.as_str()),
+            root_line.as_ref(),
+            issues,
+        );
+        let mut seen: Vec<String> = vec![super::model::STAT_SLICES[0].to_string()];
+        rep.usages
+            .insert(seen[0].clone(), self.tracker.update(&seen[0], at, root));
+        if self.cgroup2 {
+            let devnr = self.dev.as_ref().map(|d| d.devnr);
+            let units = SLICES
+                .iter()
+                .map(|s| s.name().to_string())
+                .chain(extra_units.iter().cloned());
+            for unit in units {
+                if seen.contains(&unit) {
+                    continue;
+                }
+                if let Some(r) =
+                    usage::read_cgroup(&mut self.rd, &self.cgfs, &unit, &base, devnr, issues)
+                {
+                    rep.usages
+                        .insert(unit.clone(), self.tracker.update(&unit, at, r));
+                    seen.push(unit);
+                }
+            }
+        }
+        let seen: Vec<&str> = seen.iter().map(String::as_str).collect();
+        self.tracker.retain(&seen);
+        root_io
+    }
+
+    /// One report of the host as it is now.
+    pub fn build(&mut self, seq: u64, shared: &ReportShared) -> Report {
+        let mut rep = Report {
+            timestamp: Timestamp::now(),
+            seq,
+            state: shared.state.clone(),
+            hashd: shared.hashd.clone(),
+            ..Default::default()
+        };
+        let mut issues = Vec::new();
+        let root_io = self.fill_usages(&mut rep, &shared.units, &mut issues);
+
+        if self.cgroup2 {
+            for slice in STAT_SLICES {
+                if !rep.usages.contains_key(*slice) {
+                    continue;
+                }
+                match self
+                    .rd
+                    .read_flat(&self.cgfs.path(slice).join("memory.stat"))
+                {
+                    Ok(m) => {
+                        let m = m.into_iter().map(|(k, v)| (k, v as f64)).collect();
+                        rep.mem_stat.insert(slice.to_string(), m);
+                    }
+                    Err(e) => {
+                        issues.push(ReadIssue::from_kfe(format!("{}:memory.stat", slice), &e))
+                    }
+                }
+                let stat = if *slice == STAT_SLICES[0] {
+                    root_io.clone().map(Ok)
+                } else if self.dev.is_some() {
+                    Some(self.rd.read_io_stat(&self.cgfs.path(slice).join("io.stat")))
+                } else {
+                    None
+                };
+                match stat {
+                    Some(Ok(s)) => {
+                        if let Some(line) = dev_line(&s, self.dev.as_ref()) {
+                            rep.io_stat.insert(slice.to_string(), line);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        issues.push(ReadIssue::from_kfe(format!("{}:io.stat", slice), &e))
+                    }
+                    None => {}
+                }
+            }
+        }
+
+        let path = self.hp.path("proc/vmstat");
+        match self.rd.read(&path) {
+            Ok(t) => {
+                let (map, bad) = parse_vmstat(t);
+                if bad > 0 {
+                    self.log.warn("vmstat-parse", || {
+                        format!("{}: {} malformed lines skipped", path.display(), bad)
+                    });
+                }
+                rep.vmstat = map;
+            }
+            Err(e) => issues.push(ReadIssue::from_kfe("vmstat", &e)),
+        }
+
+        if let (true, Some(dev)) = (self.cgroup2, &self.dev) {
+            rep.iocost.vrate = root_io
+                .as_ref()
+                .and_then(|s| s.get(&dev.devnr))
+                .and_then(|kv| kv.get("cost.vrate"))
+                .copied()
+                .unwrap_or(0.0);
+            let path = self.cgfs.root().join("io.cost.model");
+            match self
+                .rd
+                .read(&path)
+                .and_then(|t| iocost::parse_model(&path, t, dev.devnr))
+            {
+                Ok(m) => rep.iocost.model = m,
+                Err(e) => issues.push(ReadIssue::from_kfe("io.cost.model", &e)),
+            }
+            let path = self.cgfs.root().join("io.cost.qos");
+            match self
+                .rd
+                .read(&path)
+                .and_then(|t| iocost::parse_qos(&path, t, dev.devnr))
+            {
+                Ok(q) => rep.iocost.qos = q,
+                Err(e) => issues.push(ReadIssue::from_kfe("io.cost.qos", &e)),
+            }
+        }
+        rep.swappiness = sysinfo::swappiness(&self.hp).unwrap_or(0);
+        rep.zswap_enabled = sysinfo::zswap_enabled(&self.hp);
+
+        match self.iolat.as_mut().map(|s| (s.name(), s.sample())) {
+            Some((_, Ok(s))) => {
+                rep.iolat = s.pcts;
+                rep.iolat_cum = s.cum;
+                rep.iolat_hist = s.hists;
+                rep.iolat_unavailable = s.unavailable;
+                rep.iolat_mean = s.means;
+            }
+            Some((name, Err(e))) => {
+                self.log.warn(&format!("iolat-{}", name), || {
+                    format!("IO latency source {}: {:#}", name, e)
+                });
+                mark_iolat_unavailable(&mut rep);
+            }
+            None => mark_iolat_unavailable(&mut rep),
+        }
+
+        for i in issues {
+            self.log.issue(i);
+        }
+        rep
+    }
+}
+
+/// No latency data this second: no percentiles (not zeros) and the marker.
+fn mark_iolat_unavailable(rep: &mut Report) {
+    rep.iolat_hist = None;
+    rep.iolat_unavailable = true;
+}
+
+/// Deletes every report (`<sec>.json` and leftover staging files) in `dir`; returns how many.
+pub fn clear_reports(dir: &Path) -> Result<usize> {
+    let n = remove_reports_before(dir, u64::MAX)?;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for ent in rd.flatten() {
+            let name = ent.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.ends_with(".json.tmp") {
+                let _ = std::fs::remove_file(ent.path());
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Points `<dir>/report.json` at `report.d/<sec>.json`: a staging symlink renamed over the
+/// old one, so readers always find a link.
+pub fn update_link(dir: &Path, sec: u64) -> std::io::Result<()> {
+    let link = dir.join(REPORT_LINK);
+    let staging = dir.join(format!("{}.staging", REPORT_LINK));
+    let target = Path::new(super::REPORT_DIR).join(format!("{}.json", sec));
+    if let Err(e) = std::os::unix::fs::symlink(&target, &staging) {
+        // A staging link left by a killed run.
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+        std::fs::remove_file(&staging)?;
+        std::os::unix::fs::symlink(&target, &staging)?;
+    }
+    std::fs::rename(&staging, &link)
+}
+
+/// Deletes expired reports as seconds pass: after writing second `sec`, every report before
+/// `sec − retention` goes, by name for the seconds elapsed since the last pass (no directory
+/// listing every second).
+#[derive(Debug)]
+pub struct Pruner {
+    dir: PathBuf,
+    retention: u64,
+    /// Every report before this second is gone.
+    done_before: u64,
+}
+
+/// Beyond this many seconds to catch up (a suspended host), list the directory instead.
+const PRUNE_BY_NAME_MAX: u64 = 600;
+
+impl Pruner {
+    /// Purges what is already expired at `now_sec` (a directory listing).
+    pub fn start(dir: &Path, retention: u64, now_sec: u64) -> Result<(Self, usize)> {
+        let before = now_sec.saturating_sub(retention);
+        let n = remove_reports_before(dir, before)?;
+        Ok((
+            Self {
+                dir: dir.to_path_buf(),
+                retention,
+                done_before: before,
+            },
+            n,
+        ))
+    }
+
+    /// After second `sec` was written; returns how many files went.
+    pub fn after_write(&mut self, sec: u64) -> usize {
+        let before = sec.saturating_sub(self.retention);
+        if before <= self.done_before {
+            return 0;
+        }
+        let n = if before - self.done_before > PRUNE_BY_NAME_MAX {
+            remove_reports_before(&self.dir, before).unwrap_or(0)
+        } else {
+            (self.done_before..before)
+                .filter(|s| std::fs::remove_file(report_path(&self.dir, *s)).is_ok())
+                .count()
+        };
+        self.done_before = before;
+        n
+    }
+}
+
+/// What a reporter thread did, returned when it stops.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ReporterStats {
+    /// The first second the thread aimed at.
+    pub first_target_sec: u64,
+    /// Seconds written, first and last.
+    pub written: u64,
+    pub first_sec: Option<u64>,
+    pub last_sec: Option<u64>,
+    /// Seconds skipped because a pass overran a second boundary.
+    pub skipped: u64,
+    pub write_errors: u64,
+    /// Reports deleted by retention (at start and while running).
+    pub pruned: u64,
+    /// Wall clock (Unix seconds) when the thread stopped.
+    pub stopped_at: f64,
+    /// CPU time of the thread (user + system), seconds.
+    pub cpu_secs: f64,
+    /// Duration of the sample-and-write passes, seconds.
+    pub pass_secs_total: f64,
+    pub pass_secs_max: f64,
+}
+
+impl ReporterStats {
+    /// The seconds a reporter running without fault would have written: from the first target
+    /// to the last second whose half-second mark had passed when it stopped.
+    pub fn expected_range(&self) -> std::ops::RangeInclusive<u64> {
+        let last = (self.stopped_at - 0.5).floor();
+        let last = if last.is_finite() && last >= 0.0 {
+            last as u64
+        } else {
+            0
+        };
+        self.first_target_sec..=last
+    }
+}
+
+fn unix_now() -> f64 {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_secs_f64(),
+        Err(_) => 0.0,
+    }
+}
+
+/// CPU time the calling thread has used, seconds.
+pub fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// Starts reporter threads.
+pub struct Reporter;
+
+/// A running reporter. Stopping (explicitly or by dropping the handle) ends the thread and
+/// waits for it; a report being written is finished first.
+pub struct ReporterHandle {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<ReporterStats>>,
+    shared: SharedReport,
+    reports_dir: PathBuf,
+}
+
+impl Reporter {
+    /// Prepares `report.d` (clearing it for `--clear-reports`, purging expired reports unless
+    /// `--keep-reports`) and starts the thread.
+    pub fn start(cfg: ReporterConfig) -> Result<ReporterHandle> {
+        let rdir = reports_dir(&cfg.dir);
+        std::fs::create_dir_all(&rdir)
+            .with_context(|| format!("creating the report directory {}", rdir.display()))?;
+        if cfg.clear_reports {
+            let n = clear_reports(&rdir)?;
+            let _ = std::fs::remove_file(cfg.dir.join(REPORT_LINK));
+            log::info!("reporter: cleared {} reports from {}", n, rdir.display());
+        }
+        let now_sec = unix_now().floor() as u64;
+        let (pruner, pruned) = if cfg.keep_reports {
+            (None, 0)
+        } else {
+            let (p, n) = Pruner::start(&rdir, cfg.retention, now_sec)?;
+            if n > 0 {
+                log::info!(
+                    "reporter: deleted {} reports older than {}s",
+                    n,
+                    cfg.retention
+                );
+            }
+            (Some(p), n)
+        };
+        let (tx, rx) = mpsc::channel();
+        let shared = cfg.shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("reporter".into())
+            .spawn(move || run_thread(cfg, rx, pruner, pruned as u64))
+            .context("starting the reporter thread")?;
+        Ok(ReporterHandle {
+            stop: Some(tx),
+            thread: Some(thread),
+            shared,
+            reports_dir: rdir,
+        })
+    }
+}
+
+impl ReporterHandle {
+    /// The state the workload layer updates.
+    pub fn shared(&self) -> &SharedReport {
+        &self.shared
+    }
+
+    pub fn reports_dir(&self) -> &Path {
+        &self.reports_dir
+    }
+
+    /// Sets `state` for the following reports.
+    pub fn set_state(&self, state: RunnerState) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.state = state;
+        }
+    }
+
+    /// Stops the thread and returns what it did.
+    pub fn stop(mut self) -> Result<ReporterStats> {
+        self.stop_join()
+    }
+
+    fn stop_join(&mut self) -> Result<ReporterStats> {
+        drop(self.stop.take());
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("the reporter thread panicked")),
+            None => Ok(ReporterStats::default()),
+        }
+    }
+}
+
+impl Drop for ReporterHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_join() {
+            log::warn!("{:#}", e);
+        }
+    }
+}
+
+fn run_thread(
+    mut cfg: ReporterConfig,
+    stop: mpsc::Receiver<()>,
+    mut pruner: Option<Pruner>,
+    pruned: u64,
+) -> ReporterStats {
+    let rdir = reports_dir(&cfg.dir);
+    let mut sampler = Sampler::new(cfg.hp.clone(), cfg.dev.clone(), cfg.iolat.take());
+    let snapshot = |shared: &SharedReport| match shared.lock() {
+        Ok(s) => s.clone(),
+        Err(p) => p.into_inner().clone(),
+    };
+    sampler.prime(&snapshot(&cfg.shared));
+    let mut log = LogOnce::default();
+    let mut st = ReporterStats {
+        pruned,
+        ..Default::default()
+    };
+    let mut next_sec = unix_now().floor() as u64 + 1;
+    st.first_target_sec = next_sec;
+    'outer: loop {
+        let target = next_sec as f64 + 0.5;
+        loop {
+            let now = unix_now();
+            if now >= target {
+                break;
+            }
+            match stop.recv_timeout(Duration::from_secs_f64(target - now)) {
+                Err(RecvTimeoutError::Timeout) => {}
+                _ => break 'outer,
+            }
+        }
+        let t0 = Instant::now();
+        let shared = snapshot(&cfg.shared);
+        let mut rep = sampler.build(cfg.seq, &shared);
+        let sec = rep.timestamp.0.timestamp().max(0) as u64;
+        if let Some(fill) = cfg.fill.as_mut() {
+            fill(&mut rep);
+        }
+        match write_report(&rdir, sec, &rep) {
+            Ok(_) => {
+                st.written += 1;
+                st.first_sec.get_or_insert(sec);
+                st.last_sec = Some(sec);
+                if let Err(e) = update_link(&cfg.dir, sec) {
+                    log.warn("link", || {
+                        format!(
+                            "can't update {}: {}",
+                            cfg.dir.join(REPORT_LINK).display(),
+                            e
+                        )
+                    });
+                }
+            }
+            Err(e) => {
+                st.write_errors += 1;
+                log.warn("write", || format!("{:#}", e));
+            }
+        }
+        if let Some(p) = pruner.as_mut() {
+            st.pruned += p.after_write(sec) as u64;
+        }
+        let pass = t0.elapsed().as_secs_f64();
+        st.pass_secs_total += pass;
+        st.pass_secs_max = st.pass_secs_max.max(pass);
+        let after = unix_now().floor() as u64 + 1;
+        if after > sec + 1 {
+            st.skipped += after - sec - 1;
+            log::debug!(
+                "reporter: pass for {} took {:.3}s; skipping {} second(s)",
+                sec,
+                pass,
+                after - sec - 1
+            );
+        }
+        next_sec = after.max(sec + 1);
+    }
+    st.stopped_at = unix_now();
+    st.cpu_secs = thread_cpu_secs();
+    st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::iolat_source::IoLatSample;
+    use crate::report::load_report;
+    use crate::system::blockdev::testutil::put;
+
+    const DEV: DevNr = DevNr { maj: 8, min: 0 };
+
+    /// A host tree with /proc, a cgroup2 root with io.cost for 8:0, and workload.slice.
+    fn host(root: &Path, cpu_user: u64, workload_usage_usec: u64, rbytes: u64) {
+        let hp = HostPaths::under(root);
+        put(
+            &hp.path("proc/stat"),
+            &format!("cpu  {} 0 100 1000 0 0 0 0 0 0\ncpu0 1 0 0 0 0\n", cpu_user),
+        );
+        put(
+            &hp.path("proc/meminfo"),
+            "MemTotal: 1000 kB\nMemFree: 400 kB\nSwapTotal: 100 kB\nSwapFree: 60 kB\n",
+        );
+        put(
+            &hp.path("proc/diskstats"),
+            &format!("   8 0 sda 10 0 {} 0 5 0 16 0 0 0 0\n", rbytes / 512),
+        );
+        for p in ["cpu", "memory", "io"] {
+            put(
+                &hp.path(format!("proc/pressure/{}", p)),
+                "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\n\
+                 full avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n",
+            );
+        }
+        put(&hp.path("proc/vmstat"), "pgfault 1234\nnr_free_pages 77\n");
+        put(&hp.path("proc/sys/vm/swappiness"), "60\n");
+        let cg = hp.cgroup();
+        put(&cg.join("cgroup.controllers"), "cpu io memory\n");
+        put(
+            &cg.join("io.stat"),
+            &format!(
+                "8:0 rbytes={} wbytes=0 rios=1 wios=0 dbytes=0 dios=0 cost.vrate=87.50 \
+                 cost.usage=5000\n",
+                rbytes
+            ),
+        );
+        put(&cg.join("memory.stat"), "anon 4096\nfile 8192\n");
+        put(
+            &cg.join("io.cost.model"),
+            "8:0 ctrl=user model=linear rbps=1000 rseqiops=10 rrandiops=10 wbps=1000 \
+             wseqiops=10 wrandiops=10\n",
+        );
+        put(
+            &cg.join("io.cost.qos"),
+            "8:0 enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=50.00 \
+             max=150.00\n",
+        );
+        let w = cg.join("workload.slice");
+        put(
+            &w.join("cpu.stat"),
+            &format!(
+                "usage_usec {}\nuser_usec 0\nsystem_usec 1000\n",
+                workload_usage_usec
+            ),
+        );
+        put(&w.join("memory.current"), "65536\n");
+        put(&w.join("memory.swap.current"), "4096\n");
+        put(&w.join("memory.swap.max"), "12288\n");
+        put(&w.join("memory.stat"), "anon 1024\nfile 2048\npgfault 5\n");
+        put(
+            &w.join("io.stat"),
+            &format!(
+                "8:0 rbytes={} wbytes=512 rios=1 wios=1 dbytes=0 dios=0 cost.usage=2500\n",
+                rbytes / 2
+            ),
+        );
+        for p in ["cpu", "memory", "io"] {
+            put(
+                &w.join(format!("{}.pressure", p)),
+                "some avg10=0.00 avg60=0.00 avg300=0.00 total=500000\n\
+                 full avg10=0.00 avg60=0.00 avg300=0.00 total=250000\n",
+            );
+        }
+        // system.slice exists but has only its core files (no memory/io controllers).
+        put(
+            &cg.join("system.slice/cpu.stat"),
+            "usage_usec 10\nsystem_usec 5\n",
+        );
+    }
+
+    struct FakeLat;
+
+    impl IoLatSource for FakeLat {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn sample(&mut self) -> Result<IoLatSample> {
+            let mut s = IoLatSample::default();
+            s.pcts
+                .insert("read".into(), [("50".to_string(), 0.001)].into());
+            Ok(s)
+        }
+    }
+
+    fn dev() -> Option<ScratchDev> {
+        Some(ScratchDev {
+            name: "sda".into(),
+            devnr: DEV,
+        })
+    }
+
+    #[test]
+    fn report_assembly_from_a_temp_tree() {
+        let t = tempfile::tempdir().unwrap();
+        host(t.path(), 100, 1_000_000, 1 << 20);
+        let hp = HostPaths::under(t.path());
+        let mut s = Sampler::new(hp.clone(), dev(), Some(Box::new(FakeLat)));
+        let shared = ReportShared {
+            state: RunnerState::BenchHashd,
+            ..Default::default()
+        };
+        s.prime(&shared);
+        // One second later: 1 s more user time (of 2 s total), workload 0.5 s, 1 MiB read.
+        std::thread::sleep(Duration::from_millis(20));
+        host(t.path(), 200, 1_500_000, 2 << 20);
+        let rep = s.build(9, &shared);
+        assert_eq!(rep.seq, 9);
+        assert_eq!(rep.state, RunnerState::BenchHashd);
+        let names: Vec<&str> = rep.usages.keys().map(String::as_str).collect();
+        assert_eq!(names, ["-.slice", "system.slice", "workload.slice"]);
+        let root = &rep.usages["-.slice"];
+        assert_eq!(root.cpu_usage_base, 13.0);
+        assert_eq!(root.cpu_usage, 3.0);
+        assert!((root.cpu_util - 1.0).abs() < 1e-9, "{}", root.cpu_util);
+        assert_eq!(root.mem_bytes, 600 * 1024);
+        assert_eq!(root.swap_bytes, 40 * 1024);
+        assert_eq!(root.swap_free, 60 * 1024);
+        assert_eq!(root.io_rbytes, 2 << 20);
+        assert!(root.io_rbps > 0);
+        assert_eq!(root.io_usage, 0.005);
+        assert_eq!(root.io_stalls, (2.0, 1.0));
+        assert_eq!(root.io_pressures, (0.0, 0.0));
+        let w = &rep.usages["workload.slice"];
+        assert_eq!(w.cpu_usage, 1.5);
+        assert_eq!(w.cpu_usage_base, 13.0);
+        assert!((w.cpu_util - 0.5).abs() < 1e-9, "{}", w.cpu_util);
+        assert_eq!((w.mem_bytes, w.swap_bytes), (65536, 4096));
+        assert_eq!(w.swap_free, 8192);
+        assert_eq!(w.io_rbytes, 1 << 20);
+        assert_eq!(w.io_wbytes, 512);
+        assert_eq!(w.io_usage, 0.0025);
+        assert_eq!(w.cpu_stalls, (0.5, 0.25));
+        let sys = &rep.usages["system.slice"];
+        assert_eq!((sys.mem_bytes, sys.io_rbytes), (0, 0));
+        assert_eq!(sys.swap_free, 60 * 1024);
+        // memory.stat / io.stat for the slices that exist and have them.
+        assert_eq!(rep.mem_stat["-.slice"]["file"], 8192.0);
+        assert_eq!(rep.mem_stat["workload.slice"]["pgfault"], 5.0);
+        assert!(!rep.mem_stat.contains_key("system.slice"));
+        assert_eq!(rep.io_stat["-.slice"]["cost.vrate"], 87.5);
+        assert_eq!(rep.io_stat["workload.slice"]["rbytes"], (1 << 20) as f64);
+        assert_eq!(rep.vmstat["pgfault"], 1234.0);
+        assert_eq!(rep.iocost.vrate, 87.5);
+        assert_eq!(rep.iocost.model.model, "linear");
+        assert_eq!((rep.iocost.qos.enable, rep.iocost.qos.max), (1, 150.0));
+        assert_eq!(rep.swappiness, 60);
+        assert!(!rep.zswap_enabled);
+        assert_eq!(rep.iolat_at("read", "50"), Some(0.001));
+        assert!(!rep.iolat_unavailable);
+    }
+
+    #[test]
+    fn no_cgroup2_reports_the_system_only() {
+        let t = tempfile::tempdir().unwrap();
+        host(t.path(), 100, 0, 0);
+        let hp = HostPaths::under(t.path());
+        std::fs::remove_file(hp.cgroup().join("cgroup.controllers")).unwrap();
+        let mut s = Sampler::new(hp, dev(), None);
+        let rep = s.build(0, &ReportShared::default());
+        let names: Vec<&str> = rep.usages.keys().map(String::as_str).collect();
+        assert_eq!(names, ["-.slice"]);
+        assert!(rep.mem_stat.is_empty() && rep.io_stat.is_empty());
+        assert_eq!(rep.iocost, Default::default());
+        assert!(rep.iolat_unavailable && rep.iolat.is_empty());
+        // First reading: levels but no rates.
+        assert_eq!(rep.usages["-.slice"].cpu_util, 0.0);
+        assert_eq!(rep.usages["-.slice"].cpu_usage, 2.0);
+    }
+
+    #[test]
+    fn extra_units_and_units_that_vanish() {
+        let t = tempfile::tempdir().unwrap();
+        host(t.path(), 100, 1_000_000, 0);
+        let hp = HostPaths::under(t.path());
+        let svc = hp.cgroup().join("workload.slice/hashd-A.service");
+        put(&svc.join("cpu.stat"), "usage_usec 7\nsystem_usec 1\n");
+        let mut s = Sampler::new(hp.clone(), None, None);
+        let shared = ReportShared {
+            units: vec!["workload.slice/hashd-A.service".into()],
+            ..Default::default()
+        };
+        let rep = s.build(0, &shared);
+        assert_eq!(rep.usages["workload.slice/hashd-A.service"].cpu_usage, 7e-6);
+        // Without a device: no io.stat lines, no iocost.
+        assert!(rep.io_stat.is_empty());
+        std::fs::remove_dir_all(hp.cgroup().join("workload.slice")).unwrap();
+        let rep = s.build(0, &shared);
+        assert!(!rep.usages.contains_key("workload.slice"));
+        assert!(!rep.mem_stat.contains_key("workload.slice"));
+    }
+
+    #[test]
+    fn pruner_deletes_by_name_and_link_points_at_newest() {
+        let t = tempfile::tempdir().unwrap();
+        let rdir = t.path().join("report.d");
+        std::fs::create_dir_all(&rdir).unwrap();
+        for s in [5, 95, 96, 97, 98] {
+            put(&report_path(&rdir, s), "{}");
+        }
+        let (mut p, n) = Pruner::start(&rdir, 4, 100).unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(p.after_write(101), 1);
+        assert!(!report_path(&rdir, 96).exists());
+        assert!(report_path(&rdir, 97).exists());
+        assert_eq!(p.after_write(101), 0);
+        // A long gap falls back to a listing.
+        assert_eq!(p.after_write(10_000), 2);
+
+        let mut rep = Report::new(1, RunnerState::Running);
+        rep.vmstat.insert("x".into(), 1.0);
+        write_report(&rdir, 200, &rep).unwrap();
+        // A staging link left behind by a killed run is replaced.
+        std::os::unix::fs::symlink("nowhere", t.path().join("report.json.staging")).unwrap();
+        update_link(t.path(), 200).unwrap();
+        write_report(&rdir, 201, &rep).unwrap();
+        update_link(t.path(), 201).unwrap();
+        let link = t.path().join(REPORT_LINK);
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            PathBuf::from("report.d/201.json")
+        );
+        assert_eq!(load_report(&link).unwrap().vmstat["x"], 1.0);
+
+        put(&rdir.join(".7.json.tmp"), "{");
+        put(&rdir.join("notes.txt"), "keep");
+        assert_eq!(clear_reports(&rdir).unwrap(), 2);
+        let left: Vec<_> = std::fs::read_dir(&rdir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["notes.txt"]);
+    }
+
+    #[test]
+    fn thread_writes_reports_and_stops_on_drop() {
+        let t = tempfile::tempdir().unwrap();
+        host(t.path(), 100, 1_000_000, 0);
+        let dir = t.path().join("bench");
+        let rdir = dir.join("report.d");
+        std::fs::create_dir_all(&rdir).unwrap();
+        put(&report_path(&rdir, 1000), "{}");
+        let mut cfg = ReporterConfig::new(HostPaths::under(t.path()), &dir);
+        cfg.dev = dev();
+        cfg.seq = 4;
+        cfg.fill = Some(Box::new(|r: &mut Report| r.hashd[0].rps = 42.0));
+        let h = Reporter::start(cfg).unwrap();
+        // The old report is past the 7-day retention.
+        assert!(!report_path(&rdir, 1000).exists());
+        h.set_state(RunnerState::Running);
+        std::thread::sleep(Duration::from_millis(2100));
+        let st = h.stop().unwrap();
+        assert!(st.written >= 1, "{:?}", st);
+        assert_eq!(st.pruned, 1);
+        let last = st.last_sec.unwrap();
+        let rep = load_report(&report_path(&rdir, last)).unwrap();
+        assert_eq!(rep.seq, 4);
+        assert_eq!(rep.state, RunnerState::Running);
+        assert_eq!(rep.hashd[0].rps, 42.0);
+        assert_eq!(rep.timestamp.0.timestamp() as u64, last);
+        assert!(rep.usages.contains_key("workload.slice"));
+        assert!(st.cpu_secs > 0.0);
+
+        // Dropping the handle stops the thread too.
+        let cfg = ReporterConfig::new(HostPaths::under(t.path()), &dir);
+        let h = Reporter::start(cfg).unwrap();
+        drop(h);
+    }
+}
