@@ -39,6 +39,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Reporter(a) => crate::report::reporter_cmd::run(&cli.global, &a),
         Command::IoLat(a) => crate::report::iolat_cmd::run(&a),
         Command::Balloon => crate::system::mem::balloon_main(),
+        Command::Hashd(a) => crate::workload::hashd::cmd::run(&a),
         Command::VmScenario(a) => crate::vm::scenario::run(&a),
         Command::SaveTest(a) => crate::result::save::save_test(
             &run::require_result(&cli.global, "__save-test")?,

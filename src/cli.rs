@@ -166,6 +166,9 @@ pub enum Command {
     /// The memory balloon: holds the byte counts read from stdin, one a line, until EOF
     #[command(name = "__balloon", hide = true)]
     Balloon,
+    /// The bundled workload hashd: testfiles, params reload, status file, until SIGTERM
+    #[command(name = "__hashd", hide = true)]
+    Hashd(crate::workload::hashd::HashdArgs),
     /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
     #[command(name = "__vm-scenario", hide = true)]
     VmScenario(crate::vm::scenario::ScenarioArgs),

@@ -22,6 +22,11 @@ pub const PAGES: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/iocost-params.md"),
     ),
     (
+        "hashd",
+        "The bundled latency-sensitive workload",
+        include_str!("../benches-doc/hashd.md"),
+    ),
+    (
         "hashd-params",
         "Parameters of the hashd workload",
         include_str!("../benches-doc/hashd-params.md"),

@@ -16,3 +16,4 @@ pub mod study;
 pub mod system;
 pub mod units;
 pub mod vm;
+pub mod workload;

@@ -1,0 +1,176 @@
+//! hashd throughput benchmark (`scripts/bench-hashd`, or `cargo bench --bench hashd`).
+//!
+//! 1. Real hashing: bytes SHA-1-hashed per CPU-second of the whole `__hashd` process (every
+//!    thread, everything a request does: page-cache reads, anon copies, sleeps, bookkeeping),
+//!    against the `sha1` crate alone hashing buffers of the same sizes on one thread.
+//! 2. Fake CPU: CPU time per request against the nominal 15 ms it stands for.
+//!
+//! The testfiles are small enough to stay in the page cache and the anon area is warmed up
+//! before measuring, so the figures are about hashd's own overhead, not the storage.
+
+use anyhow::{Context, Result};
+use resctl_bench::workload::hashd::dist::Rng;
+use resctl_bench::workload::hashd::request::{self, thread_cpu, ReqConfig, Request};
+use resctl_bench::workload::hashd::{Hashd, HashdOpts, HashdStatus, Params};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
+
+fn env_secs(name: &str, dfl: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(dfl)
+}
+
+/// CPU seconds (user + system, all threads) of process `pid`.
+fn proc_cpu(pid: u32) -> f64 {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = text.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / hz
+}
+
+/// Buffer lengths of `n` requests drawn as hashd draws them (file + anon chunks).
+fn request_buffers(p: &Params, n: usize) -> Vec<usize> {
+    let cfg = ReqConfig::new(p, u64::MAX, u64::MAX);
+    let mut rng = Rng::seeded(1);
+    let chunk = p.chunk_pages * 4096;
+    (0..n)
+        .map(|_| {
+            let r = Request::draw(&cfg, &mut rng, 1.0, 1.0);
+            (r.file_chunks + r.anon_chunks) as usize * chunk
+        })
+        .collect()
+}
+
+/// The sha1 crate alone: bytes per CPU-second over the same buffers, scaled by cpu_ratio as
+/// hashd does.
+fn sha1_alone(p: &Params, secs: f64) -> f64 {
+    let sizes = request_buffers(p, 256);
+    let max = sizes.iter().copied().max().unwrap_or(0);
+    let mut buf = vec![0u8; max];
+    Rng::seeded(2).fill(&mut buf);
+    let (t0, wall) = (thread_cpu(), Instant::now());
+    let mut bytes = 0u64;
+    let mut i = 0;
+    while wall.elapsed().as_secs_f64() < secs {
+        let (d, n) = request::hash(&buf[..sizes[i % sizes.len()]], p.cpu_ratio);
+        std::hint::black_box(d);
+        bytes += n;
+        i += 1;
+    }
+    bytes as f64 / (thread_cpu() - t0)
+}
+
+struct Sample {
+    cpu: f64,
+    st: HashdStatus,
+}
+
+/// Waits for the next status rewrite and reads the process CPU right then.
+fn sample(hd: &Hashd) -> Sample {
+    let prev = hd.status().map(|s| s.timestamp).unwrap_or_default();
+    let start = Instant::now();
+    loop {
+        if let Ok(st) = hd.status() {
+            if st.timestamp != prev || start.elapsed() > Duration::from_secs(3) {
+                return Sample {
+                    cpu: proc_cpu(hd.pid()),
+                    st,
+                };
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn run_hashd(dir: &Path, p: &Params, warm: u64, secs: u64) -> Result<(Sample, Sample)> {
+    let opts = HashdOpts {
+        exe: BIN.into(),
+        keep_cache: true,
+        total_memory: Some(1 << 30),
+        ..HashdOpts::new(dir, 512 << 20)
+    };
+    Hashd::prepare(&opts)?;
+    p.save(&opts.params)?;
+    let mut hd = Hashd::start(&opts, None)?;
+    hd.wait_running(Duration::from_secs(60))?;
+    std::thread::sleep(Duration::from_secs(warm));
+    let a = sample(&hd);
+    std::thread::sleep(Duration::from_secs(secs));
+    let b = sample(&hd);
+    hd.stop()?;
+    Ok((a, b))
+}
+
+fn main() -> Result<()> {
+    let secs = env_secs("HASHD_BENCH_SECS", 10);
+    let warm = env_secs("HASHD_BENCH_WARMUP", 8);
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
+
+    let real = Params {
+        rps_target: env_secs("HASHD_BENCH_RPS", 150) as u32,
+        ..Params::default()
+    };
+    let alone = sha1_alone(&real, 3.0);
+    let (a, b) = run_hashd(dir.path(), &real, warm, secs)?;
+    let cpu = b.cpu - a.cpu;
+    let hashed = (b.st.stat.bytes_hashed - a.st.stat.bytes_hashed) as f64;
+    let done = b.st.stat.nr_done - a.st.stat.nr_done;
+    let rate = hashed / cpu;
+    let hash_rate = hashed / (b.st.stat.hash_cpu - a.st.stat.hash_cpu);
+    println!(
+        "real hashing: sha1 alone {:.0} MB/s per core; hashd's hash step {:.0} MB/s per busy \
+         core ({:.1}% of sha1 alone); hashd whole process {:.0} MB/s per busy core \
+         ({:.1}%: reads, copies, threads included; {} requests, {:.1} rps, {:.2} busy cores, \
+         p95 {:.1} ms)",
+        alone / 1e6,
+        hash_rate / 1e6,
+        hash_rate / alone * 100.0,
+        rate / 1e6,
+        rate / alone * 100.0,
+        done,
+        b.st.stat.rps,
+        cpu / secs as f64,
+        b.st.stat.lat.p95 * 1000.0
+    );
+
+    let fake = Params {
+        rps_target: env_secs("HASHD_BENCH_FAKE_RPS", 100) as u32,
+        fake_cpu_load: true,
+        ..Params::default()
+    };
+    let (a, b) = run_hashd(dir.path(), &fake, warm.min(5), secs)?;
+    let cpu = b.cpu - a.cpu;
+    let done = b.st.stat.nr_done - a.st.stat.nr_done;
+    let per_req = cpu / done.max(1) as f64;
+    println!(
+        "fake CPU: {:.3} ms CPU per request = {:.2}% of the nominal {:.0} ms \
+         ({} requests, {:.1} rps, p50 {:.1} ms)",
+        per_req * 1000.0,
+        per_req / request::FAKE_CPU_LAT * 100.0,
+        request::FAKE_CPU_LAT * 1000.0,
+        done,
+        b.st.stat.rps,
+        b.st.stat.lat.p50 * 1000.0
+    );
+    let ok_real = hash_rate / alone >= 0.9;
+    let ok_fake = per_req <= 0.05 * request::FAKE_CPU_LAT;
+    println!(
+        "targets: hashing >= 90% of sha1 alone: {}; fake CPU <= 5% of 15 ms: {}",
+        if ok_real { "met" } else { "MISSED" },
+        if ok_fake { "met" } else { "MISSED" }
+    );
+    if !(ok_real && ok_fake) {
+        std::process::exit(1);
+    }
+    Ok(())
+}

@@ -1,0 +1,437 @@
+//! The dispatcher: keeps `floor(concurrency)` requests in flight on a dynamic worker pool,
+//! collects completions, and once per control period turns them into statistics and a
+//! control update.
+//!
+//! Workers are threads: one per in-flight request, created when no idle one is waiting and
+//! reaped after a minute idle, so a sleeping request uses no CPU and still counts as in
+//! flight.
+
+use super::anon::AnonArea;
+use super::control::Control;
+use super::dist::Rng;
+use super::logger::Logger;
+use super::params::Params;
+use super::request::{self, ReqConfig, Request, Workspace};
+use super::stats::{lat_stats, Stat};
+use super::testfiles::{TestFiles, PAGE};
+use crate::report::model::HashdLat;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Idle workers exit after this long.
+const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Statistics are ignored this long after a params change.
+const PARAMS_SETTLE: Duration = Duration::from_secs(1);
+/// Counters in the published `Stat` are refreshed at least this often.
+const COUNTER_REFRESH: Duration = Duration::from_millis(200);
+
+/// Messages to the dispatcher.
+pub enum Msg {
+    Done { lat: f64, out: request::Outcome },
+    Params(Box<Params>),
+    Stop,
+}
+
+/// The memory footprint the params ask for, given the hashd size and the testfiles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Footprint {
+    /// size × mem_frac: what a memory probe is about.
+    pub total: u64,
+    /// The page-cache share actually used (file_frac clamped to what the testfiles hold).
+    pub file_frac: f64,
+    pub file_pages: u64,
+    pub anon_bytes: u64,
+}
+
+impl Footprint {
+    pub fn new(p: &Params, size: u64, file_max_frac: f64, testfiles_size: u64) -> Footprint {
+        let size_f = size as f64;
+        let mut ff = p.file_frac.min(file_max_frac);
+        if size > 0 {
+            ff = ff.min(testfiles_size as f64 / size_f);
+        }
+        let total = size_f * p.mem_frac;
+        let file_bytes = (total * ff).min(testfiles_size as f64);
+        Footprint {
+            total: total as u64,
+            file_frac: ff,
+            file_pages: (file_bytes / PAGE as f64) as u64,
+            anon_bytes: (size_f * (p.mem_frac * (1.0 - ff)).clamp(0.0, 1.0)) as u64,
+        }
+    }
+}
+
+struct Job {
+    req: Request,
+    cfg: Arc<ReqConfig>,
+}
+
+struct PoolState {
+    queue: VecDeque<Job>,
+    idle: u64,
+}
+
+/// The worker pool.
+pub struct Pool {
+    state: Mutex<PoolState>,
+    cv: Condvar,
+    nr_workers: AtomicU64,
+    files: Arc<TestFiles>,
+    area: Arc<AnonArea>,
+    done: Sender<Msg>,
+}
+
+impl Pool {
+    fn new(files: Arc<TestFiles>, area: Arc<AnonArea>, done: Sender<Msg>) -> Arc<Pool> {
+        Arc::new(Pool {
+            state: Mutex::new(PoolState {
+                queue: VecDeque::new(),
+                idle: 0,
+            }),
+            cv: Condvar::new(),
+            nr_workers: AtomicU64::new(0),
+            files,
+            area,
+            done,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a job, starting a worker when none is idle to take it.
+    fn submit(self: &Arc<Self>, job: Job) {
+        let spawn = {
+            let mut st = self.lock();
+            st.queue.push_back(job);
+            st.queue.len() as u64 > st.idle
+        };
+        if spawn {
+            let me = self.clone();
+            self.nr_workers.fetch_add(1, Ordering::Relaxed);
+            let res = std::thread::Builder::new()
+                .name("hashd-worker".into())
+                .stack_size(256 << 10)
+                .spawn(move || me.worker());
+            if let Err(e) = res {
+                // The job stays queued for an existing worker.
+                self.nr_workers.fetch_sub(1, Ordering::Relaxed);
+                log::warn!("can't start a hashd worker: {}", e);
+            }
+        } else {
+            self.cv.notify_one();
+        }
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        (self.nr_workers.load(Ordering::Relaxed), self.lock().idle)
+    }
+
+    fn worker(self: Arc<Self>) {
+        let mut ws = Workspace::default();
+        loop {
+            let job = {
+                let mut st = self.lock();
+                loop {
+                    if let Some(job) = st.queue.pop_front() {
+                        break Some(job);
+                    }
+                    st.idle += 1;
+                    let (guard, to) = self
+                        .cv
+                        .wait_timeout(st, WORKER_IDLE_TIMEOUT)
+                        .unwrap_or_else(|e| e.into_inner());
+                    st = guard;
+                    st.idle -= 1;
+                    if to.timed_out() && st.queue.is_empty() {
+                        break None;
+                    }
+                }
+            };
+            let Some(job) = job else { break };
+            let out = request::run(&job.req, &job.cfg, &self.files, &self.area, &mut ws);
+            let lat = job.req.start.elapsed().as_secs_f64();
+            if self.done.send(Msg::Done { lat, out }).is_err() {
+                break;
+            }
+        }
+        self.nr_workers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What the dispatcher publishes.
+#[derive(Debug, Default)]
+pub struct Published {
+    pub stat: Stat,
+    /// Set when params took effect (for `params_modified` / `mem_probe_at`).
+    pub params_at: Option<std::time::SystemTime>,
+    pub footprint_total: u64,
+    pub lat_pct: f64,
+    pub rps_max: u32,
+}
+
+/// Handle to a running dispatcher thread.
+pub struct Dispatcher {
+    tx: Sender<Msg>,
+    pub published: Arc<Mutex<Published>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Fixed inputs of a dispatcher.
+pub struct DispatchCfg {
+    pub size: u64,
+    pub file_max_frac: f64,
+    pub nr_cpus: usize,
+}
+
+impl Dispatcher {
+    /// Starts dispatching with `params`.
+    pub fn start(
+        cfg: DispatchCfg,
+        params: Params,
+        files: Arc<TestFiles>,
+        area: Arc<AnonArea>,
+        logger: Option<Arc<Logger>>,
+    ) -> anyhow::Result<Dispatcher> {
+        let (tx, rx) = channel();
+        let pool = Pool::new(files.clone(), area.clone(), tx.clone());
+        let published = Arc::new(Mutex::new(Published::default()));
+        let mut st = State::new(cfg, params, files, area, logger, pool, published.clone());
+        let thread = std::thread::Builder::new()
+            .name("hashd-dispatch".into())
+            .spawn(move || st.run(rx))?;
+        Ok(Dispatcher {
+            tx,
+            published,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn set_params(&self, p: Params) {
+        let _ = self.tx.send(Msg::Params(Box::new(p)));
+    }
+
+    /// Stops dispatching (requests in flight are abandoned) and waits for the dispatcher.
+    pub fn stop(&mut self) {
+        let _ = self.tx.send(Msg::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct State {
+    cfg: DispatchCfg,
+    params: Params,
+    req_cfg: Arc<ReqConfig>,
+    files: Arc<TestFiles>,
+    area: Arc<AnonArea>,
+    logger: Option<Arc<Logger>>,
+    pool: Arc<Pool>,
+    published: Arc<Mutex<Published>>,
+    ctl: Control,
+    rng: Rng,
+    stat: Stat,
+    padding: usize,
+    window_start: Instant,
+    window_lats: Vec<f64>,
+    ignore_until: Instant,
+    last_refresh: Instant,
+}
+
+impl State {
+    fn new(
+        cfg: DispatchCfg,
+        params: Params,
+        files: Arc<TestFiles>,
+        area: Arc<AnonArea>,
+        logger: Option<Arc<Logger>>,
+        pool: Arc<Pool>,
+        published: Arc<Mutex<Published>>,
+    ) -> State {
+        let ctl = Control::new(cfg.nr_cpus, &params);
+        let now = Instant::now();
+        let mut st = State {
+            req_cfg: Arc::new(ReqConfig::new(&params, 0, 0)),
+            cfg,
+            params: params.clone(),
+            files,
+            area,
+            logger,
+            pool,
+            published,
+            ctl,
+            rng: Rng::from_entropy(),
+            stat: Stat::default(),
+            padding: 0,
+            window_start: now,
+            window_lats: Vec::new(),
+            ignore_until: now,
+            last_refresh: now,
+        };
+        st.apply_params(params, false);
+        st
+    }
+
+    /// Takes new params into use: distributions, footprint (anon area resized), padding; on a
+    /// change while running, fresh PIDs and a second of ignored statistics.
+    fn apply_params(&mut self, p: Params, running: bool) {
+        let fp = Footprint::new(&p, self.cfg.size, self.cfg.file_max_frac, self.files.size());
+        if let Err(e) = self.area.resize(fp.anon_bytes) {
+            log::warn!("resizing the anon area: {:#}", e);
+        }
+        self.req_cfg = Arc::new(ReqConfig::new(&p, fp.file_pages, fp.anon_bytes));
+        self.padding = p.log_padding();
+        if running {
+            self.ctl.reset(&p);
+            self.ignore_until = Instant::now() + PARAMS_SETTLE;
+        }
+        self.stat.file_size = fp.file_pages * PAGE;
+        self.stat.anon_size = fp.anon_bytes;
+        {
+            let mut pb = self.published.lock().unwrap_or_else(|e| e.into_inner());
+            pb.params_at = Some(std::time::SystemTime::now());
+            pb.footprint_total = fp.total;
+            pb.lat_pct = p.lat_target_pct;
+            pb.rps_max = p.rps_max;
+        }
+        self.params = p;
+    }
+
+    fn run(&mut self, rx: Receiver<Msg>) {
+        loop {
+            let target = (self.ctl.concurrency.floor() as u64).max(1);
+            while self.stat.nr_in_flight < target {
+                let req = Request::draw(
+                    &self.req_cfg,
+                    &mut self.rng,
+                    self.ctl.file_addr_frac,
+                    self.ctl.anon_addr_frac,
+                );
+                self.pool.submit(Job {
+                    req,
+                    cfg: self.req_cfg.clone(),
+                });
+                self.stat.nr_in_flight += 1;
+            }
+            let period = Duration::from_secs_f64(self.params.control_period);
+            let wait = (self.window_start + period)
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100));
+            match rx.recv_timeout(wait) {
+                Ok(Msg::Done { lat, out }) => self.complete(lat, out),
+                Ok(Msg::Params(p)) => self.apply_params(*p, true),
+                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            self.tick();
+        }
+        self.publish();
+    }
+
+    fn complete(&mut self, lat: f64, out: request::Outcome) {
+        self.stat.nr_in_flight = self.stat.nr_in_flight.saturating_sub(1);
+        self.stat.nr_done += 1;
+        self.stat.io_errors += out.io_errors as u64;
+        self.stat.bytes_hashed += out.hashed;
+        self.stat.hash_cpu += out.hash_cpu;
+        self.window_lats.push(lat);
+        if let Some(lg) = &self.logger {
+            lg.log(out.digest, lat, self.padding);
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = Instant::now();
+        if now < self.ignore_until {
+            self.window_start = now;
+            self.window_lats.clear();
+        } else {
+            let dur = now.duration_since(self.window_start).as_secs_f64();
+            if dur >= self.params.control_period {
+                self.control(dur);
+                self.window_start = now;
+                self.window_lats.clear();
+                self.publish();
+                return;
+            }
+        }
+        if now.duration_since(self.last_refresh) >= COUNTER_REFRESH {
+            self.publish();
+        }
+    }
+
+    fn control(&mut self, dur: f64) {
+        let p = &self.params;
+        let rps = self.window_lats.len() as f64 / dur;
+        let lat = if self.window_lats.is_empty() {
+            let mut l = HashdLat::default();
+            if self.stat.nr_in_flight > 0 {
+                // Requests are stuck: slam on the brakes.
+                l.ctl = 10.0 * p.lat_target;
+                log::warn!(
+                    "hashd: no completions in {:.1}s with {} in flight",
+                    dur,
+                    self.stat.nr_in_flight
+                );
+            }
+            l
+        } else {
+            lat_stats(&mut self.window_lats, p.lat_target_pct)
+        };
+        self.ctl.update(p, lat.ctl, rps);
+        self.stat.rps = rps;
+        self.stat.lat = lat;
+    }
+
+    fn publish(&mut self) {
+        self.last_refresh = Instant::now();
+        let (workers, idle) = self.pool.counts();
+        self.stat.nr_workers = workers;
+        self.stat.nr_idle_workers = idle;
+        self.stat.concurrency = self.ctl.concurrency;
+        self.stat.concurrency_max = self.ctl.concurrency_max;
+        self.stat.file_addr_frac = self.ctl.file_addr_frac;
+        self.stat.anon_addr_frac = self.ctl.anon_addr_frac;
+        if let Some(lg) = &self.logger {
+            self.stat.log_dropped = lg.dropped();
+        }
+        let mut pb = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        pb.stat = self.stat.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footprint_splits_size_between_files_and_anon() {
+        let p = Params::default();
+        let size = 4u64 << 30;
+        // Testfiles of size × 0.25.
+        let fp = Footprint::new(&p, size, 0.25, 1 << 30);
+        assert_eq!(fp.total, (size as f64 * 0.8) as u64);
+        assert_eq!(fp.file_frac, 0.25);
+        assert_eq!(fp.file_pages, (size as f64 * 0.8 * 0.25) as u64 / PAGE);
+        assert_eq!(fp.anon_bytes, (size as f64 * 0.8 * 0.75) as u64);
+        // file_frac is clamped to file_max_frac and to what the testfiles hold.
+        let p2 = Params {
+            file_frac: 0.9,
+            ..p.clone()
+        };
+        let fp = Footprint::new(&p2, size, 0.25, 256 << 20);
+        assert_eq!(fp.file_frac, 1.0 / 16.0);
+        assert!(fp.file_pages * PAGE <= 256 << 20);
+    }
+}

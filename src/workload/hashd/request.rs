@@ -1,0 +1,466 @@
+//! What one hashd request does: read a few chunks of testfiles (page cache), touch a few
+//! chunks of the anonymous area, hash what was read, and sleep in between like a service
+//! waiting on the network.
+//!
+//! Sizes and positions are clamped-normal draws. Positions are relative (`rel ∈ [−1, 1]`,
+//! scaled by the current footprint fraction) and map to pages so that 0 is the hottest page
+//! and growing |rel| spreads the accesses outward — positive values over even pages, negative
+//! over odd ones for files — so scaling the amplitude grows or shrinks the touched region
+//! around a fixed hot centre.
+
+use super::anon::{self, AnonArea};
+use super::dist::{ClampedNormal, Rng};
+use super::params::Params;
+use super::testfiles::{TestFiles, PAGE};
+use sha1::{Digest, Sha1};
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+/// Nominal CPU time of a mean request in fake-CPU mode.
+pub const FAKE_CPU_LAT: f64 = 0.015;
+
+/// Maps `rel ∈ [−1, 1]` onto `n` slots: `2·floor((n/2)·|rel|)`, plus 1 when rel < 0, capped
+/// at n − 1. rel = 0 is slot 0.
+pub fn rel_to_slot(rel: f64, n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let mag = rel.abs().min(1.0);
+    let mut s = 2 * ((n as f64 / 2.0) * mag).floor() as u64;
+    if rel < 0.0 {
+        s += 1;
+    }
+    s.min(n - 1)
+}
+
+/// The page of the anon area where a chunk starts: the mapping runs over the bytes of
+/// `anon_bytes − (chunk_pages − 1)·PAGE` (so a whole chunk fits) and the byte is divided by
+/// PAGE.
+pub fn anon_chunk_page(rel: f64, anon_bytes: u64, chunk_pages: u64) -> u64 {
+    let span = anon_bytes
+        .saturating_sub((chunk_pages.saturating_sub(1)) * PAGE)
+        .max(1);
+    rel_to_slot(rel, span) / PAGE
+}
+
+/// Everything a request needs that only changes with the params; rebuilt on a reload.
+#[derive(Debug, Clone)]
+pub struct ReqConfig {
+    pub file_size: ClampedNormal,
+    pub anon_size: ClampedNormal,
+    pub sleep: ClampedNormal,
+    pub file_addr: ClampedNormal,
+    pub anon_addr: ClampedNormal,
+    pub chunk_pages: u64,
+    pub file_write_frac: f64,
+    pub anon_write_frac: f64,
+    pub cpu_ratio: f64,
+    pub fake_cpu_load: bool,
+    /// Fake-CPU seconds per byte of buffer × cpu_ratio.
+    pub fake_tpb: f64,
+    /// Pages of testfiles in the footprint.
+    pub file_pages: u64,
+    /// Bytes of anon area in the footprint.
+    pub anon_bytes: u64,
+}
+
+impl ReqConfig {
+    /// `file_pages` and `anon_bytes` are the footprint (see `Footprint`).
+    pub fn new(p: &Params, file_pages: u64, anon_bytes: u64) -> ReqConfig {
+        let mean = p.file_size_mean as f64;
+        let anon_mean = mean * p.anon_size_ratio;
+        let page = PAGE as f64;
+        let denom = mean * p.cpu_ratio * (1.0 + p.anon_size_ratio);
+        ReqConfig {
+            file_size: ClampedNormal::new(
+                mean,
+                mean * p.file_size_stdev_ratio,
+                page,
+                (2.0 * mean).max(page),
+            ),
+            anon_size: ClampedNormal::new(
+                anon_mean,
+                anon_mean * p.anon_size_stdev_ratio,
+                page,
+                (2.0 * anon_mean).max(page),
+            ),
+            sleep: ClampedNormal::new(
+                p.sleep_mean,
+                p.sleep_mean * p.sleep_stdev_ratio,
+                0.0,
+                2.0 * p.sleep_mean,
+            ),
+            file_addr: ClampedNormal::new(0.0, p.file_addr_stdev_ratio, -1.0, 1.0),
+            anon_addr: ClampedNormal::new(0.0, p.anon_addr_stdev_ratio, -1.0, 1.0),
+            chunk_pages: p.chunk_pages as u64,
+            file_write_frac: p.file_write_frac,
+            anon_write_frac: p.anon_write_frac,
+            cpu_ratio: p.cpu_ratio,
+            fake_cpu_load: p.fake_cpu_load,
+            fake_tpb: if denom > 0.0 {
+                FAKE_CPU_LAT / denom
+            } else {
+                0.0
+            },
+            file_pages,
+            anon_bytes,
+        }
+    }
+
+    fn chunk_bytes(&self) -> f64 {
+        (self.chunk_pages * PAGE) as f64
+    }
+}
+
+/// One request as the dispatcher drew it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub file_chunks: u64,
+    pub anon_chunks: u64,
+    pub sleep: f64,
+    pub file_addr_frac: f64,
+    pub anon_addr_frac: f64,
+    /// Latency is measured from here (dispatch), so queueing and thread start count.
+    pub start: Instant,
+}
+
+impl Request {
+    pub fn draw(cfg: &ReqConfig, rng: &mut Rng, file_addr_frac: f64, anon_addr_frac: f64) -> Self {
+        let cb = cfg.chunk_bytes();
+        let file_size = cfg.file_size.sample(rng);
+        let anon_size = cfg.anon_size.sample(rng);
+        Request {
+            file_chunks: ((file_size / cb).ceil() as u64).max(1),
+            anon_chunks: (anon_size / cb).ceil() as u64,
+            sleep: cfg.sleep.sample(rng),
+            file_addr_frac,
+            anon_addr_frac,
+            start: Instant::now(),
+        }
+    }
+}
+
+/// A worker's reusable state. The buffer only grows, so a request doesn't pay for zeroing
+/// it; `len` is the part the current request filled (in fake-CPU mode only counted).
+pub struct Workspace {
+    pub rng: Rng,
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Default for Workspace {
+    fn default() -> Self {
+        Workspace {
+            rng: Rng::from_entropy(),
+            buf: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl Workspace {
+    /// The next page of the buffer, appended.
+    fn next_page(&mut self) -> &mut [u8] {
+        let at = self.len;
+        let end = at + PAGE as usize;
+        if self.buf.len() < end {
+            self.buf.resize(end.max(2 * self.buf.len()), 0);
+        }
+        self.len = end;
+        &mut self.buf[at..end]
+    }
+}
+
+/// What a finished request reports.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    pub digest: [u8; 20],
+    /// Bytes hashed (0 in fake-CPU mode).
+    pub hashed: u64,
+    /// CPU seconds the hashing took (this thread).
+    pub hash_cpu: f64,
+    pub io_errors: u32,
+}
+
+fn sleep_secs(s: f64) {
+    if s > 0.0 && s.is_finite() {
+        std::thread::sleep(Duration::from_secs_f64(s));
+    }
+}
+
+/// Runs `req`: file phase, sleep, anon phase, sleep, hash, sleep.
+pub fn run(
+    req: &Request,
+    cfg: &ReqConfig,
+    files: &TestFiles,
+    area: &AnonArea,
+    ws: &mut Workspace,
+) -> Outcome {
+    ws.len = 0;
+    let io_errors = file_phase(req, cfg, files, ws);
+    sleep_secs(req.sleep / 3.0);
+    anon_phase(req, cfg, area, ws);
+    sleep_secs(req.sleep / 3.0);
+    let (digest, hashed, hash_cpu) = if cfg.fake_cpu_load {
+        sleep_secs(ws.len as f64 * cfg.cpu_ratio * cfg.fake_tpb);
+        ([0u8; 20], 0, 0.0)
+    } else {
+        let t0 = thread_cpu();
+        let (d, n) = hash(&ws.buf[..ws.len], cfg.cpu_ratio);
+        (d, n, thread_cpu() - t0)
+    };
+    sleep_secs(req.sleep / 3.0);
+    Outcome {
+        digest,
+        hashed,
+        hash_cpu,
+        io_errors,
+    }
+}
+
+/// CPU seconds used by the calling thread.
+pub fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the local struct.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// SHA-1 over `buf` scaled by `cpu_ratio`: whole passes while the ratio is ≥ 0.99, then one
+/// pass over the leading `round(len × rest)` bytes. Returns the digest and bytes hashed.
+pub fn hash(buf: &[u8], cpu_ratio: f64) -> ([u8; 20], u64) {
+    let mut h = Sha1::new();
+    let mut r = cpu_ratio;
+    let mut len = buf.len();
+    let mut hashed = 0u64;
+    while r > 0.01 {
+        if r < 0.99 {
+            len = ((len as f64 * r).round() as usize).min(len);
+            r = 0.0;
+        } else {
+            r -= 1.0;
+        }
+        h.update(&buf[..len]);
+        hashed += len as u64;
+    }
+    (h.finalize().into(), hashed)
+}
+
+fn file_phase(req: &Request, cfg: &ReqConfig, files: &TestFiles, ws: &mut Workspace) -> u32 {
+    let mut errors = 0;
+    let nr_pages = cfg.file_pages.min(files.nr_pages());
+    if nr_pages == 0 {
+        return 0;
+    }
+    for _ in 0..req.file_chunks {
+        let rel = cfg.file_addr.sample(&mut ws.rng) * req.file_addr_frac;
+        let page = rel_to_slot(rel, nr_pages);
+        let (fi, off) = files.locate(page);
+        let fsize = files.file_size(fi);
+        let write = ws.rng.chance(cfg.file_write_frac);
+        let Some(f) = files.file(fi) else {
+            errors += 1;
+            continue;
+        };
+        let end = (off + cfg.chunk_pages * PAGE).min(fsize);
+        let mut pos = off;
+        while pos < end {
+            let res = if cfg.fake_cpu_load {
+                let mut word = [0u8; 8];
+                ws.len += PAGE as usize;
+                f.read_exact_at(&mut word, pos).map(|_| word)
+            } else {
+                let page = ws.next_page();
+                f.read_exact_at(page, pos).map(|_| {
+                    let mut w = [0u8; 8];
+                    w.copy_from_slice(&page[..8]);
+                    w
+                })
+            };
+            match res {
+                Ok(word) if write => {
+                    let v = u64::from_ne_bytes(word).wrapping_add(1);
+                    if f.write_all_at(&v.to_ne_bytes(), pos).is_err() {
+                        errors += 1;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if errors == 0 {
+                        log::warn!("testfile {} read at {}: {}", fi, pos, e);
+                    }
+                    errors += 1;
+                }
+            }
+            pos += PAGE;
+        }
+    }
+    errors
+}
+
+fn anon_phase(req: &Request, cfg: &ReqConfig, area: &AnonArea, ws: &mut Workspace) {
+    if req.anon_chunks == 0 {
+        return;
+    }
+    area.with_pages(|pages| {
+        let bytes = cfg.anon_bytes.min(pages.nr_pages() * PAGE);
+        for _ in 0..req.anon_chunks {
+            let rel = cfg.anon_addr.sample(&mut ws.rng) * req.anon_addr_frac;
+            let base = anon_chunk_page(rel, bytes, cfg.chunk_pages);
+            let write = ws.rng.chance(cfg.anon_write_frac);
+            for i in 0..cfg.chunk_pages {
+                let pg = pages.page(base + i);
+                anon::fill_if_new(pg, &mut ws.rng);
+                if write {
+                    anon::bump(pg);
+                }
+                if cfg.fake_cpu_load {
+                    // One byte is enough to keep the page in use.
+                    std::hint::black_box(pg[0].load(std::sync::atomic::Ordering::Relaxed) as u8);
+                    ws.len += PAGE as usize;
+                } else {
+                    anon::copy_page(pg, ws.next_page());
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_mapping_interleaves_around_a_hot_centre() {
+        assert_eq!(rel_to_slot(0.0, 100), 0);
+        assert_eq!(rel_to_slot(-0.0001, 100), 1);
+        assert_eq!(rel_to_slot(0.1, 100), 10);
+        assert_eq!(rel_to_slot(-0.1, 100), 11);
+        assert_eq!(rel_to_slot(1.0, 100), 99, "capped at n-1");
+        assert_eq!(rel_to_slot(-1.0, 100), 99);
+        assert_eq!(rel_to_slot(0.999, 101), 100);
+        assert_eq!(rel_to_slot(-1.0, 101), 100);
+        assert_eq!(rel_to_slot(0.5, 1), 0);
+        assert_eq!(rel_to_slot(0.5, 0), 0);
+        // Positive → even, negative → odd.
+        for i in 0..200 {
+            let rel = i as f64 / 200.0;
+            assert_eq!(rel_to_slot(rel, 1000) % 2, 0);
+            assert_eq!(rel_to_slot(-rel - 1e-9, 1000) % 2, 1);
+        }
+    }
+
+    #[test]
+    fn scaling_rel_keeps_the_hot_centre() {
+        // Halving the amplitude halves the touched range; slot 0 stays the hottest.
+        let n = 10_000;
+        let d = ClampedNormal::new(0.0, 0.215, -1.0, 1.0);
+        let mut rng = Rng::seeded(11);
+        let mut full = vec![0u32; n as usize];
+        let mut half = vec![0u32; n as usize];
+        for _ in 0..200_000 {
+            let r = d.sample(&mut rng);
+            full[rel_to_slot(r, n) as usize] += 1;
+            half[rel_to_slot(r * 0.5, n) as usize] += 1;
+        }
+        let max_touched = |h: &[u32]| h.iter().rposition(|c| *c > 0).unwrap_or(0);
+        assert!(max_touched(&half) <= n as usize / 2 + 1);
+        assert!(max_touched(&full) > n as usize * 9 / 10);
+        let mass = |h: &[u32], lo: usize, hi: usize| h[lo..hi].iter().sum::<u32>();
+        assert!(mass(&full, 0, 100) > mass(&full, 5000, 5100) * 5);
+        assert!(mass(&half, 0, 100) > mass(&full, 0, 100));
+    }
+
+    #[test]
+    fn anon_chunks_fit_inside_the_area() {
+        let bytes = 100 * PAGE;
+        assert_eq!(anon_chunk_page(0.0, bytes, 25), 0);
+        for rel in [1.0, -1.0, 0.999, -0.5] {
+            let p = anon_chunk_page(rel, bytes, 25);
+            assert!(p + 25 <= 100, "rel {rel}: chunk at {p} overruns");
+        }
+        assert_eq!(anon_chunk_page(1.0, 10 * PAGE, 25), 0, "tiny area");
+    }
+
+    #[test]
+    fn hash_scaling_by_cpu_ratio() {
+        let buf: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        assert_eq!(hash(&buf, 0.93).1, 930);
+        assert_eq!(hash(&buf, 1.0).1, 1000);
+        assert_eq!(hash(&buf, 2.5).1, 2500);
+        assert_eq!(hash(&buf, 0.0).1, 0);
+        let (d, _) = hash(&buf, 1.0);
+        let mut h = Sha1::new();
+        h.update(&buf);
+        assert_eq!(d, <[u8; 20]>::from(h.finalize()));
+    }
+
+    #[test]
+    fn request_sizes_follow_the_params() {
+        let p = Params::default();
+        let cfg = ReqConfig::new(&p, 1000, 1 << 20);
+        let mut rng = Rng::seeded(4);
+        let n = 20_000;
+        let (mut fc, mut ac, mut sl) = (0u64, 0u64, 0.0);
+        for _ in 0..n {
+            let r = Request::draw(&cfg, &mut rng, 1.0, 1.0);
+            assert!(r.file_chunks >= 1 && r.file_chunks <= 25);
+            assert!((0.0..=0.04).contains(&r.sleep));
+            fc += r.file_chunks;
+            ac += r.anon_chunks;
+            sl += r.sleep;
+        }
+        let (fc, ac, sl) = (fc as f64 / n as f64, ac as f64 / n as f64, sl / n as f64);
+        // ~1.26 MB / 100 KiB ≈ 12.3 → ~12.8 after rounding up; anon 2.3× that.
+        assert!((12.0..14.0).contains(&fc), "file chunks {fc}");
+        assert!((28.0..31.0).contains(&ac), "anon chunks {ac}");
+        assert!((sl - 0.020).abs() < 0.001, "sleep {sl}");
+        // Fake CPU: a mean request sleeps 15 ms for its buffer.
+        let mean_len = p.file_size_mean as f64 * (1.0 + p.anon_size_ratio);
+        assert!((mean_len * cfg.cpu_ratio * cfg.fake_tpb - FAKE_CPU_LAT).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_request_reads_files_and_fills_anon_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let tf = TestFiles::with_unit(dir.path(), 64 * PAGE, 0.0, 16 * PAGE).unwrap();
+        tf.prepare(&mut |_| true).unwrap();
+        let area = AnonArea::with_unit(64 * PAGE, 16 * PAGE as usize).unwrap();
+        let p = Params {
+            file_size_mean: 8 * PAGE as usize,
+            chunk_pages: 4,
+            sleep_mean: 0.0,
+            anon_write_frac: 1.0,
+            ..Params::default()
+        };
+        for fake in [false, true] {
+            let p = Params {
+                fake_cpu_load: fake,
+                ..p.clone()
+            };
+            let cfg = ReqConfig::new(&p, 64, 64 * PAGE);
+            let mut ws = Workspace::default();
+            let req = Request::draw(&cfg, &mut ws.rng, 1.0, 1.0);
+            let out = run(&req, &cfg, &tf, &area, &mut ws);
+            assert_eq!(out.io_errors, 0);
+            let pages = (req.file_chunks + req.anon_chunks) * 4;
+            if fake {
+                assert_eq!(out.hashed, 0);
+                assert_eq!(out.digest, [0; 20]);
+                assert!(ws.len as u64 <= pages * PAGE);
+            } else {
+                assert!(out.hashed > 0 && out.hashed <= pages * PAGE);
+                assert_ne!(out.digest, [0; 20]);
+            }
+        }
+        let touched = area.with_pages(|pg| {
+            (0..pg.nr_pages())
+                .filter(|i| pg.page(*i)[0].load(std::sync::atomic::Ordering::Relaxed) != 0)
+                .count()
+        });
+        assert!(touched > 0);
+    }
+}

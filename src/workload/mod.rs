@@ -1,0 +1,3 @@
+//! The processes benches start: `hashd`, the bundled latency-sensitive workload.
+
+pub mod hashd;
