@@ -5,6 +5,7 @@
 use crate::bench::{self, Bench, FormatOpts};
 use crate::error::UsageError;
 use crate::format::job_name;
+use crate::report::reporter::ReporterHandle;
 use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
@@ -52,18 +53,43 @@ pub struct RunConfig {
 }
 
 /// What a bench's `run` gets: its spec, the matched previous record (incremental benches resume
-/// from it), and checkpointing into the result file.
-pub struct RunCtx {
+/// from it), checkpointing into the result file, and — for benches that touch the system — the
+/// host session (balloon, running reporter).
+pub struct RunCtx<'a> {
     spec: JobSpec,
     prev_record: Option<Box<RawValue>>,
     dir: PathBuf,
     file: ResultFile,
     idx: usize,
     period_start: u64,
-    sysinfo: Box<RawValue>,
+    sysinfo: SysinfoSrc<'a>,
 }
 
-impl RunCtx {
+/// Where an entry's sysinfo comes from: fixed (benches that don't touch the system), or read
+/// from the host session whenever it is stored, so the header shows the host as the job left it.
+enum SysinfoSrc<'a> {
+    Fixed(Box<RawValue>),
+    Session {
+        session: &'a mut Session,
+        bench_args: Option<serde_json::Value>,
+        needs: &'static crate::bench::SystemNeeds,
+    },
+}
+
+impl SysinfoSrc<'_> {
+    fn current(&self) -> Result<Box<RawValue>> {
+        match self {
+            SysinfoSrc::Fixed(raw) => Ok(raw.clone()),
+            SysinfoSrc::Session {
+                session,
+                bench_args,
+                needs,
+            } => to_raw(&session.sysinfo(bench_args.clone(), needs.sysreqs, needs.mem_profile)?),
+        }
+    }
+}
+
+impl RunCtx<'_> {
     pub fn spec(&self) -> &JobSpec {
         &self.spec
     }
@@ -79,6 +105,28 @@ impl RunCtx {
         &self.dir
     }
 
+    /// Where the per-second reports of this run go (`<dir>/report.d`).
+    pub fn reports_dir(&self) -> PathBuf {
+        crate::report::reports_dir(&self.dir)
+    }
+
+    /// The host session, for benches with `system` needs (e.g. to resize the balloon).
+    pub fn session(&mut self) -> Option<&mut Session> {
+        match &mut self.sysinfo {
+            SysinfoSrc::Session { session, .. } => Some(&mut **session),
+            SysinfoSrc::Fixed(_) => None,
+        }
+    }
+
+    /// The running reporter: `set_state`, and `shared()` for the workload statistics (hashd)
+    /// and extra cgroups the reports should carry.
+    pub fn reporter(&self) -> Option<&ReporterHandle> {
+        match &self.sysinfo {
+            SysinfoSrc::Session { session, .. } => session.reporter(),
+            SysinfoSrc::Fixed(_) => None,
+        }
+    }
+
     /// Stores `record` as the entry's in-progress record and saves the whole result file
     /// atomically. The entry's `result` is left as it was.
     pub fn checkpoint<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<()> {
@@ -87,7 +135,7 @@ impl RunCtx {
         e.record = Some(raw);
         e.incomplete = true;
         e.period = (self.period_start, now().max(self.period_start));
-        e.sysinfo = self.sysinfo.clone();
+        e.sysinfo = self.sysinfo.current()?;
         self.file.touch(self.idx);
         self.file.save().context("saving checkpoint")?;
         log::debug!("{}: checkpoint saved", job_name(&self.spec));
@@ -240,7 +288,11 @@ fn start_session(
     let Some(opts) = &cfg.system else {
         crate::usage_bail!("these benches need the host setup, which this invocation lacks");
     };
-    Session::start(HostPaths::real(), opts, &needs).map(Some)
+    let mut session = Session::start(HostPaths::real(), opts, &needs)?;
+    session
+        .start_reporter(opts)
+        .context("starting the reporter")?;
+    Ok(Some(session))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -286,19 +338,22 @@ fn run_job(
                 prev
             }
             (_, prev) => {
-                let job_sysinfo = match (desc.system, session) {
-                    (Some(sys), Some(s)) => {
+                let src = match (desc.system, session) {
+                    (Some(needs), Some(s)) => {
                         s.prepare_job(
                             Enforce::from_passive(spec.passive.as_deref()),
-                            sys.mem_profile,
+                            needs.mem_profile,
                         )
                         .with_context(|| format!("{}: preparing the host", name))?;
-                        to_raw(&s.sysinfo(cfg.bench_args.clone(), sys.sysreqs, sys.mem_profile)?)?
+                        SysinfoSrc::Session {
+                            session: s,
+                            bench_args: cfg.bench_args.clone(),
+                            needs,
+                        }
                     }
-                    _ => sysinfo.to_owned(),
+                    _ => SysinfoSrc::Fixed(sysinfo.to_owned()),
                 };
-                let (file_back, record) =
-                    execute(file, &spec, bench, idx, prev, cfg, &job_sysinfo)?;
+                let (file_back, record) = execute(file, &spec, bench, idx, prev, cfg, src)?;
                 file = file_back;
                 record
             }
@@ -338,7 +393,7 @@ fn execute(
     idx: usize,
     prev: Option<Box<RawValue>>,
     cfg: &RunConfig,
-    sysinfo: &RawValue,
+    sysinfo: SysinfoSrc,
 ) -> Result<(ResultFile, Box<RawValue>)> {
     let name = job_name(spec);
     let start = now();
@@ -367,11 +422,17 @@ fn execute(
         file,
         idx,
         period_start,
-        sysinfo: sysinfo.to_owned(),
+        sysinfo,
     };
     let record = bench
         .run(&mut ctx)
         .with_context(|| format!("{} failed", name))?;
+    // Sampled at the job's end, as upstream does: the iocost state, swappiness and zswap the
+    // job left are what its numbers were measured under.
+    let sysinfo = ctx
+        .sysinfo
+        .current()
+        .with_context(|| format!("{}: reading the host's sysinfo", name))?;
     let mut file = ctx.file;
     let unchanged = match &ctx.prev_record {
         Some(prev) => {
@@ -390,7 +451,7 @@ fn execute(
         e.incomplete = false;
         e.record = Some(to_raw(&record)?);
         e.period = (period_start, now().max(period_start));
-        e.sysinfo = sysinfo.to_owned();
+        e.sysinfo = sysinfo;
     }
     let raw = e
         .record

@@ -1,6 +1,7 @@
 //! End-to-end tests of the system layer in `resctl-bench vm` guests: the fix pass of `deps`,
-//! restoring the host after a SIGKILLed run, and the memory-profile balloon. They run only with
-//! RESCTL_BENCH_VM_TESTS=1, in one test so the guests boot one after another (three in all).
+//! restoring the host after a SIGKILLed run, the memory-profile balloon, and a run's
+//! per-second reports, `--swappiness`, hostcritical.slice and SIGTERM. They run only with
+//! RESCTL_BENCH_VM_TESTS=1, in one test so the guests boot one after another (four in all).
 
 use serde_json::Value;
 use std::process::Output;
@@ -219,6 +220,85 @@ fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
         "{}",
         j
     );
+
+    // Boot 4: a run writes a report for (nearly) every second of its entry's period from
+    // inside hostcritical.slice, under --swappiness 70 and tracefs latencies; its header shows
+    // the host with io.cost on; nothing is left behind, after a normal end or a SIGTERM.
+    let j = ok_json(&vm(cwd.path(), "1G", &["__vm-scenario", "reports"]));
+    assert_eq!(j["run_status"], 0, "{}", j);
+    let before = j["swappiness_before"].as_str().unwrap();
+    for h in [&j["holding"], &j["term_holding"]] {
+        assert_eq!(h["cgroup"], "0::/hostcritical.slice", "{}", j);
+        assert_eq!(
+            h["tracefs_instances"].as_array().map(|a| a.len()),
+            Some(1),
+            "{}",
+            j
+        );
+    }
+    assert_eq!(j["holding"]["swappiness"], "70");
+    let (p0, p1) = (
+        j["period"][0].as_u64().unwrap(),
+        j["period"][1].as_u64().unwrap(),
+    );
+    let secs = p1 - p0 + 1;
+    let present = j["reports_in_period"].as_u64().unwrap();
+    eprintln!(
+        "reports: {}/{} seconds of the period [{}, {}]; first report {:.2}s after start",
+        present,
+        secs,
+        p0,
+        p1,
+        j["holding"]["first_report_after"].as_f64().unwrap_or(-1.0)
+    );
+    // hold=6: the period spans at least 6 s; the report of the period's last second may be
+    // written after the entry's end is stamped, and the first second may precede the reporter.
+    assert!(secs >= 6, "{}", j);
+    assert!(
+        present + 2 >= secs,
+        "{} of {} seconds: {}",
+        present,
+        secs,
+        j
+    );
+    let mid = &j["mid_report"];
+    assert_eq!(mid["swappiness"], 70, "{}", j);
+    assert_eq!(mid["iolat_unavailable"], false, "{}", j);
+    assert!(mid["iolat_read_p50"].is_number(), "{}", j);
+    let units: Vec<&str> = mid["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    for u in ["-.slice", "hostcritical.slice", "workload.slice"] {
+        assert!(units.contains(&u), "{} not in {:?}", u, units);
+    }
+    let summary = j["run_stdout"].as_str().unwrap();
+    for line in [
+        "System info: kernel=",
+        "swappiness=70",
+        "IO info: dev=vda(",
+        "iosched=none wbt=off iocost=on other=off",
+        "iocost model: ",
+        "iocost QoS: ",
+    ] {
+        assert!(summary.contains(line), "{:?} missing:\n{}", line, summary);
+    }
+    for (what, after) in [("normal end", &j["after"]), ("SIGTERM", &j["after_term"])] {
+        assert_eq!(after["swappiness"], before, "{}: {}", what, j);
+        assert_eq!(after["slices"], serde_json::json!([]), "{}: {}", what, j);
+        assert_eq!(after["restore_json"], false, "{}: {}", what, j);
+        assert_eq!(
+            after["tracefs_instances"],
+            serde_json::json!([]),
+            "{}: {}",
+            what,
+            j
+        );
+    }
+    // The signal handler restores and exits 128+SIGTERM; it is not killed by its own cgroup.
+    assert_eq!(j["term_status"], 143, "{}", j);
 
     eprintln!(
         "VM system test group: {:.1}s",

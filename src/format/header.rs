@@ -9,14 +9,13 @@ use crate::result::Entry;
 use crate::units::format_size;
 use anyhow::Result;
 use chrono::TimeZone;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use std::fmt::{self, Write};
+use std::fmt::Write;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct HeaderSysInfo {
-    pub sysreqs_missed: OrderedMissed,
+    pub sysreqs_missed: MissedReqs,
     pub sysreqs_report: Option<SysReqsReport>,
     pub iocost: IoCostSnapshot,
     pub hashd: Option<HashdKnobs>,
@@ -25,70 +24,9 @@ pub struct HeaderSysInfo {
     pub zswap_enabled: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct SysReqsReport {
-    pub missed: KeyList,
-    pub kernel_version: String,
-    pub nr_cpus: u64,
-    pub total_memory: f64,
-    pub total_swap: f64,
-    pub scr_dev: String,
-    pub scr_devnr: (u64, u64),
-    pub scr_dev_model: String,
-    pub scr_dev_fwrev: String,
-    pub scr_dev_size: f64,
-    pub scr_dev_iosched: String,
-    pub enforce: Option<Enforce>,
-}
-
-/// Which resources the agent enforced; the complement is shown as `passive=`.
-#[derive(Debug, Deserialize)]
-#[serde(default)]
-pub struct Enforce {
-    pub crit_mem_prot: bool,
-    pub cpu: bool,
-    pub mem: bool,
-    pub io: bool,
-    pub fs: bool,
-    pub oomd: bool,
-}
-
-impl Default for Enforce {
-    fn default() -> Self {
-        Self {
-            crit_mem_prot: true,
-            cpu: true,
-            mem: true,
-            io: true,
-            fs: true,
-            oomd: true,
-        }
-    }
-}
-
-impl Enforce {
-    /// `ALL` (nothing enforced), `all` (only hostcritical memory protection), the `/`-joined
-    /// list of resources not enforced, or empty when everything is.
-    pub fn passive(&self) -> String {
-        let off: Vec<&str> = [
-            ("cpu", self.cpu),
-            ("mem", self.mem),
-            ("io", self.io),
-            ("fs", self.fs),
-            ("oomd", self.oomd),
-        ]
-        .iter()
-        .filter(|(_, on)| !on)
-        .map(|(name, _)| *name)
-        .collect();
-        if off.len() == 5 {
-            if self.crit_mem_prot { "all" } else { "ALL" }.to_string()
-        } else {
-            off.join("/")
-        }
-    }
-}
+/// `sysreqs_report` and `enforce`: the one (lenient) definition, shared with the code that
+/// writes them.
+pub use crate::system::sysreqs::{Enforce, MissedReqs, SysReqsReport};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -120,74 +58,6 @@ pub struct MemInfo {
     pub avail: f64,
     pub share: f64,
     pub target: f64,
-}
-
-/// Keys of a JSON object in file order (also accepts an array of names).
-#[derive(Debug, Default)]
-pub struct KeyList(pub Vec<String>);
-
-impl<'de> Deserialize<'de> for KeyList {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = KeyList;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a map or list of requirement names")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyList, A::Error> {
-                let mut keys = Vec::new();
-                while let Some((k, _)) = map.next_entry::<String, IgnoredAny>()? {
-                    keys.push(k);
-                }
-                Ok(KeyList(keys))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<KeyList, A::Error> {
-                let mut keys = Vec::new();
-                while let Some(k) = seq.next_element::<String>()? {
-                    keys.push(k);
-                }
-                Ok(KeyList(keys))
-            }
-            fn visit_unit<E>(self) -> Result<KeyList, E> {
-                Ok(KeyList::default())
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `sysreqs_missed`: requirement → messages, in file order.
-#[derive(Debug, Default)]
-pub struct OrderedMissed(pub Vec<(String, Vec<String>)>);
-
-impl<'de> Deserialize<'de> for OrderedMissed {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = OrderedMissed;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a map of requirement names to messages")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OrderedMissed, A::Error> {
-                let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Option<Vec<String>>>()? {
-                    out.push((k, v.unwrap_or_default()));
-                }
-                Ok(OrderedMissed(out))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OrderedMissed, A::Error> {
-                let mut out = Vec::new();
-                while let Some(k) = seq.next_element::<String>()? {
-                    out.push((k, Vec::new()));
-                }
-                Ok(OrderedMissed(out))
-            }
-            fn visit_unit<E>(self) -> Result<OrderedMissed, E> {
-                Ok(OrderedMissed::default())
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 impl HeaderSysInfo {
@@ -237,8 +107,8 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
         out,
         "             nr_cpus={} memory={} swap={} swappiness={}{}",
         rep.nr_cpus,
-        format_size(rep.total_memory),
-        format_size(rep.total_swap),
+        format_size(rep.total_memory as f64),
+        format_size(rep.total_swap as f64),
         si.swappiness,
         if si.zswap_enabled { " zswap" } else { "" }
     );
@@ -252,17 +122,13 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
             format_size(si.mem.target)
         );
     }
-    let passive = rep
-        .enforce
-        .as_ref()
-        .map(|e| e.passive())
-        .unwrap_or_default();
+    let passive = rep.enforce.passive();
     if !passive.is_empty() {
         let _ = writeln!(out, "             passive={}", passive);
     }
     out.push('\n');
 
-    let missed = |name: &str| rep.missed.0.iter().any(|k| k == name);
+    let missed = |name: &str| rep.missed.contains(name);
     let onoff = |b: bool| if b { "on" } else { "off" };
     let iocost_on = si.iocost.qos.enable > 0;
     let _ = writeln!(
@@ -273,7 +139,7 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
         rep.scr_devnr.1,
         rep.scr_dev_model,
         rep.scr_dev_fwrev,
-        format_size(rep.scr_dev_size)
+        format_size(rep.scr_dev_size as f64)
     );
     let _ = writeln!(
         out,
@@ -308,12 +174,7 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
     }
 
     if !si.sysreqs_missed.0.is_empty() {
-        let names: Vec<&str> = si
-            .sysreqs_missed
-            .0
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .collect();
+        let names: Vec<&str> = si.sysreqs_missed.names().collect();
         let _ = writeln!(out, "Missed sysreqs: {}", names.join(", "));
         for (_, msgs) in &si.sysreqs_missed.0 {
             for msg in msgs {
@@ -346,7 +207,7 @@ mod tests {
 
     #[test]
     fn missed_keeps_file_order() {
-        let m: OrderedMissed =
+        let m: MissedReqs =
             serde_json::from_str(r#"{"Swap":["no swap"],"NoWbt":["wbt on","x"]}"#).unwrap();
         assert_eq!(m.0[0].0, "Swap");
         assert_eq!(m.0[1].1, vec!["wbt on", "x"]);

@@ -492,6 +492,8 @@ impl Matcher {
 
 struct Shared {
     stop: AtomicBool,
+    /// Set by the reader thread once its files are closed.
+    finished: AtomicBool,
     matcher: Mutex<Matcher>,
     /// Why the reader thread stopped early.
     error: Mutex<Option<String>>,
@@ -506,6 +508,9 @@ pub struct TraceFsSource {
     inst: PathBuf,
     shared: Arc<Shared>,
     reader: Option<JoinHandle<()>>,
+    /// Stops the reader on a signal so the restore journal can remove the instance (open
+    /// trace files keep it busy).
+    _on_signal: Arc<crate::system::restore::SignalHook>,
 }
 
 fn write_knob(path: &Path, val: &str) -> Result<()> {
@@ -589,15 +594,31 @@ impl TraceFsSource {
         }
         std::fs::create_dir(&inst)
             .with_context(|| format!("creating tracefs instance {}", inst.display()))?;
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
+            matcher: Mutex::new(Matcher::new(devnr)),
+            error: Mutex::new(None),
+        });
+        let on_signal: Arc<crate::system::restore::SignalHook> = {
+            let shared = shared.clone();
+            Arc::new(move || {
+                shared.stop.store(true, Ordering::Relaxed);
+                let t = std::time::Instant::now();
+                while !shared.finished.load(Ordering::Acquire)
+                    && t.elapsed() < std::time::Duration::from_secs(1)
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            })
+        };
+        crate::system::restore::before_signal_restore(&on_signal);
         // From here on `src` removes the instance if anything fails.
         let mut src = Self {
             inst,
-            shared: Arc::new(Shared {
-                stop: AtomicBool::new(false),
-                matcher: Mutex::new(Matcher::new(devnr)),
-                error: Mutex::new(None),
-            }),
+            shared,
             reader: None,
+            _on_signal: on_signal,
         };
         journal.created_dir(&src.inst)?;
         src.setup(devnr, mode)?;
@@ -652,6 +673,8 @@ impl TraceFsSource {
                         Input::Raw(r) => read_raw(r, &shared),
                         Input::Text(f) => read_text(f, &shared),
                     };
+                    // The input (and its trace files) was dropped when the reader returned.
+                    shared.finished.store(true, Ordering::Release);
                     if let Err(e) = res {
                         log::warn!("iolat: tracefs reader stopped: {:#}", e);
                         *lock(&shared.error) = Some(format!("{:#}", e));

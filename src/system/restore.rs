@@ -318,6 +318,24 @@ impl Journal {
     }
 }
 
+/// Something to run on a signal before the journal restores: releasing what would keep a
+/// change from being undone while this process still runs (the open files of a tracefs
+/// instance keep it from being removed).
+pub type SignalHook = dyn Fn() + Send + Sync;
+
+/// Registers `hook` to run on SIGINT/SIGTERM/SIGHUP before the journals restore; it is
+/// forgotten when the last `Arc` of it is dropped.
+pub fn before_signal_restore(hook: &Arc<SignalHook>) {
+    let mut hooks = signal_hooks();
+    hooks.retain(|w| w.strong_count() > 0);
+    hooks.push(Arc::downgrade(hook));
+}
+
+fn signal_hooks() -> MutexGuard<'static, Vec<Weak<SignalHook>>> {
+    static HOOKS: Mutex<Vec<Weak<SignalHook>>> = Mutex::new(Vec::new());
+    HOOKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn registry() -> MutexGuard<'static, Vec<Weak<Mutex<Inner>>>> {
     static REG: Mutex<Vec<Weak<Mutex<Inner>>>> = Mutex::new(Vec::new());
     REG.lock().unwrap_or_else(|e| e.into_inner())
@@ -325,6 +343,10 @@ fn registry() -> MutexGuard<'static, Vec<Weak<Mutex<Inner>>>> {
 
 fn restore_after_signal(sig: i32) -> ! {
     eprintln!("resctl-bench: got signal {}, restoring host changes", sig);
+    let hooks: Vec<_> = signal_hooks().iter().filter_map(|w| w.upgrade()).collect();
+    for h in hooks {
+        h();
+    }
     let journals: Vec<_> = registry().iter().filter_map(|w| w.upgrade()).collect();
     for j in journals {
         let mut inner = lock(&j);
@@ -408,6 +430,10 @@ fn restore_locked(inner: &mut Inner) -> Result<()> {
     for change in inner.changes.iter().rev() {
         match restore_one(change, inner.remount) {
             Ok(()) => log::info!("restored {}", change),
+            // The owner removed it already (a tracefs instance on a normal stop).
+            Err(e) if is_not_found(&e) && matches!(change, Change::CreatedDir { .. }) => {
+                log::debug!("{}: already removed", change)
+            }
             Err(e) if is_not_found(&e) => {
                 log::warn!("can't restore {}: it no longer exists", change)
             }
@@ -465,6 +491,7 @@ fn remove_created_dir(path: &Path) -> Result<()> {
     if err.raw_os_error() != Some(libc::EBUSY) || !kill.exists() {
         return Err(err).with_context(|| format!("removing directory {}", path.display()));
     }
+    leave_cgroup(path)?;
     log::info!("killing the processes left in {}", path.display());
     write_file(&kill, "1")?;
     let start = std::time::Instant::now();
@@ -482,6 +509,26 @@ fn remove_created_dir(path: &Path) -> Result<()> {
             }
         }
     }
+}
+
+/// If this process is in the cgroup at `path` (a run moves itself into hostcritical.slice),
+/// moves it to the parent cgroup so that `cgroup.kill` doesn't kill the restore itself. The
+/// normal exit moves back to where the run started before restoring; this covers the signal
+/// path, which restores from the handler.
+fn leave_cgroup(path: &Path) -> Result<()> {
+    let me = std::process::id();
+    let procs = std::fs::read_to_string(path.join("cgroup.procs")).unwrap_or_default();
+    if !procs
+        .lines()
+        .any(|l| l.trim().parse::<u32>().ok() == Some(me))
+    {
+        return Ok(());
+    }
+    let Some(parent) = path.parent() else {
+        return Ok(());
+    };
+    write_file(&parent.join("cgroup.procs"), &me.to_string())
+        .with_context(|| format!("moving this process out of {}", path.display()))
 }
 
 /// Enables the recorded controllers that are off now and disables those that were off.
@@ -664,6 +711,30 @@ pub fn journal_test(
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn restore_never_kills_this_process_with_its_slice() {
+        // A fake cgroup tree: this process in hostcritical.slice, as a run is.
+        let t = tmp();
+        let slice = t.path().join("hostcritical.slice");
+        std::fs::create_dir(&slice).unwrap();
+        let me = std::process::id().to_string();
+        std::fs::write(slice.join("cgroup.procs"), format!("1\n{}\n", me)).unwrap();
+        std::fs::write(t.path().join("cgroup.procs"), "").unwrap();
+        leave_cgroup(&slice).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("cgroup.procs")).unwrap(),
+            me
+        );
+        // Not in the cgroup: nothing is written.
+        std::fs::write(slice.join("cgroup.procs"), "1\n").unwrap();
+        std::fs::write(t.path().join("cgroup.procs"), "").unwrap();
+        leave_cgroup(&slice).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("cgroup.procs")).unwrap(),
+            ""
+        );
+    }
 
     fn tmp() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()

@@ -1,9 +1,12 @@
 //! The host setup a `run` holds while benches that touch the system run: refusal on systemd
 //! hosts, the restore journal (restoring leftovers of a killed run first) with its signal
 //! handlers, the scratch device, the bench slices, the system requirements (fix pass and gate),
-//! the memory profile and the balloon. Dropping the session stops the balloon and restores
-//! every change; [`Session::finish`] does the same and reports restore errors.
+//! the memory profile and the balloon, `--swappiness`, this process in hostcritical.slice, and
+//! the per-second reporter. Dropping the session stops the reporter and the balloon, moves this
+//! process back to the cgroup it started in and restores every change; [`Session::finish`]
+//! does the same and reports restore errors.
 
+use crate::report::reporter::{Reporter, ReporterConfig, ReporterHandle, ScratchDev};
 use crate::result::sysinfo::{MemInfo, Sysinfo};
 use crate::system::blockdev::{self, Scratch};
 use crate::system::cgroup::{self, CgroupFs, Controller, Slice};
@@ -25,6 +28,12 @@ pub struct SessionOpts {
     pub mem_profile: Option<u32>,
     pub mem_avail: Option<u64>,
     pub mem_margin: f64,
+    /// `--swappiness`: written after every fix pass (journaled), so it wins over the Swap fix.
+    pub swappiness: Option<u32>,
+    /// `--rep-retention` (seconds), `--keep-reports`, `--clear-reports`.
+    pub rep_retention: u64,
+    pub keep_reports: bool,
+    pub clear_reports: bool,
 }
 
 impl SessionOpts {
@@ -36,6 +45,10 @@ impl SessionOpts {
             mem_profile: cfg.mem_profile,
             mem_avail: cfg.mem_avail,
             mem_margin: cfg.mem_margin,
+            swappiness: cfg.swappiness,
+            rep_retention: cfg.rep_retention,
+            keep_reports: cfg.keep_reports,
+            clear_reports: cfg.clear_reports,
         }
     }
 }
@@ -52,7 +65,9 @@ pub struct Needs {
 }
 
 pub struct Session {
-    // Declared first so it is dropped (killed) before the journal restores its slice.
+    // Stopped first: its tracefs instance is journaled, and it reads the slices.
+    reporter: Option<ReporterHandle>,
+    // Dropped (killed) before the journal restores its slice.
     balloon: Option<Balloon>,
     journal: Journal,
     hp: HostPaths,
@@ -61,6 +76,10 @@ pub struct Session {
     eval: Evaluation,
     /// Whether the bench slices exist (balloon.slice for the balloon).
     slices: bool,
+    /// The cgroup this process started in (relative to the cgroup2 root), when it was moved
+    /// into hostcritical.slice.
+    moved_from: Option<String>,
+    swappiness: Option<u32>,
 }
 
 impl Session {
@@ -90,6 +109,7 @@ impl Session {
             None
         };
         let mut s = Session {
+            reporter: None,
             balloon: None,
             journal,
             hp,
@@ -98,11 +118,14 @@ impl Session {
             eval: Evaluation {
                 checks: Vec::new(),
                 fixed: Vec::new(),
-                report: empty_report(),
+                report: Default::default(),
             },
             slices: false,
+            moved_from: None,
+            swappiness: opts.swappiness,
         };
         s.setup_slices(opts.mem_margin)?;
+        s.enter_hostcritical();
         s.evaluate(needs.enforce)?;
         s.eval.enforce_required(&needs.sysreqs, opts.force)?;
         Ok(s)
@@ -131,14 +154,108 @@ impl Session {
         Ok(())
     }
 
-    /// Checks every requirement, fixing what `enforce` allows through the journal.
+    /// Moves this process into hostcritical.slice (as upstream runs the bench there), keeping
+    /// where it came from for [`Session::leave_hostcritical`]. Best effort: a failure is logged.
+    fn enter_hostcritical(&mut self) {
+        if !self.slices {
+            return;
+        }
+        let own = self.hp.path("proc/self/cgroup");
+        let Some(from) = std::fs::read_to_string(&own)
+            .ok()
+            .and_then(|t| own_cgroup(&t))
+        else {
+            log::debug!(
+                "not moving into hostcritical.slice: no cgroup2 entry in {}",
+                own.display()
+            );
+            return;
+        };
+        let cg = CgroupFs::new(&self.hp);
+        match cg.move_pid(Slice::HostCritical.name(), std::process::id()) {
+            Ok(()) => {
+                log::debug!("moved into {} from /{}", Slice::HostCritical.name(), from);
+                self.moved_from = Some(from);
+            }
+            Err(e) => log::warn!("can't move into {}: {}", Slice::HostCritical.name(), e),
+        }
+    }
+
+    /// Moves this process back to the cgroup it started in, before the journal removes the
+    /// slices (the journal would otherwise have to move it out of hostcritical.slice itself).
+    fn leave_hostcritical(&mut self) {
+        if let Some(from) = self.moved_from.take() {
+            let cg = CgroupFs::new(&self.hp);
+            if let Err(e) = cg.move_pid(&from, std::process::id()) {
+                log::warn!("can't move back to /{}: {}", from, e);
+            }
+        }
+    }
+
+    /// Checks every requirement, fixing what `enforce` allows through the journal; then
+    /// `--swappiness`, which wins over the Swap fix (upstream applies it after the agent's).
     fn evaluate(&mut self, enforce: Enforce) -> Result<()> {
         let host = Host {
             hp: &self.hp,
             scratch: self.scratch.as_ref().map_err(|e| e.clone()),
         };
         self.eval = sysreqs::evaluate(&host, enforce, Some(&self.journal))?;
+        if let Some(sw) = self.swappiness {
+            let p = self.hp.path("proc/sys/vm/swappiness");
+            let old = self
+                .journal
+                .set(&p, &sw.to_string())
+                .context("applying --swappiness")?;
+            if old.trim() != sw.to_string() {
+                log::info!("swappiness {} -> {} (--swappiness)", old.trim(), sw);
+            }
+        }
         Ok(())
+    }
+
+    /// Starts the per-second reporter on the scratch device with the best IO latency source
+    /// (tracefs block events in a journaled instance, else /proc/diskstats means). Reports go
+    /// to `<dir>/report.d`.
+    pub fn start_reporter(&mut self, opts: &SessionOpts) -> Result<()> {
+        if self.reporter.is_some() {
+            return Ok(());
+        }
+        let dev = self.scratch.as_ref().ok().map(|s| ScratchDev {
+            name: s.dev.name.clone(),
+            devnr: cgroup::DevNr::new(s.dev.devnr.0, s.dev.devnr.1),
+        });
+        let iolat = match &dev {
+            Some(d) => match crate::report::diskstats::open_best_journaled(
+                &self.hp,
+                (d.devnr.maj, d.devnr.min),
+                &mut self.journal,
+            ) {
+                Ok(src) => Some(src),
+                Err(e) => {
+                    log::warn!("reports carry no IO latencies: {:#}", e);
+                    None
+                }
+            },
+            None => None,
+        };
+        let mut rcfg = ReporterConfig::new(self.hp.clone(), &opts.dir);
+        rcfg.dev = dev;
+        rcfg.iolat = iolat;
+        rcfg.retention = opts.rep_retention;
+        rcfg.keep_reports = opts.keep_reports;
+        rcfg.clear_reports = opts.clear_reports;
+        let h = Reporter::start(rcfg)?;
+        log::info!(
+            "reporter: writing per-second reports to {}",
+            h.reports_dir().display()
+        );
+        self.reporter = Some(h);
+        Ok(())
+    }
+
+    /// The running reporter: its reports directory, the state and workload stats it reports.
+    pub fn reporter(&self) -> Option<&ReporterHandle> {
+        self.reporter.as_ref()
     }
 
     /// Before a job: the fix pass with the job's `passive=`, and the balloon sized for the job
@@ -221,13 +338,47 @@ impl Session {
         Ok(si)
     }
 
-    /// Stops the balloon and restores every host change; errors name what stayed changed.
+    /// Stops the reporter and the balloon, moves this process back, and restores every host
+    /// change; errors name what stayed changed.
     pub fn finish(mut self) -> Result<()> {
-        if let Some(b) = self.balloon.take() {
-            b.stop()?;
-        }
-        self.journal.restore_all()
+        self.stop_reporter();
+        let balloon = self.balloon.take().map(|b| b.stop());
+        self.leave_hostcritical();
+        let restored = self.journal.restore_all();
+        balloon.transpose()?;
+        restored
     }
+
+    fn stop_reporter(&mut self) {
+        if let Some(h) = self.reporter.take() {
+            match h.stop() {
+                Ok(st) => log::debug!(
+                    "reporter: {} reports written, {} seconds skipped, {} write errors",
+                    st.written,
+                    st.skipped,
+                    st.write_errors
+                ),
+                Err(e) => log::warn!("{:#}", e),
+            }
+        }
+    }
+}
+
+impl Drop for Session {
+    /// The error path: the fields' own drops stop the balloon and restore the journal; before
+    /// that the reporter must stop and this process must leave hostcritical.slice.
+    fn drop(&mut self) {
+        self.stop_reporter();
+        self.balloon = None;
+        self.leave_hostcritical();
+    }
+}
+
+/// The cgroup2 path of this process (`0::/a/b` → `a/b`) from /proc/self/cgroup.
+fn own_cgroup(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim().trim_start_matches('/').to_string())
 }
 
 fn log_mem(m: &MemInfo, src: AvailSource) {
@@ -255,24 +406,6 @@ fn log_mem(m: &MemInfo, src: AvailSource) {
             m.profile,
             crate::config::DFL_MEM_PROFILE
         );
-    }
-}
-
-fn empty_report() -> sysreqs::SysReqsReport {
-    sysreqs::SysReqsReport {
-        satisfied: Default::default(),
-        missed: Default::default(),
-        kernel_version: String::new(),
-        nr_cpus: 0,
-        total_memory: 0,
-        total_swap: 0,
-        scr_dev: String::new(),
-        scr_devnr: (0, 0),
-        scr_dev_model: String::new(),
-        scr_dev_fwrev: String::new(),
-        scr_dev_size: 0,
-        scr_dev_iosched: String::new(),
-        enforce: Enforce::all(),
     }
 }
 
@@ -316,6 +449,10 @@ mod tests {
             mem_profile: None,
             mem_avail: None,
             mem_margin: 0.25,
+            swappiness: None,
+            rep_retention: crate::report::reporter::DFL_RETENTION,
+            keep_reports: false,
+            clear_reports: false,
         }
     }
 
@@ -405,11 +542,38 @@ mod tests {
         o.force = true;
         let mut s = Session::start(hp.clone(), &o, &n).unwrap();
         assert_eq!(get(&sw), "10");
-        assert!(s.evaluation().report.missed.contains_key(&SysReq::Swap));
+        assert!(s.evaluation().report.missed.contains("Swap"));
         s.prepare_job(Enforce::all(), false).unwrap();
         assert_eq!(get(&sw), "60");
         s.finish().unwrap();
         assert_eq!(get(&sw), "10");
+    }
+
+    #[test]
+    fn swappiness_option_wins_over_the_fix_and_is_restored() {
+        let (_t, hp) = host();
+        let sw = hp.path("proc/sys/vm/swappiness");
+        put(&sw, "10\n");
+        let mut o = opts(&hp);
+        o.swappiness = Some(30);
+        let mut s = Session::start(hp.clone(), &o, &needs()).unwrap();
+        assert_eq!(get(&sw), "30");
+        // Every job's fix pass writes 60 again; the option is applied after it.
+        s.prepare_job(Enforce::all(), false).unwrap();
+        assert_eq!(get(&sw), "30");
+        assert_eq!(s.sysinfo(None, &[], false).unwrap().swappiness, 30);
+        s.finish().unwrap();
+        assert_eq!(get(&sw), "10");
+    }
+
+    #[test]
+    fn own_cgroup_from_proc_self_cgroup() {
+        assert_eq!(own_cgroup("0::/\n").as_deref(), Some(""));
+        assert_eq!(
+            own_cgroup("1:name=systemd:/x\n0::/user.slice/a.scope\n").as_deref(),
+            Some("user.slice/a.scope")
+        );
+        assert_eq!(own_cgroup("1:cpu:/\n"), None);
     }
 
     #[test]

@@ -12,8 +12,10 @@ use crate::system::sysinfo::{self, HostInfo};
 use crate::system::HostPaths;
 use crate::units::format_size;
 use anyhow::Result;
+use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Requirement names as upstream spells them (`Psi` and `NoZswap` are ours).
@@ -101,8 +103,10 @@ impl std::fmt::Display for SysReq {
     }
 }
 
-/// Which resources we may change; the complement is what `passive=` names. Upstream's layout.
+/// Which resources we may change; the complement is what `passive=` names. Upstream's layout;
+/// a missing field reads as enforced (the header of files without it shows no `passive=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Enforce {
     pub crit_mem_prot: bool,
     pub cpu: bool,
@@ -164,6 +168,27 @@ impl Enforce {
             }
         }
         e
+    }
+
+    /// How the header shows it: `ALL` (nothing enforced), `all` (only hostcritical memory
+    /// protection), the `/`-joined resources not enforced, or empty when everything is.
+    pub fn passive(&self) -> String {
+        let off: Vec<&str> = [
+            ("cpu", self.cpu),
+            ("mem", self.mem),
+            ("io", self.io),
+            ("fs", self.fs),
+            ("oomd", self.oomd),
+        ]
+        .iter()
+        .filter(|(_, on)| !on)
+        .map(|(name, _)| *name)
+        .collect();
+        if off.len() == 5 {
+            if self.crit_mem_prot { "all" } else { "ALL" }.to_string()
+        } else {
+            off.join("/")
+        }
     }
 
     fn allows(&self, res: Res) -> bool {
@@ -249,22 +274,125 @@ impl Check {
 }
 
 /// `sysreqs_report` in upstream's layout (agent/hashd versions left out: there is no separate
-/// agent or hashd binary).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// agent or hashd binary). The one definition for writing ours and reading anybody's: every
+/// field defaults and requirement names stay strings, since upstream files name requirements
+/// this version doesn't check (`Oomd`, `Btrfs`, `DepsBase`, …).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SysReqsReport {
-    pub satisfied: BTreeSet<SysReq>,
-    pub missed: BTreeMap<SysReq, Vec<String>>,
+    pub satisfied: Vec<String>,
+    pub missed: MissedReqs,
     pub kernel_version: String,
     pub nr_cpus: usize,
+    #[serde(deserialize_with = "lenient_u64")]
     pub total_memory: u64,
+    #[serde(deserialize_with = "lenient_u64")]
     pub total_swap: u64,
     pub scr_dev: String,
     pub scr_devnr: (u32, u32),
     pub scr_dev_model: String,
     pub scr_dev_fwrev: String,
+    #[serde(deserialize_with = "lenient_u64")]
     pub scr_dev_size: u64,
     pub scr_dev_iosched: String,
     pub enforce: Enforce,
+}
+
+/// A byte count written as an integer (or, by other writers, as a float or `null`).
+fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            .unwrap_or(0),
+        _ => 0,
+    })
+}
+
+/// Missed requirements by name with their messages, in file order (a JSON object; a list of
+/// names or `null` also reads).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MissedReqs(pub Vec<(String, Vec<String>)>);
+
+impl MissedReqs {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.names().any(|k| k == name)
+    }
+
+    /// The messages of `name`, if it is missed.
+    pub fn get(&self, name: &str) -> Option<&[String]> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, m)| m.as_slice())
+    }
+}
+
+impl Serialize for MissedReqs {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for MissedReqs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = MissedReqs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of requirement names to messages, or a list of names")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<MissedReqs, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, serde_json::Value>()? {
+                    // Messages are strings; anything else in their place is dropped, not fatal.
+                    let msgs = match v {
+                        serde_json::Value::Array(a) => a
+                            .into_iter()
+                            .filter_map(|m| m.as_str().map(str::to_string))
+                            .collect(),
+                        serde_json::Value::String(m) => vec![m],
+                        _ => Vec::new(),
+                    };
+                    out.push((k, msgs));
+                }
+                Ok(MissedReqs(out))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<MissedReqs, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = seq.next_element::<String>()? {
+                    out.push((k, Vec::new()));
+                }
+                Ok(MissedReqs(out))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<MissedReqs, E> {
+                Ok(MissedReqs::default())
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// What the fix pass changed and how each requirement stands afterwards.
@@ -283,11 +411,9 @@ impl Evaluation {
 
     /// The misses among `required`, as stored in an entry's `sysreqs_missed`.
     pub fn missed_of(&self, required: &[SysReq]) -> BTreeMap<SysReq, Vec<String>> {
-        self.report
-            .missed
-            .iter()
-            .filter(|(r, _)| required.contains(r))
-            .map(|(r, m)| (*r, m.clone()))
+        self.missed()
+            .filter(|c| required.contains(&c.req))
+            .map(|c| (c.req, c.missed.clone()))
             .collect()
     }
 
@@ -786,13 +912,15 @@ fn build_report(host: &Host, checks: &[Check], enforce: Enforce) -> Result<SysRe
         satisfied: checks
             .iter()
             .filter(|c| c.satisfied())
-            .map(|c| c.req)
+            .map(|c| c.req.name().to_string())
             .collect(),
-        missed: checks
-            .iter()
-            .filter(|c| !c.satisfied())
-            .map(|c| (c.req, c.missed.clone()))
-            .collect(),
+        missed: MissedReqs(
+            checks
+                .iter()
+                .filter(|c| !c.satisfied())
+                .map(|c| (c.req.name().to_string(), c.missed.clone()))
+                .collect(),
+        ),
         kernel_version: hi.kernel_version,
         nr_cpus: hi.nr_cpus,
         total_memory: hi.total_memory,
@@ -1226,19 +1354,19 @@ mod tests {
             scratch: Err("overlay".into()),
         };
         let ev = evaluate(&host, Enforce::all(), None).unwrap();
-        let missed: Vec<SysReq> = ev.report.missed.keys().copied().collect();
+        let missed: Vec<&str> = ev.report.missed.names().collect();
         assert_eq!(
             missed,
             vec![
-                SysReq::IoCost,
-                SysReq::IoCostVer,
-                SysReq::NoCompositeStorage,
-                SysReq::IoSched,
-                SysReq::NoWbt,
-                SysReq::SwapOnScratch
+                "IoCost",
+                "IoCostVer",
+                "NoCompositeStorage",
+                "IoSched",
+                "NoWbt",
+                "SwapOnScratch"
             ]
         );
-        assert!(ev.report.missed[&SysReq::IoSched][0].contains("no scratch device: overlay"));
+        assert!(ev.report.missed.get("IoSched").unwrap()[0].contains("no scratch device: overlay"));
     }
 
     fn break_fixables(hp: &HostPaths) {
@@ -1290,17 +1418,17 @@ mod tests {
             scratch: Ok(&s),
         };
         let before = evaluate(&host, Enforce::all(), None).unwrap();
-        let before_missed: Vec<SysReq> = before.report.missed.keys().copied().collect();
+        let before_missed: Vec<&str> = before.report.missed.names().collect();
         assert_eq!(
             before_missed,
             vec![
-                SysReq::MemCgRecursiveProt,
-                SysReq::IoCost,
-                SysReq::IoCostVer,
-                SysReq::IoSched,
-                SysReq::NoWbt,
-                SysReq::Swap,
-                SysReq::NoZswap
+                "MemCgRecursiveProt",
+                "IoCost",
+                "IoCostVer",
+                "IoSched",
+                "NoWbt",
+                "Swap",
+                "NoZswap"
             ]
         );
         let work = t.path().join("work");
@@ -1350,16 +1478,8 @@ mod tests {
         };
         let journal = Journal::open_with(&t.path().join("w"), fake_remount).unwrap();
         let ev = evaluate(&host, Enforce::from_passive(Some("io")), Some(&journal)).unwrap();
-        let missed: Vec<SysReq> = ev.report.missed.keys().copied().collect();
-        assert_eq!(
-            missed,
-            vec![
-                SysReq::IoCost,
-                SysReq::IoCostVer,
-                SysReq::IoSched,
-                SysReq::NoWbt
-            ]
-        );
+        let missed: Vec<&str> = ev.report.missed.names().collect();
+        assert_eq!(missed, vec!["IoCost", "IoCostVer", "IoSched", "NoWbt"]);
         assert_eq!(journal.changes().len(), 3);
         assert!(!ev.report.enforce.io && ev.report.enforce.mem);
         let ev = evaluate(&host, Enforce::from_passive(Some("ALL")), Some(&journal)).unwrap();
@@ -1382,7 +1502,7 @@ mod tests {
         };
         let journal = Journal::open_with(&t.path().join("w"), failing_remount).unwrap();
         let ev = evaluate(&host, Enforce::all(), Some(&journal)).unwrap();
-        let m = &ev.report.missed[&SysReq::MemCgRecursiveProt];
+        let m = ev.report.missed.get("MemCgRecursiveProt").unwrap();
         assert!(m[0].contains("without memory_recursiveprot"), "{:?}", m);
         assert!(
             m[1].contains("fixing failed: remounting: Operation not permitted"),
@@ -1430,9 +1550,9 @@ mod tests {
             .as_array()
             .unwrap()
             .contains(&serde_json::json!("Controllers")));
-        let hr: crate::format::header::SysReqsReport = serde_json::from_value(v).unwrap();
-        assert_eq!(hr.missed.0, vec!["NoWbt"]);
-        assert_eq!(hr.enforce.unwrap().passive(), "io");
+        let hr: SysReqsReport = serde_json::from_value(v).unwrap();
+        assert_eq!(hr.missed.names().collect::<Vec<_>>(), vec!["NoWbt"]);
+        assert_eq!(hr.enforce.passive(), "io");
         assert_eq!(hr.scr_dev_model, "Fake SSD 970");
         // Round trip.
         let back: SysReqsReport = serde_json::to_value(&ev.report)

@@ -8,6 +8,11 @@
 //!   reads the knobs again; finally a complete run must leave them as they were, too.
 //! * `balloon`: `run systest` under `--mem-profile P`; reports what the job saw while the
 //!   balloon was up, and whether any balloon process or `balloon.slice` is left afterwards.
+//! * `reports`: `run systest:hold=…` with `--swappiness 70`; while it holds, where the run's
+//!   process is (cgroup), swappiness and its tracefs instance; afterwards the entry's period,
+//!   how many `report.d` files fall in it and what one of them says, the summary, and what the
+//!   run left behind. Then a second run is stopped with SIGTERM while it holds, and the same
+//!   leftovers are read.
 
 use super::probe::{scratch_device, Device};
 use anyhow::{bail, Context, Result};
@@ -22,6 +27,7 @@ use std::time::{Duration, Instant};
 pub enum Scenario {
     RestoreAfterKill,
     Balloon,
+    Reports,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -317,10 +323,176 @@ fn balloon(work: &Path, profile: &str) -> Result<serde_json::Value> {
     })?)
 }
 
+/// What a run left on the host after it ended.
+#[derive(Debug, Serialize)]
+struct Leftovers {
+    swappiness: String,
+    slices: Vec<String>,
+    restore_json: bool,
+    tracefs_instances: Vec<String>,
+}
+
+fn tracefs_instances() -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir("/sys/kernel/tracing/instances") else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with(crate::report::tracefs::INSTANCE_PREFIX))
+        .collect();
+    v.sort();
+    v
+}
+
+fn leftovers(work: &Path) -> Result<Leftovers> {
+    Ok(Leftovers {
+        swappiness: read(Path::new(SWAPPINESS))?,
+        slices: SLICES
+            .iter()
+            .filter(|s| exists(s))
+            .map(|s| s.to_string())
+            .collect(),
+        restore_json: work.join(crate::system::restore::JOURNAL_FILE).exists(),
+        tracefs_instances: tracefs_instances(),
+    })
+}
+
+/// What a holding run looks like from outside.
+#[derive(Debug, Default, Serialize)]
+struct Holding {
+    /// `/proc/PID/cgroup` of the run.
+    cgroup: String,
+    swappiness: String,
+    tracefs_instances: Vec<String>,
+    /// Seconds until the run's first report appeared.
+    first_report_after: f64,
+}
+
+const SWAPPINESS: &str = "/proc/sys/vm/swappiness";
+
+/// Waits until the run has written a report (its setup is complete), then looks at it.
+fn watch_holding(child: &mut std::process::Child, work: &Path) -> Result<Holding> {
+    let link = work.join(crate::report::reporter::REPORT_LINK);
+    let start = Instant::now();
+    let _ = std::fs::remove_file(&link);
+    loop {
+        if link.exists() {
+            break;
+        }
+        if let Some(st) = child.try_wait()? {
+            bail!("the run ended ({}) before writing a report", st);
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("no report within 120s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Holding {
+        cgroup: read(Path::new(&format!("/proc/{}/cgroup", child.id())))?,
+        swappiness: read(Path::new(SWAPPINESS))?,
+        tracefs_instances: tracefs_instances(),
+        first_report_after: start.elapsed().as_secs_f64(),
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct ReportsScenario {
+    swappiness_before: String,
+    holding: Holding,
+    run_status: Option<i32>,
+    run_stdout: String,
+    period: serde_json::Value,
+    /// `report.d/<sec>.json` files with `sec` in the entry's period (inclusive).
+    reports_in_period: u64,
+    /// A report from the middle of the period: its swappiness, which units it has usages of,
+    /// whether its IO latencies are unavailable (diskstats fallback), its io.cost QoS.
+    mid_report: serde_json::Value,
+    after: Leftovers,
+    /// The second run, stopped with SIGTERM while holding.
+    term_holding: Holding,
+    term_status: Option<i32>,
+    term_signal: Option<i32>,
+    after_term: Leftovers,
+}
+
+fn reports(work: &Path) -> Result<serde_json::Value> {
+    use std::os::unix::process::ExitStatusExt;
+    std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+    let swappiness_before = read(Path::new(SWAPPINESS))?;
+    let run_args = ["-M", "off", "--swappiness", "70", "run", "systest:hold=6"];
+    let mut child = bench_cmd(work, &run_args)
+        .spawn()
+        .context("starting the run")?;
+    let holding = watch_holding(&mut child, work)?;
+    let out = child.wait_with_output().context("waiting for the run")?;
+    let after = leftovers(work)?;
+
+    let rf = work.join("result.json");
+    let entries: serde_json::Value = match std::fs::read_to_string(&rf) {
+        Ok(t) => serde_json::from_str(&t).with_context(|| format!("parsing {}", rf.display()))?,
+        Err(_) => serde_json::Value::Null,
+    };
+    let period = entries[0]["period"].clone();
+    let (p0, p1) = (
+        period[0].as_u64().unwrap_or(0),
+        period[1].as_u64().unwrap_or(0),
+    );
+    let rdir = crate::report::reports_dir(work);
+    let reports_in_period = (p0..=p1)
+        .filter(|sec| crate::report::report_path(&rdir, *sec).exists())
+        .count() as u64;
+    let mid = crate::report::report_path(&rdir, p0 + (p1.saturating_sub(p0)) / 2);
+    let mid_report = match std::fs::read_to_string(&mid) {
+        Ok(t) => {
+            let r: serde_json::Value =
+                serde_json::from_str(&t).with_context(|| format!("parsing {}", mid.display()))?;
+            serde_json::json!({
+                "swappiness": r["swappiness"],
+                "units": r["usages"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()),
+                "iolat_unavailable": r.get("iolat_unavailable").cloned().unwrap_or(false.into()),
+                "iolat_read_p50": r["iolat"]["read"]["50"],
+                "iocost_qos": r["iocost"]["qos"],
+            })
+        }
+        Err(e) => serde_json::json!({ "error": format!("{}: {}", mid.display(), e) }),
+    };
+
+    // The signal path: SIGTERM while holding.
+    let mut child = bench_cmd(work, &["-M", "off", "run", "systest:id=term,hold=300"])
+        .spawn()
+        .context("starting the run to stop")?;
+    let term_holding = watch_holding(&mut child, work)?;
+    // SAFETY: kill(2) on the pid of our own child.
+    if unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) } != 0 {
+        bail!("kill: {}", std::io::Error::last_os_error());
+    }
+    let st = child.wait()?;
+    let after_term = leftovers(work)?;
+
+    Ok(serde_json::to_value(ReportsScenario {
+        swappiness_before,
+        holding,
+        run_status: out.status.code(),
+        run_stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        period,
+        reports_in_period,
+        mid_report,
+        after,
+        term_holding,
+        term_status: st.code(),
+        term_signal: st.signal(),
+        after_term,
+    })?)
+}
+
 pub fn run(a: &ScenarioArgs) -> Result<()> {
     let v = match a.scenario {
         Scenario::RestoreAfterKill => restore_after_kill(&a.work)?,
         Scenario::Balloon => balloon(&a.work, &a.profile)?,
+        Scenario::Reports => reports(&a.work)?,
     };
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;
