@@ -113,6 +113,11 @@ pub struct GlobalOpts {
     #[arg(long = "test", global = true)]
     pub test: bool,
 
+    /// Quick mode: shorter phases (fewer rounds, shorter settling windows), still real
+    /// measurements; results carry a `quick` mark
+    #[arg(long = "quick", global = true)]
+    pub quick: bool,
+
     /// More log output (repeat for more)
     #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -169,6 +174,10 @@ pub enum Command {
     /// The bundled workload hashd: testfiles, params reload, status file, until SIGTERM
     #[command(name = "__hashd", hide = true)]
     Hashd(crate::workload::hashd::HashdArgs),
+    /// Testing aid: the hashd sizing bench (rps_max, memory footprint) against a hashd on this
+    /// host, without cgroups; prints the result JSON
+    #[command(name = "__hashd-bench", hide = true)]
+    HashdBench(crate::workload::hashd::sizing::cmd::HashdBenchArgs),
     /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
     #[command(name = "__vm-scenario", hide = true)]
     VmScenario(crate::vm::scenario::ScenarioArgs),

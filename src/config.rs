@@ -58,6 +58,8 @@ pub struct Config {
     pub force_shadow_inode_prot_test: bool,
     pub skip_shadow_inode_prot_test: bool,
     pub test: bool,
+    /// `--quick`: shortened bench phases; results are marked.
+    pub quick: bool,
     pub verbose: u8,
     pub logfile: Option<PathBuf>,
 }
@@ -221,6 +223,7 @@ impl Config {
             force_shadow_inode_prot_test: o.force_shadow_inode_prot_test,
             skip_shadow_inode_prot_test: o.skip_shadow_inode_prot_test,
             test: o.test,
+            quick: o.quick,
             verbose: o.verbose,
             logfile: o.logfile.clone(),
         })
@@ -243,6 +246,7 @@ impl Config {
             "iocost_from_sys": self.iocost_from_sys,
             "force": self.force,
             "test": self.test,
+            "quick": self.quick,
         })
     }
 }

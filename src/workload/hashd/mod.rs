@@ -15,6 +15,7 @@
 //! * [`dispatch`] — worker pool, completions, control periods
 //! * [`stats`] — exact percentiles and the status file
 //! * [`logger`] — the hash log at `log_bps`
+//! * [`sizing`] — the sizing bench: rps_max and the sustainable memory footprint
 
 pub mod anon;
 pub mod cmd;
@@ -25,6 +26,7 @@ pub mod handle;
 pub mod logger;
 pub mod params;
 pub mod request;
+pub mod sizing;
 pub mod stats;
 pub mod testfiles;
 

@@ -1,0 +1,169 @@
+//! The memory-footprint search (spec §2.6, redesigned as §7 suggests): with rps_target =
+//! rps_max, the largest mem_frac at which hashd still reaches `pass` × rps_max.
+//!
+//! Sustainability falls monotonically with the footprint, so this is a bisection:
+//!
+//! 1. **up** — step from below (0.2, 0.4, …) until a probe fails; small footprints pass fast
+//!    through the "high enough" exit, and the device never sees a footprint far past what it
+//!    sustains. If 1.0 passes, the workload doesn't saturate.
+//! 2. **bisect** — halve the bracket (highest pass, lowest fail) until it is narrower than
+//!    `rel_tol` of its upper end.
+//! 3. **confirm** — probe the highest pass again with the long probe; if it now fails, step
+//!    down by `rel_tol` until one passes.
+//!
+//! Confidence at the boundary: a measurement within `margin` of the threshold is repeated with
+//! the long probe and the two are averaged; a repeat that still can't tell, with neither probe
+//! converged, counts as a fail. Every footprint the result is based on has been measured as
+//! sustainable at least once with the long probe.
+
+use super::converge::ConvergeCfg;
+use super::probe::{measure, Early, Phase, ProbeRecord};
+use super::target::{Knobs, SizingTarget};
+use super::timing::{Thresholds, Timing};
+use anyhow::Result;
+
+struct Search<'a> {
+    target: &'a mut dyn SizingTarget,
+    rps_max: u32,
+    timing: &'a Timing,
+    th: &'a Thresholds,
+    hist: &'a mut Vec<ProbeRecord>,
+    probes: u32,
+}
+
+impl Search<'_> {
+    fn knobs(&self, p: f64) -> Knobs {
+        Knobs {
+            mem_frac: p,
+            rps_target: self.rps_max,
+            rps_max: self.rps_max,
+            uniform: false,
+        }
+    }
+
+    fn early(&self, fast: bool) -> Option<Early> {
+        Some(Early {
+            rps_max: self.rps_max as f64,
+            high_enough: fast.then_some(self.th.high_enough),
+            too_low: fast.then_some(self.th.too_low),
+        })
+    }
+
+    fn probe(&mut self, phase: Phase, p: f64, cfg: ConvergeCfg, fast: bool) -> Result<ProbeRecord> {
+        self.probes += 1;
+        let knobs = self.knobs(p);
+        let early = self.early(fast);
+        measure(&mut *self.target, phase, &knobs, &cfg, early)
+    }
+
+    fn record(&mut self, rec: ProbeRecord, pass: bool) {
+        log::info!(
+            "[ Memory search: {:?} {:.2}% ({}), rps {:.1} ({:.1}%), {}s{} -> {} ]",
+            rec.phase,
+            rec.mem_frac * 100.0,
+            crate::units::format_size(rec.mem_frac * self.target.size() as f64),
+            rec.rps,
+            rec.ratio * 100.0,
+            rec.secs,
+            if rec.converged { "" } else { ", unconverged" },
+            if pass { "pass" } else { "fail" }
+        );
+        self.hist.push(ProbeRecord {
+            pass: Some(pass),
+            ..rec
+        });
+    }
+
+    /// Judges footprint `p`: one probe, repeated with the long probe when too close to call.
+    fn judge(&mut self, phase: Phase, p: f64, cfg: ConvergeCfg, fast: bool) -> Result<bool> {
+        let th = *self.th;
+        let first = self.probe(phase, p, cfg, fast)?;
+        let (r1, c1) = (first.ratio, first.converged);
+        let decisive = (r1 - th.pass).abs() >= th.margin;
+        if decisive || self.probes >= self.timing.max_probes {
+            let pass = r1 >= th.pass;
+            self.record(first, pass);
+            return Ok(pass);
+        }
+        self.record(first, r1 >= th.pass);
+        let confirm = self.timing.confirm;
+        let again = self.probe(Phase::MemRecheck, p, confirm, false)?;
+        let r = (r1 + again.ratio) / 2.0;
+        let still_close = (r - th.pass).abs() < th.margin;
+        let pass = r >= th.pass && !(still_close && !c1 && !again.converged);
+        self.record(again, pass);
+        Ok(pass)
+    }
+
+    fn run(&mut self) -> Result<f64> {
+        let t = *self.timing;
+        let step = self.th.up_step.clamp(0.01, 1.0);
+        let (mut lo, mut hi) = (0.0_f64, None::<f64>);
+        let mut p = step;
+        while hi.is_none() && self.probes < t.max_probes {
+            if self.judge(Phase::MemUp, p, t.up, true)? {
+                lo = p;
+                if p >= 1.0 {
+                    log::info!(
+                        "[ Memory search: 100% is sustainable, the workload doesn't saturate ]"
+                    );
+                    break;
+                }
+                p = (p + step).min(1.0);
+            } else {
+                hi = Some(p);
+            }
+        }
+        if let Some(mut h) = hi {
+            while h - lo > (t.rel_tol * h).max(t.abs_tol) && self.probes < t.max_probes {
+                let mid = (lo + h) / 2.0;
+                if self.judge(Phase::MemBisect, mid, t.bisect, true)? {
+                    lo = mid;
+                } else {
+                    h = mid;
+                }
+            }
+        }
+        while lo > 0.0 && self.probes < t.max_probes {
+            if self.judge(Phase::MemConfirm, lo, t.confirm, false)? {
+                return Ok(lo);
+            }
+            lo *= 1.0 - t.rel_tol;
+            if lo < t.abs_tol {
+                lo = 0.0;
+            }
+        }
+        if lo <= 0.0 {
+            log::warn!(
+                "Memory search: no footprint sustained {:.1}% of rps_max",
+                self.th.pass * 100.0
+            );
+        } else {
+            log::warn!(
+                "Memory search: out of probes ({}); {:.3} unconfirmed",
+                t.max_probes,
+                lo
+            );
+        }
+        Ok(lo)
+    }
+}
+
+/// The memory-footprint search; returns mem_frac and appends every probe to `hist`.
+pub fn search(
+    target: &mut dyn SizingTarget,
+    rps_max: u32,
+    timing: &Timing,
+    th: &Thresholds,
+    hist: &mut Vec<ProbeRecord>,
+) -> Result<f64> {
+    Search {
+        target,
+        rps_max: rps_max.max(1),
+        timing,
+        th,
+        hist,
+        probes: 0,
+    }
+    .run()
+}

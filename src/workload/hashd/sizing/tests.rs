@@ -1,0 +1,190 @@
+//! The sizing bench against the simulated device: the search finds the boundary, agrees with
+//! upstream's procedure, orders devices by speed; CPU saturation and the fake-CPU skip.
+
+use super::oracle::upstream_search;
+use super::probe::Phase;
+use super::sim::SimDevice;
+use super::*;
+
+const RPS_MAX: u32 = 2000;
+const SPEEDS: [f64; 4] = [0.02, 0.12, 0.3, 0.55];
+const NOISES: [f64; 3] = [0.0, 0.01, 0.03];
+
+fn fake(quick: bool) -> SizingOpts {
+    SizingOpts::new(Some(RPS_MAX), true, quick)
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b
+}
+
+#[test]
+fn search_finds_the_boundary_for_device_speeds_and_noise() {
+    let th = Thresholds::default();
+    for (i, &io) in SPEEDS.iter().enumerate() {
+        for (j, &noise) in NOISES.iter().enumerate() {
+            let mut sim = SimDevice::new(0.25, io, noise, 1 + (i * 10 + j) as u64);
+            let truth = sim.crossing(th.pass);
+            let res = run(&mut sim, &fake(false)).unwrap();
+            assert!(
+                rel(res.mem_frac, truth) <= 0.05,
+                "io {} noise {}: found {:.4}, boundary {:.4}\n{:#?}",
+                io,
+                noise,
+                res.mem_frac,
+                truth,
+                res.mem_history
+            );
+            assert!(res.mem_frac <= truth * 1.01, "never past the boundary");
+            assert!(res.cpu_history.is_empty() && !res.rps_max_measured);
+            assert_eq!(res.rps_max, RPS_MAX);
+            let last = res.mem_history.last().unwrap();
+            assert_eq!(last.phase, Phase::MemConfirm);
+            assert_eq!(last.pass, Some(true));
+        }
+    }
+}
+
+#[test]
+fn quick_search_is_shorter_and_still_within_five_percent() {
+    let th = Thresholds::default();
+    for (i, &io) in SPEEDS.iter().enumerate() {
+        for &noise in &[0.0, 0.01] {
+            let mut sim = SimDevice::new(0.25, io, noise, 100 + i as u64);
+            let truth = sim.crossing(th.pass);
+            let quick = run(&mut sim, &fake(true)).unwrap();
+            let mut sim = SimDevice::new(0.25, io, noise, 100 + i as u64);
+            let normal = run(&mut sim, &fake(false)).unwrap();
+            assert!(quick.quick && !normal.quick);
+            assert!(
+                rel(quick.mem_frac, truth) <= 0.05,
+                "io {} noise {}: quick found {:.4}, boundary {:.4}",
+                io,
+                noise,
+                quick.mem_frac,
+                truth
+            );
+            assert!(
+                quick.measured_secs * 10 <= normal.measured_secs * 7,
+                "quick {} s vs normal {} s",
+                quick.measured_secs,
+                normal.measured_secs
+            );
+        }
+    }
+}
+
+#[test]
+fn search_agrees_with_upstreams_procedure() {
+    for (i, &io) in SPEEDS.iter().enumerate() {
+        for (j, &noise) in NOISES.iter().enumerate() {
+            let seed = 500 + (i * 10 + j) as u64;
+            let mut sim = SimDevice::new(0.25, io, noise, seed);
+            let ours = run(&mut sim, &fake(false)).unwrap().mem_frac;
+            let ours_secs = sim.secs;
+            let mut sim = SimDevice::new(0.25, io, noise, seed);
+            let theirs = upstream_search(&mut sim, RPS_MAX).unwrap();
+            assert!(
+                rel(ours, theirs) <= 0.05,
+                "io {} noise {}: ours {:.4}, upstream {:.4}",
+                io,
+                noise,
+                ours,
+                theirs
+            );
+            eprintln!(
+                "io {:.2} noise {:.2}: ours {:.4} in {} s, upstream {:.4} in {} s",
+                io, noise, ours, ours_secs, theirs, sim.secs
+            );
+        }
+    }
+}
+
+#[test]
+fn faster_devices_get_larger_footprints() {
+    for &noise in &NOISES {
+        let fracs: Vec<f64> = SPEEDS
+            .iter()
+            .map(|&io| {
+                run(&mut SimDevice::new(0.25, io, noise, 42), &fake(false))
+                    .unwrap()
+                    .mem_frac
+            })
+            .collect();
+        assert!(
+            fracs.windows(2).all(|w| w[0] < w[1]),
+            "noise {}: {:?}",
+            noise,
+            fracs
+        );
+    }
+}
+
+#[test]
+fn a_workload_that_never_saturates_gets_the_whole_footprint() {
+    let mut sim = SimDevice::new(0.8, 0.6, 0.01, 3);
+    let res = run(&mut sim, &fake(false)).unwrap();
+    assert_eq!(res.mem_frac, 1.0);
+    assert_eq!(res.mem_size, res.size);
+}
+
+#[test]
+fn a_device_that_sustains_nothing_beyond_a_sliver_gets_a_small_footprint() {
+    let mut sim = SimDevice::new(0.03, 0.0, 0.01, 4);
+    let truth = sim.crossing(Thresholds::default().pass);
+    let res = run(&mut sim, &fake(false)).unwrap();
+    assert!(
+        rel(res.mem_frac, truth) <= 0.05,
+        "{} vs {}",
+        res.mem_frac,
+        truth
+    );
+}
+
+#[test]
+fn rotational_devices_probe_longer() {
+    let mut a = SimDevice::new(0.25, 0.12, 0.0, 5);
+    let fast = run(&mut a, &fake(false)).unwrap();
+    let mut b = SimDevice::new(0.25, 0.12, 0.0, 5);
+    b.rotational = true;
+    let slow = run(&mut b, &fake(false)).unwrap();
+    assert!(rel(fast.mem_frac, slow.mem_frac) <= 0.05);
+    assert!(slow.measured_secs > fast.measured_secs);
+}
+
+#[test]
+fn cpu_saturation_measures_rps_max_with_real_hashing() {
+    for &noise in &[0.0, 0.01, 0.03] {
+        let mut sim = SimDevice::new(0.5, 0.2, noise, 9);
+        sim.cpu_rps = 1234.0;
+        let res = run(&mut sim, &SizingOpts::new(None, false, false)).unwrap();
+        assert!(res.rps_max_measured);
+        assert!(rel(res.rps_max as f64, 1234.0) <= 0.03, "{}", res.rps_max);
+        assert_eq!(res.cpu_history.len(), 1);
+        assert!(res.cpu_history[0].pass == Some(true));
+        // The memory search then runs at the measured rate.
+        let truth = sim.crossing(Thresholds::default().pass);
+        assert!(rel(res.mem_frac, truth) <= 0.05);
+    }
+}
+
+#[test]
+fn fake_cpu_needs_a_given_rps_max() {
+    let mut sim = SimDevice::new(0.25, 0.1, 0.0, 1);
+    let err = run(&mut sim, &SizingOpts::new(None, true, false)).unwrap_err();
+    assert!(err.to_string().contains("rps_max"), "{}", err);
+    assert_eq!(sim.secs, 0);
+}
+
+#[test]
+fn result_serializes_history_and_quick_mark() {
+    let mut sim = SimDevice::new(0.25, 0.1, 0.0, 1);
+    let res = run(&mut sim, &fake(true)).unwrap();
+    let v = serde_json::to_value(&res).unwrap();
+    assert_eq!(v["quick"], true);
+    assert_eq!(v["rps_max"], RPS_MAX);
+    assert!(v["mem_history"].as_array().unwrap().len() >= 3);
+    assert_eq!(v["mem_history"][0]["phase"], "mem-up");
+    let back: SizingResult = serde_json::from_value(v).unwrap();
+    assert_eq!(back, res);
+}
