@@ -22,6 +22,8 @@ pub struct HeaderSysInfo {
     pub mem: MemInfo,
     pub swappiness: u32,
     pub zswap_enabled: bool,
+    /// Our mark of a `--quick` run (absent in upstream files).
+    pub quick: bool,
 }
 
 /// `sysreqs_report` and `enforce`: the one (lenient) definition, shared with the code that
@@ -88,6 +90,9 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
         entry.spec.kind,
         env!("CARGO_PKG_VERSION")
     );
+    if si.quick {
+        out.push_str("quick ");
+    }
     if let Some(id) = &entry.spec.id {
         let _ = write!(out, "\"{}\" ", id);
     }
@@ -211,5 +216,32 @@ mod tests {
             serde_json::from_str(r#"{"Swap":["no swap"],"NoWbt":["wbt on","x"]}"#).unwrap();
         assert_eq!(m.0[0].0, "Swap");
         assert_eq!(m.0[1].1, vec!["wbt on", "x"]);
+    }
+
+    fn first_line(sysinfo: &str) -> String {
+        let json = format!(
+            r#"[{{"spec":{{"kind":"storage","id":null,"props":[{{}}]}},"period":[0,60],"sysinfo":{},"record":null,"result":null}}]"#,
+            sysinfo
+        );
+        let entries =
+            crate::result::parse_entries(std::path::Path::new("t.json"), json.as_bytes()).unwrap();
+        let si = HeaderSysInfo::parse(&entries[0]).unwrap();
+        let mut out = String::new();
+        format_header(&mut out, &entries[0], &si);
+        out.lines().next().unwrap().to_string()
+    }
+
+    #[test]
+    fn quick_runs_say_so_on_the_first_line() {
+        let quick = first_line(r#"{"quick":true}"#);
+        let plain = first_line("{}");
+        let prefix = format!("[storage {} result] ", env!("CARGO_PKG_VERSION"));
+        assert!(quick.starts_with(&format!("{}quick ", prefix)), "{}", quick);
+        assert!(
+            plain.starts_with(&prefix) && !plain.contains("quick"),
+            "{}",
+            plain
+        );
+        assert_eq!(quick.replacen("quick ", "", 1), plain);
     }
 }

@@ -31,12 +31,25 @@ pub struct Sysinfo {
     /// Our addition: the validated global options the job ran with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bench_args: Option<serde_json::Value>,
+    /// Our addition: the job ran with `--quick` (shortened phases). Left out when false, so
+    /// entries without it read the same as upstream's.
+    #[serde(skip_serializing_if = "is_false")]
+    pub quick: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Sysinfo {
     /// Sysinfo for a job run by this binary now: our version, the host's current swappiness and
-    /// zswap state, and the global options.
+    /// zswap state, and the global options (whose `quick` sets the quick mark).
     pub fn current(bench_args: Option<serde_json::Value>) -> Self {
+        let quick = bench_args
+            .as_ref()
+            .and_then(|a| a.get("quick"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
         Self {
             bench_version: env!("CARGO_PKG_VERSION").to_string(),
             swappiness: read_trimmed("/proc/sys/vm/swappiness")
@@ -45,6 +58,7 @@ impl Sysinfo {
             zswap_enabled: read_trimmed("/sys/module/zswap/parameters/enabled")
                 .is_some_and(|s| s == "Y" || s == "1"),
             bench_args,
+            quick,
             ..Default::default()
         }
     }
@@ -95,6 +109,7 @@ mod tests {
             assert!(v.get(key).is_some(), "missing {}", key);
         }
         assert!(v.get("bench_args").is_none());
+        assert!(v.get("quick").is_none(), "no mark unless quick");
         assert!(v.get("iocost").is_none());
         assert_eq!(v["bench_version"], env!("CARGO_PKG_VERSION"));
     }
@@ -110,5 +125,17 @@ mod tests {
         .unwrap();
         assert_eq!(s.mem.profile, 16);
         assert_eq!(s.sysreqs, vec!["DepsBase"]);
+        assert!(!s.quick);
+    }
+
+    #[test]
+    fn quick_runs_are_marked() {
+        let si = Sysinfo::current(Some(serde_json::json!({"quick": true, "test": false})));
+        assert!(si.quick);
+        let v = serde_json::to_value(&si).unwrap();
+        assert_eq!(v["quick"], true);
+        let back: Sysinfo = serde_json::from_value(v).unwrap();
+        assert!(back.quick);
+        assert!(!Sysinfo::current(Some(serde_json::json!({"quick": false}))).quick);
     }
 }

@@ -1,6 +1,7 @@
 //! `__hashd-bench`: the sizing bench against a real hashd on this host (no cgroups), printing
 //! the result as JSON. A development and calibration aid; the storage and hashd-params benches
-//! run the same phases inside their cgroups.
+//! run the same phases inside their cgroups. The work directory is the global `--dir` (given
+//! explicitly), quick mode the global `--quick`.
 
 use super::{run, HashdTarget, SizingOpts};
 use crate::workload::hashd::{Hashd, HashdOpts, Params};
@@ -11,9 +12,6 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
 pub struct HashdBenchArgs {
-    /// Work directory (testfiles, params, status)
-    #[arg(long = "dir", value_name = "DIR")]
-    pub dir: PathBuf,
     /// The 100 % footprint (size, e.g. 2G)
     #[arg(long = "size", value_name = "SIZE")]
     pub size: String,
@@ -23,23 +21,24 @@ pub struct HashdBenchArgs {
     /// Use this rps_max instead of measuring it
     #[arg(long = "rps-max", value_name = "N")]
     pub rps_max: Option<u32>,
-    /// Shortened phases
-    #[arg(long = "quick")]
-    pub quick: bool,
     /// Use the longer probes of rotational devices
     #[arg(long = "rotational")]
     pub rotational: bool,
 }
 
-pub fn run_cmd(a: &HashdBenchArgs, global_quick: bool) -> Result<()> {
+pub fn run_cmd(a: &HashdBenchArgs, global: &crate::cli::GlobalOpts) -> Result<()> {
+    let dir = match global.dir.as_deref() {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => crate::usage_bail!("__hashd-bench needs --dir DIR (testfiles go there)"),
+    };
     let size = crate::units::parse::parse_size(&a.size)
         .map_err(|e| crate::error::UsageError::new(format!("--size {}", e)))?;
     if a.fake_cpu && a.rps_max.is_none() {
         crate::usage_bail!("--fake-cpu needs --rps-max N");
     }
-    let opts = SizingOpts::new(a.rps_max, a.fake_cpu, a.quick || global_quick);
-    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
-    let hopts = HashdOpts::new(&a.dir, size);
+    let opts = SizingOpts::new(a.rps_max, a.fake_cpu, global.quick);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let hopts = HashdOpts::new(&dir, size);
     let base = Params {
         fake_cpu_load: a.fake_cpu,
         ..Params::default()
@@ -58,4 +57,34 @@ pub fn run_cmd(a: &HashdBenchArgs, global_quick: bool) -> Result<()> {
     v["wall_secs"] = serde_json::json!(started.elapsed().as_secs_f64());
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn hashd_bench_takes_the_global_dir_and_quick() {
+        let cli = Cli::try_parse_from([
+            "resctl-bench",
+            "__hashd-bench",
+            "--dir",
+            "/tmp/x",
+            "--size",
+            "1G",
+            "--fake-cpu",
+            "--rps-max",
+            "200",
+            "--quick",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.dir.as_deref(), Some("/tmp/x"));
+        assert!(cli.global.quick);
+        let Command::HashdBench(a) = cli.cmd else {
+            panic!("not __hashd-bench");
+        };
+        assert!(a.fake_cpu && !a.rotational);
+        assert_eq!((a.size.as_str(), a.rps_max), ("1G", Some(200)));
+    }
 }
