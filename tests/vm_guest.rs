@@ -1,6 +1,7 @@
 //! End-to-end tests of `resctl-bench vm`: real QEMU guests (TCG when KVM doesn't work).
 //! They run only with RESCTL_BENCH_VM_TESTS=1 (`.ci/run` sets it after `scripts/setup-vm`).
-//! Everything is in one test so the CPU-hungry guests boot one after another, three in all.
+//! Everything is in one test so the CPU-hungry guests boot one after another, three in all,
+//! plus two short ones stopped with SIGINT.
 
 use serde_json::Value;
 use std::process::Output;
@@ -62,6 +63,82 @@ fn json(out: &Output) -> Value {
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// Starts `resctl-bench vm` on a long guest command with a private TMPDIR, sends SIGINT once a
+/// stderr line contains `when` (to the `vm` process, or to its whole process group as a
+/// terminal's Ctrl-C does), and checks that it exits 130 with QEMU and its work directory gone.
+fn interrupt(cwd: &std::path::Path, when: &str, group: bool) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let t = Instant::now();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(BIN)
+        .current_dir(cwd)
+        .env("TMPDIR", tmp.path())
+        .args(["vm", "-v", "--mem", "1G", "--disk-size", "4G", "--"])
+        .args(["-r", "int.json", "__probe", "--randread", "60"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut text = String::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        text += &line;
+        if line.contains(when) {
+            break;
+        }
+        line.clear();
+    }
+    assert!(text.contains(when), "no {:?} line:\n{}", when, text);
+    let target = if group {
+        // Ctrl-C in a terminal: the whole foreground group, a moment after QEMU started.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        -pid
+    } else {
+        pid
+    };
+    let sent = Instant::now();
+    assert_eq!(unsafe { libc::kill(target, libc::SIGINT) }, 0);
+    let drain = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        rest
+    });
+    let st = child.wait().unwrap();
+    let stopped = sent.elapsed().as_secs_f64();
+    text += &drain.join().unwrap();
+    eprintln!(
+        "SIGINT to the {} after {:?}: {:?} {:.2}s later ({:.1}s in all)",
+        if group { "process group" } else { "vm process" },
+        when,
+        st.code(),
+        stopped,
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(st.code(), Some(130), "{}", text);
+    assert!(text.contains("vm: stopped by signal 2"), "{}", text);
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {:?}", left);
+    // No process (QEMU) still refers to the work directory.
+    let needle = tmp.path().to_string_lossy().into_owned();
+    for ent in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(ent.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            assert!(!cmd.contains(&needle), "still running: {}", cmd);
+        }
+    }
+    assert!(cwd.join("int-report.d").is_dir());
+    assert!(stopped < 10.0, "took {:.1}s to stop", stopped);
 }
 
 #[test]
@@ -194,6 +271,10 @@ fn vm_guest_has_iocost_swap_shared_cwd_exit_status_and_disk_profiles() {
     assert_eq!(out.status.code(), Some(7));
     assert_eq!(out.stdout, b"out\r\nno newline at the end");
     assert!(String::from_utf8_lossy(&out.stderr).contains("err\r\n"));
+
+    // Boots 4 and 5: Ctrl-C while QEMU boots (process group) and while the command runs.
+    interrupt(cwd.path(), "qemu-system", true);
+    interrupt(cwd.path(), "boot to command", false);
 
     eprintln!(
         "boot to command (first guest): {:.2}s; VM test group: {:.1}s",

@@ -224,7 +224,22 @@ fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
     // Boot 4: a run writes a report for (nearly) every second of its entry's period from
     // inside hostcritical.slice, under --swappiness 70 and tracefs latencies; its header shows
     // the host with io.cost on; nothing is left behind, after a normal end or a SIGTERM.
-    let j = ok_json(&vm(cwd.path(), "1G", &["__vm-scenario", "reports"]));
+    // With `-r sys.json` in the guest command, the guest's `<--dir>/report.d` is the host's
+    // `sys-report.d` (the scenario's first run writes that result, its work dir is --dir).
+    let j = ok_json(&vm(
+        cwd.path(),
+        "1G",
+        &[
+            "-d",
+            "/var/lib/resctl-demo/scenario",
+            "-r",
+            "sys.json",
+            "__vm-scenario",
+            "reports",
+            "--run-result",
+            "sys.json",
+        ],
+    ));
     assert_eq!(j["run_status"], 0, "{}", j);
     let before = j["swappiness_before"].as_str().unwrap();
     for h in [&j["holding"], &j["term_holding"]] {
@@ -261,6 +276,35 @@ fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
         secs,
         j
     );
+    // The host sees the same reports next to the result file, where `study` looks.
+    let result: Value =
+        serde_json::from_slice(&std::fs::read(cwd.path().join("sys.json")).unwrap()).unwrap();
+    let (h0, h1) = (
+        result[0]["period"][0].as_u64().unwrap(),
+        result[0]["period"][1].as_u64().unwrap(),
+    );
+    assert_eq!((h0, h1), (p0, p1), "{}", result);
+    let host_rdir = cwd.path().join("sys-report.d");
+    let on_host = (h0..=h1)
+        .filter(|t| host_rdir.join(format!("{}.json", t)).is_file())
+        .count() as u64;
+    eprintln!(
+        "reports on the host in {}: {}/{}",
+        host_rdir.display(),
+        on_host,
+        secs
+    );
+    assert!(
+        on_host + 2 >= secs && on_host >= present,
+        "{} of {}",
+        on_host,
+        secs
+    );
+    let mid_on_host: Value = serde_json::from_slice(
+        &std::fs::read(host_rdir.join(format!("{}.json", h0 + (h1 - h0) / 2))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(mid_on_host["swappiness"], 70);
     let mid = &j["mid_report"];
     assert_eq!(mid["swappiness"], 70, "{}", j);
     assert_eq!(mid["iolat_unavailable"], false, "{}", j);

@@ -93,6 +93,30 @@ pub(crate) fn mount(src: &str, target: &Path, fstype: &str, data: &str) -> Resul
     Ok(())
 }
 
+/// `mount --bind src target` (target created when missing).
+fn bind_mount(src: &Path, target: &Path) -> Result<()> {
+    std::fs::create_dir_all(target).with_context(|| format!("mkdir {}", target.display()))?;
+    let (s, t) = (cstr(src)?, cstr(target)?);
+    let rc = unsafe {
+        libc::mount(
+            s.as_ptr(),
+            t.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        bail!(
+            "mount --bind {} {}: {}",
+            src.display(),
+            target.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
 fn load_module(path: &str) -> Result<()> {
     let f = File::open(path).with_context(|| format!("opening {}", path))?;
     let params = c"";
@@ -291,6 +315,21 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
             )?;
         }
     }
+    // The per-second reports go to the host directory next to the `-r` result (over 9p, which
+    // also keeps their IO off the scratch disk being measured).
+    let reports_bind = match &cfg.reports_dir {
+        Some(src) => {
+            let target = crate::report::reports_dir(&scratch);
+            bind_mount(Path::new(src), &target)?;
+            log(
+                ctl_out,
+                v,
+                format!("reports: {} bound at {}", src, target.display()),
+            );
+            Some(target)
+        }
+        None => None,
+    };
     let swapfile = scratch.join("swapfile");
     if cfg.swap_size > 0 {
         make_swap(&swapfile, cfg.swap_size)?;
@@ -338,7 +377,10 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
         }
     }
     unsafe { libc::sync() };
-    for (target, _) in mounts.iter().rev() {
+    for target in reports_bind
+        .iter()
+        .chain(mounts.iter().rev().map(|(t, _)| t))
+    {
         if let Ok(t) = cstr(target) {
             unsafe { libc::umount2(t.as_ptr(), libc::MNT_DETACH) };
         }

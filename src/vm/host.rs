@@ -31,33 +31,81 @@ pub struct Opts {
     /// Guest command arguments (with `--dir` added when given to `vm` itself).
     pub args: Vec<String>,
     pub scratch_dir: PathBuf,
+    /// Host directory for the guest's `<--dir>/report.d` (with `-r FILE`).
+    pub reports_dir: Option<PathBuf>,
 }
 
 fn bad(opt: &str, e: String) -> anyhow::Error {
     UsageError::new(format!("--{} {}", opt, e)).into()
 }
 
-/// The `-d/--dir` value in resctl-bench arguments, if any.
-pub fn dir_arg(args: &[String]) -> Option<String> {
+/// The value of the option `-<short>`/`--<long>` in resctl-bench arguments, if any.
+fn opt_arg(args: &[String], short: &str, long: &str) -> Option<String> {
+    let (short, long) = (format!("-{}", short), format!("--{}", long));
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--" {
             break;
         }
-        if a == "-d" || a == "--dir" {
+        if *a == short || *a == long {
             return it.next().cloned();
         }
-        if let Some(v) = a.strip_prefix("--dir=") {
+        if let Some(v) = a.strip_prefix(&format!("{}=", long)) {
             return Some(v.to_string());
         }
         if let Some(v) = a
-            .strip_prefix("-d")
+            .strip_prefix(&short)
             .filter(|v| !v.is_empty() && !a.starts_with("--"))
         {
             return Some(v.to_string());
         }
     }
     None
+}
+
+/// The `-d/--dir` value in resctl-bench arguments, if any.
+pub fn dir_arg(args: &[String]) -> Option<String> {
+    opt_arg(args, "d", "dir")
+}
+
+/// The `-r/--result` value in resctl-bench arguments, if any.
+pub fn result_arg(args: &[String]) -> Option<String> {
+    opt_arg(args, "r", "result")
+}
+
+/// `p` with `.` and `..` resolved lexically.
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Where the guest's per-second reports go on the host: the result file's default report
+/// directory (`<dir of FILE>/<stem>-report.d`, where `study` looks), when the guest command has
+/// `-r FILE` and FILE lands on the host (inside the shared directory, not on the scratch disk).
+fn host_reports_dir(args: &[String], cwd: &Path, scratch_dir: &Path) -> Option<PathBuf> {
+    let result = result_arg(args).filter(|r| !r.is_empty())?;
+    let result = normalize(&cwd.join(result));
+    let dir = crate::result::pack::default_reports_dir(&result);
+    if dir.starts_with(cwd) && !dir.starts_with(scratch_dir) {
+        Some(dir)
+    } else {
+        log::warn!(
+            "vm: {} is not in the shared directory {}: it and its per-second reports stay in the guest",
+            result.display(),
+            cwd.display()
+        );
+        None
+    }
 }
 
 impl Opts {
@@ -143,6 +191,7 @@ impl Opts {
                 scratch_dir.display()
             );
         }
+        let reports_dir = host_reports_dir(&args, cwd, &scratch_dir);
         Ok(Self {
             mem,
             cpus,
@@ -154,6 +203,7 @@ impl Opts {
             timeout,
             args,
             scratch_dir,
+            reports_dir,
         })
     }
 }
@@ -371,6 +421,26 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
         })?;
     let verbose = global.verbose;
 
+    // Reports land on the host next to the result (the guest bind-mounts this directory at
+    // `<--dir>/report.d`); a symlink leading out of the shared directory would not resolve there.
+    let reports_dir = match &opts.reports_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("creating the report directory {}", d.display()))?;
+            let real = d.canonicalize()?;
+            if real.starts_with(&cwd) {
+                Some(real.to_string_lossy().into_owned())
+            } else {
+                log::warn!(
+                    "vm: {} leads out of the shared directory; per-second reports stay in the guest",
+                    d.display()
+                );
+                None
+            }
+        }
+        None => None,
+    };
+
     catch_signals();
     let work = WorkDir::create(a.keep)?;
     let mut cfg = GuestConfig {
@@ -381,6 +451,7 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
         serial: opts.limits.serial(),
         rotational: opts.limits.rotational,
         scratch_dir: opts.scratch_dir.to_string_lossy().into_owned(),
+        reports_dir,
         swap_size: opts.swap_size,
         verbose,
     };
@@ -690,6 +761,33 @@ mod tests {
         let o = opts(&["rb", "-d", "/srv/c", "vm", "--", "run"]).unwrap();
         assert_eq!(o.scratch_dir, PathBuf::from("/srv/c"));
         assert_eq!(o.args, vec!["--dir", "/srv/c", "run"]);
+        assert_eq!(o.reports_dir, None);
+    }
+
+    #[test]
+    fn reports_dir_follows_the_result_inside_the_shared_dir() {
+        let rd = |argv: &[&str]| opts(argv).unwrap().reports_dir;
+        let p = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(
+            rd(&["rb", "vm", "--", "-r", "res.json.gz", "run"]),
+            p("/work/x/res-report.d")
+        );
+        assert_eq!(
+            rd(&["rb", "vm", "--", "--result=out/./a.json", "run"]),
+            p("/work/x/out/a-report.d")
+        );
+        assert_eq!(
+            rd(&["rb", "vm", "--", "-r/work/x/sub/../b", "run"]),
+            p("/work/x/b-report.d")
+        );
+        // Outside the shared directory, or on the scratch disk: nothing to share.
+        assert_eq!(rd(&["rb", "vm", "--", "-r", "../c.json", "run"]), None);
+        assert_eq!(rd(&["rb", "vm", "--", "-r", "/tmp/c.json", "run"]), None);
+        assert_eq!(
+            rd(&["rb", "vm", "--", "-d", "scr", "-r", "scr/c.json", "run"]),
+            None
+        );
+        assert_eq!(rd(&["rb", "vm", "--", "run", "--", "-r", "x"]), None);
     }
 
     #[test]

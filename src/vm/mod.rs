@@ -100,6 +100,10 @@ pub struct VmArgs {
 fn vm_after_help() -> String {
     format!(
         "Disk profiles (--disk-profile; limits are QEMU block throttling):\n{}\n\
+         The current directory is shared with the guest at the same path. With -r FILE in ARGS\n\
+         (FILE in that directory), the per-second reports are written to FILE's\n\
+         <stem>-report.d on the host, where `resctl-bench -r FILE study` looks for them;\n\
+         the rest of --dir is on the disposable scratch disk.\n\n\
          Example: resctl-bench vm --disk-profile sata-ssd -- -r result.json run storage",
         profiles::table()
     )
@@ -120,6 +124,10 @@ pub struct GuestConfig {
     pub rotational: bool,
     /// Where the scratch disk is mounted.
     pub scratch_dir: String,
+    /// A directory of the shared cwd to bind-mount at `<scratch_dir>/report.d`, so the
+    /// per-second reports land on the host (`<stem>-report.d` next to the `-r` result).
+    #[serde(default)]
+    pub reports_dir: Option<String>,
     pub swap_size: u64,
     pub verbose: u8,
 }

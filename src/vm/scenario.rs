@@ -12,7 +12,8 @@
 //!   process is (cgroup), swappiness and its tracefs instance; afterwards the entry's period,
 //!   how many `report.d` files fall in it and what one of them says, the summary, and what the
 //!   run left behind. Then a second run is stopped with SIGTERM while it holds, and the same
-//!   leftovers are read.
+//!   leftovers are read. `--run-result FILE` sends the first run's result there (e.g. into the
+//!   shared directory, so that `vm` binds FILE's report directory at `WORK/report.d`).
 
 use super::probe::{scratch_device, Device};
 use anyhow::{bail, Context, Result};
@@ -40,6 +41,9 @@ pub struct ScenarioArgs {
     /// `balloon`: the memory profile
     #[arg(long = "profile", default_value = "1")]
     pub profile: String,
+    /// `reports`: the result file of the runs [default: WORK/result.json]
+    #[arg(long = "run-result", value_name = "FILE")]
+    pub run_result: Option<PathBuf>,
 }
 
 /// The four knobs the kill scenario watches, as the kernel shows them.
@@ -122,11 +126,16 @@ fn write(p: &Path, v: &str) -> Result<()> {
 
 /// `resctl-bench --dir WORK -r WORK/result.json ARGS…`, stdout captured, stderr passed on.
 fn bench_cmd(work: &Path, args: &[&str]) -> Command {
+    bench_cmd_to(work, &work.join("result.json"), args)
+}
+
+/// `resctl-bench --dir WORK -r RESULT ARGS…`, stdout captured, stderr passed on.
+fn bench_cmd_to(work: &Path, result: &Path, args: &[&str]) -> Command {
     let mut c = Command::new("/proc/self/exe");
     c.arg("--dir")
         .arg(work)
         .arg("-r")
-        .arg(work.join("result.json"))
+        .arg(result)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -418,19 +427,21 @@ struct ReportsScenario {
     after_term: Leftovers,
 }
 
-fn reports(work: &Path) -> Result<serde_json::Value> {
+fn reports(work: &Path, result: Option<&Path>) -> Result<serde_json::Value> {
     use std::os::unix::process::ExitStatusExt;
     std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+    let rf = result
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| work.join("result.json"));
     let swappiness_before = read(Path::new(SWAPPINESS))?;
     let run_args = ["-M", "off", "--swappiness", "70", "run", "systest:hold=6"];
-    let mut child = bench_cmd(work, &run_args)
+    let mut child = bench_cmd_to(work, &rf, &run_args)
         .spawn()
         .context("starting the run")?;
     let holding = watch_holding(&mut child, work)?;
     let out = child.wait_with_output().context("waiting for the run")?;
     let after = leftovers(work)?;
 
-    let rf = work.join("result.json");
     let entries: serde_json::Value = match std::fs::read_to_string(&rf) {
         Ok(t) => serde_json::from_str(&t).with_context(|| format!("parsing {}", rf.display()))?,
         Err(_) => serde_json::Value::Null,
@@ -492,7 +503,7 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
     let v = match a.scenario {
         Scenario::RestoreAfterKill => restore_after_kill(&a.work)?,
         Scenario::Balloon => balloon(&a.work, &a.profile)?,
-        Scenario::Reports => reports(&a.work)?,
+        Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
     };
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;
