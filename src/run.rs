@@ -9,6 +9,8 @@ use crate::report::reporter::ReporterHandle;
 use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
+use crate::system::bench_file::{BenchKnobs, HashdKnobs};
+use crate::system::iocost::IoCostKnobs;
 use crate::system::session::{Needs, Session, SessionOpts};
 use crate::system::sysreqs::Enforce;
 use crate::system::HostPaths;
@@ -63,6 +65,8 @@ pub struct RunCtx<'a> {
     idx: usize,
     period_start: u64,
     sysinfo: SysinfoSrc<'a>,
+    /// Set by [`RunCtx::revert_knobs_at_end`].
+    revert_knobs: bool,
 }
 
 /// Where an entry's sysinfo comes from: fixed (benches that don't touch the system), or read
@@ -125,6 +129,41 @@ impl RunCtx<'_> {
             SysinfoSrc::Session { session, .. } => session.reporter(),
             SysinfoSrc::Fixed(_) => None,
         }
+    }
+
+    /// The benchmark parameters this job runs with (bench.json with the command-line overrides
+    /// and what earlier jobs applied); `None` for benches without system needs.
+    pub fn bench_knobs(&self) -> Option<&BenchKnobs> {
+        match &self.sysinfo {
+            SysinfoSrc::Session { session, .. } => session.bench_knobs(),
+            SysinfoSrc::Fixed(_) => None,
+        }
+    }
+
+    fn session_for(&mut self, what: &str) -> Result<&mut Session> {
+        match self.session() {
+            Some(s) => Ok(s),
+            None => anyhow::bail!("{}: this bench has no host session", what),
+        }
+    }
+
+    /// New io.cost parameters (`apply`; bench.json too when `commit`), written to the kernel
+    /// when the job enforces io.
+    pub fn apply_iocost_knobs(&mut self, knobs: IoCostKnobs, commit: bool) -> Result<()> {
+        self.session_for("applying io.cost parameters")?
+            .apply_iocost(knobs, commit)
+    }
+
+    /// New hashd parameters (`apply`; bench.json too when `commit`).
+    pub fn apply_hashd_knobs(&mut self, knobs: HashdKnobs, commit: bool) -> Result<()> {
+        self.session_for("applying hashd parameters")?
+            .apply_hashd(knobs, commit)
+    }
+
+    /// Asks for the parameters of this job's start to come back when the job ends (however it
+    /// ends), undoing what it applied without committing.
+    pub fn revert_knobs_at_end(&mut self) {
+        self.revert_knobs = true;
     }
 
     /// Stores `record` as the entry's in-progress record and saves the whole result file
@@ -423,10 +462,21 @@ fn execute(
         idx,
         period_start,
         sysinfo,
+        revert_knobs: false,
     };
-    let record = bench
-        .run(&mut ctx)
-        .with_context(|| format!("{} failed", name))?;
+    let run = bench.run(&mut ctx);
+    if ctx.revert_knobs {
+        if let Some(s) = ctx.session() {
+            match s.revert_knobs() {
+                Err(e) if run.is_ok() => {
+                    return Err(e.context(format!("{}: reverting the parameters", name)))
+                }
+                Err(e) => log::warn!("{}: reverting the parameters: {:#}", name, e),
+                Ok(()) => log::debug!("{}: parameters reverted to the job's start", name),
+            }
+        }
+    }
+    let record = run.with_context(|| format!("{} failed", name))?;
     // Sampled at the job's end, as upstream does: the iocost state, swappiness and zswap the
     // job left are what its numbers were measured under.
     let sysinfo = ctx

@@ -1,15 +1,18 @@
 //! The host setup a `run` holds while benches that touch the system run: refusal on systemd
 //! hosts, the restore journal (restoring leftovers of a killed run first) with its signal
 //! handlers, the scratch device, the bench slices, the system requirements (fix pass and gate),
-//! the memory profile and the balloon, `--swappiness`, this process in hostcritical.slice, and
-//! the per-second reporter. Dropping the session stops the reporter and the balloon, moves this
+//! the memory profile and the balloon, `--swappiness`, this process in hostcritical.slice, the
+//! benchmark parameters (`<dir>/bench.json` with `--iocost-from-sys` and `--iocost-qos` on top,
+//! applied to io.cost at each job start), and the per-second reporter. Dropping the session stops the reporter and the balloon, moves this
 //! process back to the cgroup it started in and restores every change; [`Session::finish`]
 //! does the same and reports restore errors.
 
 use crate::report::reporter::{Reporter, ReporterConfig, ReporterHandle, ScratchDev};
 use crate::result::sysinfo::{MemInfo, Sysinfo};
+use crate::system::bench_file::{BenchFile, BenchKnobs, DevIdent, HashdKnobs};
 use crate::system::blockdev::{self, Scratch};
-use crate::system::cgroup::{self, CgroupFs, Controller, Slice};
+use crate::system::cgroup::{self, CgroupFs, Controller, DevNr, Slice};
+use crate::system::iocost::{self, IoCostKnobs, QosOverride};
 use crate::system::mem::{self, AvailSource, Balloon};
 use crate::system::restore::Journal;
 use crate::system::sysreqs::{self, Enforce, Evaluation, Host, SysReq};
@@ -34,6 +37,10 @@ pub struct SessionOpts {
     pub rep_retention: u64,
     pub keep_reports: bool,
     pub clear_reports: bool,
+    /// `--iocost-from-sys`: the kernel's current io.cost model and QoS instead of bench.json's.
+    pub iocost_from_sys: bool,
+    /// `--iocost-qos`: QoS parameters on top of the benchmarked (or kernel) ones.
+    pub iocost_qos: Option<QosOverride>,
 }
 
 impl SessionOpts {
@@ -49,6 +56,8 @@ impl SessionOpts {
             rep_retention: cfg.rep_retention,
             keep_reports: cfg.keep_reports,
             clear_reports: cfg.clear_reports,
+            iocost_from_sys: cfg.iocost_from_sys,
+            iocost_qos: cfg.iocost_qos,
         }
     }
 }
@@ -80,6 +89,12 @@ pub struct Session {
     /// into hostcritical.slice.
     moved_from: Option<String>,
     swappiness: Option<u32>,
+    /// The benchmark parameters (`None` without a scratch device).
+    bench: Option<BenchFile>,
+    qos_ovr: Option<QosOverride>,
+    /// Whether the current job enforces io (its `passive=` doesn't include io): only then are
+    /// the io.cost parameters written to the kernel.
+    io_enforced: bool,
 }
 
 impl Session {
@@ -101,6 +116,7 @@ impl Session {
             Err(e) if e.downcast_ref::<crate::error::UsageError>().is_some() => return Err(e),
             Err(e) => Err(format!("{:#}", e)),
         };
+        let bench = load_bench_file(&hp, opts, &scratch)?;
         let mem = if needs.mem_profile {
             let (m, src) = mem::resolve(&hp, opts.mem_profile, opts.mem_avail)?;
             log_mem(&m, src);
@@ -123,6 +139,9 @@ impl Session {
             slices: false,
             moved_from: None,
             swappiness: opts.swappiness,
+            bench,
+            qos_ovr: opts.iocost_qos,
+            io_enforced: false,
         };
         s.setup_slices(opts.mem_margin)?;
         s.enter_hostcritical();
@@ -258,10 +277,18 @@ impl Session {
         self.reporter.as_ref()
     }
 
-    /// Before a job: the fix pass with the job's `passive=`, and the balloon sized for the job
+    /// Before a job: the fix pass with the job's `passive=`, the benchmark parameters
+    /// (rb-bench.json, and io.cost when the job enforces io), and the balloon sized for the job
     /// (`avail − share` under the memory profile, none otherwise).
     pub fn prepare_job(&mut self, enforce: Enforce, mem_profile: bool) -> Result<()> {
         self.evaluate(enforce)?;
+        self.io_enforced = enforce.io;
+        if let Some(b) = &mut self.bench {
+            b.start_job()
+                .context("writing the working parameter file")?;
+        }
+        self.write_iocost()
+            .context("applying the io.cost parameters")?;
         let size = match (&self.mem, mem_profile) {
             (Some(m), true) => mem::balloon_size(m),
             _ => 0,
@@ -294,6 +321,98 @@ impl Session {
                 Ok(())
             }
         }
+    }
+
+    /// The scratch device's `MAJ:MIN`, when it was found.
+    fn scratch_devnr(&self) -> Option<DevNr> {
+        self.scratch
+            .as_ref()
+            .ok()
+            .map(|s| DevNr::new(s.dev.devnr.0, s.dev.devnr.1))
+    }
+
+    /// Writes the io.cost parameters of the working copy for the scratch device, through the
+    /// journal, when the current job enforces io (spec §5.2): benchmarked parameters
+    /// (`iocost_seq > 0`) give the model and QoS lines; without them a `--iocost-qos` goes on
+    /// top of the kernel's current QoS; otherwise iocost is only enabled with the kernel's
+    /// defaults. Without io.cost in the kernel (the IoCost requirement says so) nothing happens.
+    fn write_iocost(&mut self) -> Result<()> {
+        let (true, Some(bench), Some(devnr)) =
+            (self.io_enforced, &self.bench, self.scratch_devnr())
+        else {
+            return Ok(());
+        };
+        if !self.hp.cgroup().join("io.cost.qos").exists() {
+            log::warn!("not applying io.cost parameters: the kernel lacks io.cost");
+            return Ok(());
+        }
+        let knobs = bench.knobs.clone();
+        let hp = &self.hp;
+        let j = &mut self.journal;
+        let ovr = self.qos_ovr.filter(|o| !o.is_empty());
+        if ovr.is_some_and(|o| o.off) {
+            iocost::set_enable(hp, devnr, false, j)?;
+            log::info!("io.cost off on {} (--iocost-qos)", devnr);
+            return Ok(());
+        }
+        iocost::set_enable(hp, devnr, true, j)?;
+        if knobs.iocost_seq > 0 {
+            let m = iocost::write_model(hp, devnr, &knobs.iocost.model, j)?;
+            let q = iocost::write_qos(hp, devnr, &knobs.iocost.qos, j)?;
+            if m || q {
+                log::info!(
+                    "io.cost on {}: {} / {}",
+                    devnr,
+                    iocost::model_line(devnr, &knobs.iocost.model),
+                    knobs.iocost.qos.rounded().line()
+                );
+            }
+        } else if let Some(o) = ovr {
+            let qos = o.apply(&iocost::read_qos(hp, devnr)?);
+            if iocost::write_qos(hp, devnr, &qos, j)? {
+                log::info!("io.cost QoS on {}: {} (--iocost-qos)", devnr, qos.line());
+            }
+        }
+        Ok(())
+    }
+
+    /// The benchmark parameters the jobs use (`None` without a scratch device).
+    pub fn bench_knobs(&self) -> Option<&BenchKnobs> {
+        self.bench.as_ref().map(|b| &b.knobs)
+    }
+
+    /// The bench file, or an error naming what can't be done without it.
+    fn bench_mut(&mut self, what: &str) -> Result<&mut BenchFile> {
+        match &mut self.bench {
+            Some(b) => Ok(b),
+            None => anyhow::bail!(
+                "can't {}: no scratch device ({})",
+                what,
+                self.scratch.as_ref().err().map_or("", |e| e.as_str())
+            ),
+        }
+    }
+
+    /// New io.cost parameters from a bench: into the working copy and rb-bench.json (and
+    /// bench.json when `commit`), then into the kernel when the job enforces io.
+    pub fn apply_iocost(&mut self, knobs: IoCostKnobs, commit: bool) -> Result<()> {
+        self.bench_mut("apply io.cost parameters")?
+            .apply_iocost(knobs, commit)?;
+        self.write_iocost()
+    }
+
+    /// New hashd parameters from a bench, like [`Session::apply_iocost`].
+    pub fn apply_hashd(&mut self, knobs: HashdKnobs, commit: bool) -> Result<()> {
+        self.bench_mut("apply hashd parameters")?
+            .apply_hashd(knobs, commit)
+    }
+
+    /// Back to the parameters of the current job's start (rb-bench.json and io.cost too).
+    pub fn revert_knobs(&mut self) -> Result<()> {
+        if let Some(b) = &mut self.bench {
+            b.revert()?;
+        }
+        self.write_iocost()
     }
 
     pub fn balloon(&self) -> Option<&Balloon> {
@@ -372,6 +491,49 @@ impl Drop for Session {
         self.balloon = None;
         self.leave_hostcritical();
     }
+}
+
+/// `<dir>/bench.json` for the scratch device (a file for another device is a usage error),
+/// with `--iocost-from-sys` and `--iocost-qos` on top. Without a scratch device there are no
+/// parameters (and `--iocost-from-sys` is an error).
+fn load_bench_file(
+    hp: &HostPaths,
+    opts: &SessionOpts,
+    scratch: &std::result::Result<Scratch, String>,
+) -> Result<Option<BenchFile>> {
+    let s = match scratch {
+        Ok(s) => s,
+        Err(e) if opts.iocost_from_sys => {
+            crate::usage_bail!("--iocost-from-sys needs the scratch device: {}", e)
+        }
+        Err(_) => return Ok(None),
+    };
+    let dev = DevIdent {
+        model: s.dev.model.clone(),
+        fwrev: s.dev.fwrev.clone(),
+        size: s.dev.size,
+    };
+    let mut b = BenchFile::load(&opts.dir, dev)?;
+    let devnr = DevNr::new(s.dev.devnr.0, s.dev.devnr.1);
+    b.apply_overrides(hp, devnr, opts.iocost_from_sys, opts.iocost_qos.as_ref())?;
+    if b.knobs.iocost_seq > 0 {
+        log::info!(
+            "io.cost parameters{}: {} / {}",
+            if opts.iocost_from_sys {
+                " (--iocost-from-sys)"
+            } else {
+                ""
+            },
+            iocost::model_line(devnr, &b.knobs.iocost.model),
+            b.knobs.iocost.qos.rounded().line()
+        );
+    } else {
+        log::debug!(
+            "no benchmarked io.cost parameters in {}",
+            BenchFile::bench_path(&opts.dir).display()
+        );
+    }
+    Ok(Some(b))
 }
 
 /// The cgroup2 path of this process (`0::/a/b` → `a/b`) from /proc/self/cgroup.
@@ -453,6 +615,8 @@ mod tests {
             rep_retention: crate::report::reporter::DFL_RETENTION,
             keep_reports: false,
             clear_reports: false,
+            iocost_from_sys: false,
+            iocost_qos: None,
         }
     }
 
@@ -564,6 +728,260 @@ mod tests {
         assert_eq!(s.sysinfo(None, &[], false).unwrap().swappiness, 30);
         s.finish().unwrap();
         assert_eq!(get(&sw), "10");
+    }
+
+    /// A bench.json for the fake scratch device (nvme0n1, 259:0).
+    const BENCH_JSON: &str = r#"// written by resctl-demo
+{
+  "hashd_seq": 1,
+  "iocost_seq": 2,
+  "hashd": {"rps_max": 1005, "mem_size": 1000000, "mem_frac": 0.5},
+  "iocost": {
+    "devnr": "259:0",
+    "model": {"rbps": 3235739592, "rseqiops": 343800, "rrandiops": 376893,
+              "wbps": 2219232034, "wseqiops": 239923, "wrandiops": 241421},
+    "qos": {"rpct": 95.0, "rlat": 12042, "wpct": 95.0, "wlat": 13664,
+            "min": 60.004, "max": 100.0}
+  },
+  "iocost_dev_model": "Fake SSD 970",
+  "iocost_dev_fwrev": "1B2QEXP7",
+  "iocost_dev_size": 512110190592
+}
+"#;
+
+    const MODEL_LINE: &str = "259:0 model=linear rbps=3235739592 rseqiops=343800 \
+                              rrandiops=376893 wbps=2219232034 wseqiops=239923 wrandiops=241421";
+    const KERNEL_MODEL: &str = "259:0 ctrl=auto model=linear rbps=1000 rseqiops=2000 \
+                                rrandiops=3000 wbps=4000 wseqiops=5000 wrandiops=6000\n";
+
+    /// The fake host with an io.cost.model and, when given, a bench.json in the work dir.
+    fn iocost_host(bench_json: Option<&str>) -> (tempfile::TempDir, HostPaths) {
+        let (t, hp) = host();
+        put(&hp.cgroup().join("io.cost.model"), KERNEL_MODEL);
+        if let Some(b) = bench_json {
+            put(&hp.path("work/bench.json"), b);
+        }
+        (t, hp)
+    }
+
+    fn qos_file(hp: &HostPaths) -> String {
+        get(&hp.cgroup().join("io.cost.qos"))
+    }
+
+    fn model_file(hp: &HostPaths) -> String {
+        get(&hp.cgroup().join("io.cost.model"))
+    }
+
+    fn rb_bench(hp: &HostPaths) -> BenchKnobs {
+        crate::system::bench_file::read_knobs(&hp.path("work/rb-bench.json"))
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn benchmarked_iocost_params_are_written_and_restored() {
+        let (_t, hp) = iocost_host(Some(BENCH_JSON));
+        let (model0, qos0) = (model_file(&hp), qos_file(&hp));
+        let mut s = Session::start(hp.clone(), &opts(&hp), &needs()).unwrap();
+        // Nothing is written before a job starts.
+        assert_eq!(model_file(&hp), model0);
+        assert!(!hp.path("work/rb-bench.json").exists());
+        s.prepare_job(Enforce::all(), false).unwrap();
+        assert_eq!(model_file(&hp), MODEL_LINE);
+        assert_eq!(
+            qos_file(&hp),
+            "259:0 rpct=95.00 rlat=12042 wpct=95.00 wlat=13664 min=60.00 max=100.00"
+        );
+        let rb = rb_bench(&hp);
+        assert_eq!((rb.iocost_seq, rb.hashd.rps_max), (2, 1005));
+        assert_eq!(s.bench_knobs().unwrap().iocost.qos.min, 60.0);
+        s.finish().unwrap();
+        // The kernel had auto control: restoring says so (the real kernel then shows the
+        // original lines again).
+        assert_eq!(model_file(&hp), "259:0 ctrl=auto");
+        assert_eq!(qos_file(&hp), "259:0 enable=1 ctrl=auto");
+        assert_ne!(qos_file(&hp), qos0);
+        // bench.json is never rewritten by a run that commits nothing.
+        assert_eq!(
+            std::fs::read_to_string(hp.path("work/bench.json")).unwrap(),
+            BENCH_JSON
+        );
+    }
+
+    #[test]
+    fn without_bench_json_iocost_is_only_enabled() {
+        let (_t, hp) = iocost_host(None);
+        let qos = hp.cgroup().join("io.cost.qos");
+        put(
+            &qos,
+            "259:0 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00\n",
+        );
+        // A passive=io start fixes nothing; the job then enforces io.
+        let n = Needs {
+            enforce: Enforce::from_passive(Some("io")),
+            ..needs()
+        };
+        let mut o = opts(&hp);
+        o.force = true;
+        let mut s = Session::start(hp.clone(), &o, &n).unwrap();
+        s.io_enforced = true;
+        s.write_iocost().unwrap();
+        assert_eq!(qos_file(&hp), "259:0 enable=1");
+        assert_eq!(model_file(&hp), KERNEL_MODEL.trim());
+        s.finish().unwrap();
+        assert_eq!(qos_file(&hp), "259:0 enable=0 ctrl=auto");
+
+        // Through prepare_job on a host where iocost is already on: nothing to write, and
+        // rb-bench.json holds the defaults.
+        let (_t, hp) = iocost_host(None);
+        let (model0, qos0) = (model_file(&hp), qos_file(&hp));
+        let mut s = Session::start(hp.clone(), &opts(&hp), &needs()).unwrap();
+        s.prepare_job(Enforce::all(), false).unwrap();
+        assert_eq!((model_file(&hp), qos_file(&hp)), (model0, qos0));
+        assert_eq!(rb_bench(&hp).iocost_seq, 0);
+        s.finish().unwrap();
+    }
+
+    #[test]
+    fn passive_io_jobs_leave_iocost_alone() {
+        let (_t, hp) = iocost_host(Some(BENCH_JSON));
+        let (model0, qos0) = (model_file(&hp), qos_file(&hp));
+        let mut s = Session::start(hp.clone(), &opts(&hp), &needs()).unwrap();
+        s.prepare_job(Enforce::from_passive(Some("io")), false)
+            .unwrap();
+        assert_eq!((model_file(&hp), qos_file(&hp)), (model0, qos0));
+        // The working copy is still handed over.
+        assert_eq!(rb_bench(&hp).iocost_seq, 2);
+        s.finish().unwrap();
+    }
+
+    #[test]
+    fn iocost_qos_override_goes_on_top() {
+        let (_t, hp) = iocost_host(Some(BENCH_JSON));
+        let mut o = opts(&hp);
+        o.iocost_qos = Some(QosOverride::parse("min=50,max=50").unwrap());
+        let mut s = Session::start(hp.clone(), &o, &needs()).unwrap();
+        s.prepare_job(Enforce::all(), false).unwrap();
+        assert_eq!(model_file(&hp), MODEL_LINE);
+        assert_eq!(
+            qos_file(&hp),
+            "259:0 rpct=95.00 rlat=12042 wpct=95.00 wlat=13664 min=50.00 max=50.00"
+        );
+        assert_eq!(rb_bench(&hp).iocost.qos.max, 50.0);
+        s.finish().unwrap();
+        // The override never reaches bench.json.
+        assert_eq!(
+            std::fs::read_to_string(hp.path("work/bench.json")).unwrap(),
+            BENCH_JSON
+        );
+
+        // Without benchmarked parameters it goes on top of the kernel's QoS.
+        let (_t, hp) = iocost_host(None);
+        let mut o = opts(&hp);
+        o.iocost_qos = Some(QosOverride::parse("rpct=90,vrate=75").unwrap());
+        let mut s = Session::start(hp.clone(), &o, &needs()).unwrap();
+        s.prepare_job(Enforce::all(), false).unwrap();
+        assert_eq!(
+            qos_file(&hp),
+            "259:0 rpct=90.00 rlat=250000 wpct=0.00 wlat=250000 min=75.00 max=75.00"
+        );
+        assert_eq!(model_file(&hp), KERNEL_MODEL.trim());
+        s.finish().unwrap();
+        assert_eq!(qos_file(&hp), "259:0 enable=1 ctrl=auto");
+    }
+
+    #[test]
+    fn iocost_from_sys_uses_the_kernels_lines() {
+        // bench.json's parameters are replaced by the kernel's.
+        let (_t, hp) = iocost_host(Some(BENCH_JSON));
+        let mut o = opts(&hp);
+        o.iocost_from_sys = true;
+        let mut s = Session::start(hp.clone(), &o, &needs()).unwrap();
+        s.prepare_job(Enforce::all(), false).unwrap();
+        assert_eq!(
+            model_file(&hp),
+            "259:0 model=linear rbps=1000 rseqiops=2000 rrandiops=3000 wbps=4000 \
+             wseqiops=5000 wrandiops=6000"
+        );
+        assert_eq!(
+            qos_file(&hp),
+            "259:0 rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00"
+        );
+        let rb = rb_bench(&hp);
+        assert_eq!((rb.iocost_seq, rb.iocost.model.rbps), (2, 1000));
+        s.finish().unwrap();
+
+        // No bench.json: from-sys counts as benchmarked (seq 1).
+        let (_t, hp) = iocost_host(None);
+        let mut o = opts(&hp);
+        o.iocost_from_sys = true;
+        let mut s = Session::start(hp.clone(), &o, &needs()).unwrap();
+        s.prepare_job(Enforce::all(), false).unwrap();
+        assert_eq!(rb_bench(&hp).iocost_seq, 1);
+        assert!(model_file(&hp).starts_with("259:0 model=linear rbps=1000 "));
+        s.finish().unwrap();
+    }
+
+    #[test]
+    fn bench_json_for_another_device_is_a_usage_error() {
+        let (_t, hp) = iocost_host(Some(&BENCH_JSON.replace("Fake SSD 970", "Other SSD")));
+        let sw = hp.path("proc/sys/vm/swappiness");
+        put(&sw, "10\n");
+        let err = Session::start(hp.clone(), &opts(&hp), &needs())
+            .err()
+            .unwrap();
+        assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_USAGE);
+        let msg = err.to_string();
+        assert_eq!(msg.lines().count(), 1, "{}", msg);
+        assert!(
+            msg.contains("try removing") && msg.contains("bench.json"),
+            "{}",
+            msg
+        );
+        // Refused before any change.
+        assert_eq!(get(&sw), "10");
+        assert!(!hp.path("work/rb-bench.json").exists());
+    }
+
+    #[test]
+    fn applied_params_reach_the_kernel_and_revert_to_the_job_start() {
+        let (_t, hp) = iocost_host(Some(BENCH_JSON));
+        let qos = hp.cgroup().join("io.cost.qos");
+        let mut s = Session::start(hp.clone(), &opts(&hp), &needs()).unwrap();
+        s.prepare_job(Enforce::all(), false).unwrap();
+        // What the kernel shows after the writes (the fake tree keeps the written lines).
+        let kernelize = || {
+            put(
+                &qos,
+                &format!(
+                    "259:0 enable=1 ctrl=user {}\n",
+                    qos_file(&hp).split_once(' ').unwrap().1
+                ),
+            );
+            let model = hp.cgroup().join("io.cost.model");
+            put(
+                &model,
+                &format!(
+                    "259:0 ctrl=user {}\n",
+                    model_file(&hp).split_once(' ').unwrap().1
+                ),
+            );
+        };
+        kernelize();
+        let mut new = s.bench_knobs().unwrap().iocost.clone();
+        new.qos.rpct = 99.0;
+        s.apply_iocost(new, false).unwrap();
+        assert!(qos_file(&hp).contains("rpct=99.00"), "{}", qos_file(&hp));
+        assert_eq!(rb_bench(&hp).iocost_seq, 3);
+        kernelize();
+        s.apply_hashd(HashdKnobs::default(), false).unwrap();
+        assert_eq!(rb_bench(&hp).hashd_seq, 2);
+        s.revert_knobs().unwrap();
+        assert!(qos_file(&hp).contains("rpct=95.00"), "{}", qos_file(&hp));
+        let rb = rb_bench(&hp);
+        assert_eq!((rb.iocost_seq, rb.hashd_seq), (2, 1));
+        s.finish().unwrap();
+        assert_eq!(qos_file(&hp), "259:0 enable=1 ctrl=auto");
     }
 
     #[test]
