@@ -377,6 +377,27 @@ fn restore_qos_line(devnr: DevNr, cur: &IoCostQos) -> String {
     }
 }
 
+/// Reads `devnr`'s current state from `path` with `parse`; unless `unchanged` says it is
+/// already what we want, journals the write that restores it (`restore`) and then writes
+/// `line`. Returns whether it wrote.
+fn update<T>(
+    path: &Path,
+    devnr: DevNr,
+    parse: fn(&Path, &str, DevNr) -> Result<T, KernelFileError>,
+    unchanged: impl FnOnce(&T) -> bool,
+    restore: fn(DevNr, &T) -> String,
+    line: &str,
+    journal: &mut dyn ChangeJournal,
+) -> anyhow::Result<bool> {
+    let cur = parse(path, &read_file(path)?, devnr)?;
+    if unchanged(&cur) {
+        return Ok(false);
+    }
+    journal.record(path, &restore(devnr, &cur))?;
+    write_file(path, line)?;
+    Ok(true)
+}
+
 /// Writes `model` for `devnr` unless the kernel already has exactly it under user control;
 /// the journal first gets the write that restores the current state. Returns whether it wrote.
 pub fn write_model(
@@ -385,14 +406,15 @@ pub fn write_model(
     model: &IoCostModel,
     journal: &mut dyn ChangeJournal,
 ) -> anyhow::Result<bool> {
-    let path = model_path(paths);
-    let cur = parse_model(&path, &read_file(&path)?, devnr)?;
-    if cur.ctrl == "user" && cur.same_params(model) {
-        return Ok(false);
-    }
-    journal.record(&path, &restore_model_line(devnr, &cur))?;
-    write_file(&path, &model_line(devnr, model))?;
-    Ok(true)
+    update(
+        &model_path(paths),
+        devnr,
+        parse_model,
+        |cur| cur.ctrl == "user" && cur.same_params(model),
+        restore_model_line,
+        &model_line(devnr, model),
+        journal,
+    )
 }
 
 /// Writes the QoS parameters of `qos` (not `enable`) for `devnr`, like [`write_model`].
@@ -402,14 +424,15 @@ pub fn write_qos(
     qos: &IoCostQos,
     journal: &mut dyn ChangeJournal,
 ) -> anyhow::Result<bool> {
-    let path = qos_path(paths);
-    let cur = parse_qos(&path, &read_file(&path)?, devnr)?;
-    if cur.ctrl == "user" && cur.same_params(qos) {
-        return Ok(false);
-    }
-    journal.record(&path, &restore_qos_line(devnr, &cur))?;
-    write_file(&path, &qos_line(devnr, qos))?;
-    Ok(true)
+    update(
+        &qos_path(paths),
+        devnr,
+        parse_qos,
+        |cur| cur.ctrl == "user" && cur.same_params(qos),
+        restore_qos_line,
+        &qos_line(devnr, qos),
+        journal,
+    )
 }
 
 /// Turns iocost on or off for `devnr`. Returns whether it wrote.
@@ -419,14 +442,15 @@ pub fn set_enable(
     on: bool,
     journal: &mut dyn ChangeJournal,
 ) -> anyhow::Result<bool> {
-    let path = qos_path(paths);
-    let cur = parse_qos(&path, &read_file(&path)?, devnr)?;
-    if (cur.enable != 0) == on {
-        return Ok(false);
-    }
-    journal.record(&path, &restore_qos_line(devnr, &cur))?;
-    write_file(&path, &enable_line(devnr, on))?;
-    Ok(true)
+    update(
+        &qos_path(paths),
+        devnr,
+        parse_qos,
+        |cur| (cur.enable != 0) == on,
+        restore_qos_line,
+        &enable_line(devnr, on),
+        journal,
+    )
 }
 
 /// The slowest device we accept as a benchmark target, per model parameter (spec: 125 MiB/s,
