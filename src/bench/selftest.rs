@@ -158,11 +158,9 @@ impl Bench for SelfTest {
         entry: &crate::result::Entry,
         _opts: &FormatOpts,
     ) -> Result<()> {
-        let Some(raw) = &entry.result else {
+        let Some(res) = crate::format::parse_result_opt::<StudyResult>(entry)? else {
             return Ok(());
         };
-        let res: StudyResult =
-            serde_json::from_str(raw.get()).context("parsing the selftest result")?;
         out.push_str(&format!(
             "Selftest: {} steps, checksum {}, mean step time {}\n",
             res.steps,

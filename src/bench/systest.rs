@@ -95,10 +95,9 @@ impl Bench for SysTest {
         entry: &crate::result::Entry,
         _opts: &FormatOpts,
     ) -> Result<()> {
-        let Some(raw) = &entry.result else {
+        let Some(r) = crate::format::parse_result_opt::<Record>(entry)? else {
             return Ok(());
         };
-        let r: Record = serde_json::from_str(raw.get()).context("parsing the systest result")?;
         let opt = |v: Option<u64>| v.map(|b| format_size(b as f64)).unwrap_or("-".into());
         out.push_str(&format!(
             "Systest: MemAvailable={} balloon.slice memory={} swap={} held={:.1}s\n",

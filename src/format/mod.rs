@@ -32,10 +32,19 @@ fn layout_error(entry: &Entry, what: &str, err: serde_json::Error) -> anyhow::Er
 
 /// The entry's `result` parsed into a bench's typed model.
 pub fn parse_result<T: DeserializeOwned>(entry: &Entry) -> Result<T> {
-    let Some(raw) = &entry.result else {
+    let Some(res) = parse_result_opt(entry)? else {
         crate::usage_bail!("{}: the entry has no result", job_name(&entry.spec));
     };
-    serde_json::from_str(raw.get()).map_err(|e| layout_error(entry, "result", e))
+    Ok(res)
+}
+
+/// The entry's `result` parsed into a bench's typed model; `None` if there is none.
+pub fn parse_result_opt<T: DeserializeOwned>(entry: &Entry) -> Result<Option<T>> {
+    entry
+        .result
+        .as_ref()
+        .map(|raw| serde_json::from_str(raw.get()).map_err(|e| layout_error(entry, "result", e)))
+        .transpose()
 }
 
 /// The entry's `record` parsed into a bench's typed model; `None` if there is none.
