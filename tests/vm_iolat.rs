@@ -2,19 +2,13 @@
 //! `unthrottled` and the `hdd` disk profile, latencies from tracefs block events. Runs only
 //! with RESCTL_BENCH_VM_TESTS=1; two boots of ~12 s of load each.
 
+mod common;
+
+use common::{enabled, ok_json, BIN};
 use serde_json::Value;
 use std::time::Instant;
 
-const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
 const SECS: &str = "10";
-
-fn enabled() -> bool {
-    if std::env::var("RESCTL_BENCH_VM_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipped: set RESCTL_BENCH_VM_TESTS=1 to boot VM guests");
-    false
-}
 
 /// `__iolat` under a random-read load in a guest with `profile`; its JSON summary.
 fn iolat(cwd: &std::path::Path, profile: &str) -> Value {
@@ -47,15 +41,7 @@ fn iolat(cwd: &std::path::Path, profile: &str) -> Value {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr);
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({}):\n{}\nstderr:\n{}",
-            e,
-            String::from_utf8_lossy(&out.stdout),
-            stderr
-        )
-    })
+    ok_json(&out)
 }
 
 fn f(j: &Value, k: &str) -> f64 {

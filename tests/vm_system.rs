@@ -3,19 +3,12 @@
 //! per-second reports, `--swappiness`, hostcritical.slice and SIGTERM. They run only with
 //! RESCTL_BENCH_VM_TESTS=1, in one test so the guests boot one after another (four in all).
 
+mod common;
+
+use common::{enabled, ok_json, BIN};
 use serde_json::Value;
 use std::process::Output;
 use std::time::Instant;
-
-const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
-
-fn enabled() -> bool {
-    if std::env::var("RESCTL_BENCH_VM_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipped: set RESCTL_BENCH_VM_TESTS=1 to boot VM guests");
-    false
-}
 
 fn vm(cwd: &std::path::Path, mem: &str, args: &[&str]) -> Output {
     let t = Instant::now();
@@ -42,19 +35,6 @@ fn vm(cwd: &std::path::Path, mem: &str, args: &[&str]) -> Output {
         t.elapsed().as_secs_f64()
     );
     out
-}
-
-fn ok_json(out: &Output) -> Value {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr);
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({}):\n{}\nstderr:\n{}",
-            e,
-            String::from_utf8_lossy(&out.stdout),
-            stderr
-        )
-    })
 }
 
 fn knob<'a>(v: &'a Value, k: &str) -> &'a str {
