@@ -63,7 +63,7 @@ struct Summary {
     read_iops: f64,
     per_sec: Vec<Second>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    load: Option<crate::vm::probe::RandRead>,
+    load: Option<crate::workload::randread::RandRead>,
     counters: std::collections::BTreeMap<String, u64>,
     /// CPU time (user + system) of the tracefs reader thread per second of wall time.
     reader_cpu_util: f64,
@@ -187,7 +187,7 @@ pub fn run(a: &IoLatArgs) -> Result<()> {
             let target = Path::new("/dev").join(&name);
             let (dur, jobs) = (Duration::from_secs(a.secs), a.jobs);
             Some(std::thread::spawn(move || {
-                crate::vm::probe::randread(&target, dur, jobs)
+                crate::workload::randread::randread(&target, dur, jobs)
             }))
         }
         Some(other) => crate::usage_bail!("--load {:?}: only randread is accepted", other),

@@ -218,7 +218,8 @@ impl Load {
                 std::thread::Builder::new()
                     .name("load-read".into())
                     .spawn(move || {
-                        crate::vm::probe::randread(&p, Duration::from_secs(secs), 2).map(|r| r.ios)
+                        crate::workload::randread::randread(&p, Duration::from_secs(secs), 2)
+                            .map(|r| r.ios)
                     })
                     .context("starting the IO readers")?,
             );
