@@ -52,6 +52,8 @@ pub struct RunConfig {
     /// What benches that touch the system need from the options (`None`: such benches can't
     /// run, e.g. in tests of the run machinery).
     pub system: Option<crate::system::session::SessionOpts>,
+    /// `--quick`: benches shorten their phases.
+    pub quick: bool,
 }
 
 /// What a bench's `run` gets: its spec, the matched previous record (incremental benches resume
@@ -67,6 +69,7 @@ pub struct RunCtx<'a> {
     sysinfo: SysinfoSrc<'a>,
     /// Set by [`RunCtx::revert_knobs_at_end`].
     revert_knobs: bool,
+    quick: bool,
 }
 
 /// Where an entry's sysinfo comes from: fixed (benches that don't touch the system), or read
@@ -102,6 +105,11 @@ impl RunCtx<'_> {
     /// benches a complete record is reused without running).
     pub fn prev_record(&self) -> Option<&RawValue> {
         self.prev_record.as_deref()
+    }
+
+    /// `--quick`: shortened phases (the result carries the mark).
+    pub fn quick(&self) -> bool {
+        self.quick
     }
 
     /// Top-level work directory.
@@ -463,6 +471,7 @@ fn execute(
         period_start,
         sysinfo,
         revert_knobs: false,
+        quick: cfg.quick,
     };
     let run = bench.run(&mut ctx);
     if ctx.revert_knobs {
@@ -551,6 +560,7 @@ impl RunConfig {
             dir: cfg.dir.clone(),
             bench_args: Some(cfg.sysinfo_args()),
             system: Some(SessionOpts::from_config(cfg)),
+            quick: cfg.quick,
         })
     }
 }

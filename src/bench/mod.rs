@@ -178,7 +178,7 @@ pub static BENCHES: &[BenchDesc] = &[
         forward: &[],
         group_props: None,
         format_props: &[],
-        runnable: false,
+        runnable: true,
         system: Some(&MEM_SYSTEM),
     },
     BenchDesc {
@@ -360,6 +360,7 @@ const PROTECTION_SCENARIO_PROPS: [PropDesc; 9] = [
     p("isol-thr", ValueKind::Frac, "isolation threshold"),
 ];
 
+pub mod hashd_bench;
 pub mod iocost_params;
 pub mod iocost_qos;
 pub mod protection;
@@ -372,6 +373,7 @@ pub fn implementation(kind: &str) -> Option<&'static dyn Bench> {
     match kind {
         "selftest" => Some(&selftest::SelfTest),
         "systest" => Some(&systest::SysTest),
+        "storage" => Some(&storage::Storage),
         _ => None,
     }
 }

@@ -13,6 +13,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::fmt::Write;
 
+pub mod run;
+pub use run::Storage;
+
 pub const DFL_HASH_SIZE: f64 = 1258291.0;
 pub const DFL_LOG_BPS: f64 = 1100794.0;
 pub const DFL_LOOPS: u64 = 3;

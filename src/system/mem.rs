@@ -48,6 +48,8 @@ pub enum AvailSource {
     Estimated,
     /// Profile `off`: the machine's size.
     MachineSize,
+    /// Measured by a hashd bench, or corrected by the storage bench's retries.
+    Measured,
 }
 
 /// Memory used by our own bench slices (workload.slice, balloon.slice): it goes back to the
@@ -124,12 +126,40 @@ pub fn resolve(
     ))
 }
 
+/// `m` with a new `avail`; a usage error when the profile's share doesn't fit into it.
+pub fn with_avail(m: &MemInfo, avail: u64) -> Result<MemInfo> {
+    if m.profile == 0 {
+        return Ok(m.clone());
+    }
+    if m.share > avail {
+        return Err(UsageError::new(format!(
+            "--mem-profile {} needs {} of memory for the workload but only {} is available \
+             (measured); use a lower --mem-profile (or off)",
+            m.profile,
+            format_size(m.share as f64),
+            format_size(avail as f64)
+        ))
+        .into());
+    }
+    Ok(MemInfo { avail, ..m.clone() })
+}
+
 /// The balloon size of a profile: `avail − share` (0 for `off`).
 pub fn balloon_size(mem: &MemInfo) -> u64 {
     if mem.profile == 0 {
         0
     } else {
         mem.avail.saturating_sub(mem.share)
+    }
+}
+
+/// The balloon size during hashd benches: `avail − target`, so the benches size themselves
+/// to the profile's target (0 for `off`).
+pub fn hashd_balloon_size(mem: &MemInfo) -> u64 {
+    if mem.profile == 0 {
+        0
+    } else {
+        mem.avail.saturating_sub(mem.target)
     }
 }
 
@@ -147,11 +177,17 @@ impl Balloon {
     /// Starts the balloon process, moves it into `balloon.slice` of `cg` (when given; the slice
     /// must exist) and grows it to `size` bytes. Returns once the memory is taken.
     pub fn start(cg: Option<&CgroupFs>, size: u64) -> Result<Balloon> {
-        Self::start_exe(std::path::Path::new("/proc/self/exe"), cg, size)
+        let exe = std::path::Path::new("/proc/self/exe");
+        Self::start_exe(exe, cg.map(|fs| (fs, Slice::Balloon.name())), size)
     }
 
-    /// [`Balloon::start`] with the resctl-bench binary at `exe` (tests).
-    pub fn start_exe(exe: &std::path::Path, cg: Option<&CgroupFs>, size: u64) -> Result<Balloon> {
+    /// [`Balloon::start`] with the resctl-bench binary at `exe` (tests), moved into cgroup
+    /// `cg` when given. In a cgroup that may swap, it is a memory hog that holds what it can.
+    pub fn start_exe(
+        exe: &std::path::Path,
+        cg: Option<(&CgroupFs, &str)>,
+        size: u64,
+    ) -> Result<Balloon> {
         let parent = std::process::id();
         let mut cmd = Command::new(exe);
         cmd.arg("__balloon")
@@ -184,9 +220,9 @@ impl Balloon {
             stdout: BufReader::new(stdout),
             size: 0,
         };
-        if let Some(cg) = cg {
-            cg.move_pid(Slice::Balloon.name(), b.child.id())
-                .with_context(|| format!("moving the balloon into {}", Slice::Balloon.name()))?;
+        if let Some((fs, name)) = cg {
+            fs.move_pid(name, b.child.id())
+                .with_context(|| format!("moving the balloon process into {}", name))?;
         }
         b.resize(size)?;
         Ok(b)

@@ -82,6 +82,8 @@ pub struct Session {
     hp: HostPaths,
     scratch: std::result::Result<Scratch, String>,
     mem: Option<MemInfo>,
+    /// Where `mem.avail` came from; `Measured` once a hashd bench measured or corrected it.
+    mem_src: Option<AvailSource>,
     eval: Evaluation,
     /// Whether the bench slices exist (balloon.slice for the balloon).
     slices: bool,
@@ -117,12 +119,12 @@ impl Session {
             Err(e) => Err(format!("{:#}", e)),
         };
         let bench = load_bench_file(&hp, opts, &scratch)?;
-        let mem = if needs.mem_profile {
+        let (mem, mem_src) = if needs.mem_profile {
             let (m, src) = mem::resolve(&hp, opts.mem_profile, opts.mem_avail)?;
             log_mem(&m, src);
-            Some(m)
+            (Some(m), Some(src))
         } else {
-            None
+            (None, None)
         };
         let mut s = Session {
             reporter: None,
@@ -131,6 +133,7 @@ impl Session {
             hp,
             scratch,
             mem,
+            mem_src,
             eval: Evaluation {
                 checks: Vec::new(),
                 fixed: Vec::new(),
@@ -415,6 +418,61 @@ impl Session {
         self.write_iocost()
     }
 
+    /// The host paths this session works on.
+    pub fn hp(&self) -> &HostPaths {
+        &self.hp
+    }
+
+    /// The scratch device, when it was found.
+    pub fn scratch_dev(&self) -> Option<&blockdev::DevInfo> {
+        self.scratch.as_ref().ok().map(|s| &s.dev)
+    }
+
+    /// Whether the bench slices (workload.slice, balloon.slice, …) are set up.
+    pub fn has_slices(&self) -> bool {
+        self.slices
+    }
+
+    /// Whether the memory profile's `avail` is only the quick estimate from `MemAvailable`,
+    /// not yet measured by a hashd bench (nor given).
+    pub fn mem_avail_unmeasured(&self) -> bool {
+        self.mem_src == Some(AvailSource::Estimated)
+    }
+
+    /// A new `avail` for the memory profile, measured by a hashd bench or corrected by the
+    /// storage bench: the profile is checked against it again (a usage error when its share no
+    /// longer fits). The balloon is left to the caller.
+    pub fn update_mem_avail(&mut self, avail: u64) -> Result<&MemInfo> {
+        let Some(m) = &self.mem else {
+            anyhow::bail!("no memory profile in this session");
+        };
+        let m = mem::with_avail(m, avail)?;
+        log_mem(&m, AvailSource::Measured);
+        self.mem_src = Some(AvailSource::Measured);
+        Ok(self.mem.insert(m))
+    }
+
+    /// Creates cgroup `cg` (relative to the cgroup2 root) through the journal, so it goes away
+    /// at the end even after a crash.
+    /// Its parent gets the cpu, io and memory controllers for it.
+    pub fn create_cgroup(&mut self, cg: &str) -> Result<()> {
+        let fs = CgroupFs::new(&self.hp);
+        if let Some((parent, _)) = cg.rsplit_once('/') {
+            fs.enable_controllers(parent, &Controller::ALL, false, &mut self.journal)
+                .with_context(|| format!("enabling controllers in {}", parent))?;
+        }
+        fs.create(cg, &mut self.journal)
+            .with_context(|| format!("creating cgroup {}", cg))?;
+        Ok(())
+    }
+
+    /// Drops the clean page cache (`vm/drop_caches` = 3), so a bench starts from a cold cache.
+    pub fn drop_caches(&self) -> Result<()> {
+        let p = self.hp.path("proc/sys/vm/drop_caches");
+        cgroup::write_file(&p, "3").with_context(|| format!("writing 3 to {}", p.display()))?;
+        Ok(())
+    }
+
     pub fn balloon(&self) -> Option<&Balloon> {
         self.balloon.as_ref()
     }
@@ -557,6 +615,7 @@ fn log_mem(m: &MemInfo, src: AvailSource) {
         format_size(m.avail as f64),
         match src {
             AvailSource::Estimated => " (estimated)",
+            AvailSource::Measured => " (measured)",
             _ => "",
         },
         format_size(m.share as f64),

@@ -26,8 +26,8 @@ pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
 
-pub use probe::ProbeRecord;
-pub use target::{HashdTarget, Knobs, Sample, SizingTarget};
+pub use probe::{Phase, ProbeRecord};
+pub use target::{HashdTarget, Knobs, MemSource, Sample, SizingTarget, Tick, Watch};
 pub use timing::{Thresholds, Timing};
 
 use anyhow::{bail, Result};

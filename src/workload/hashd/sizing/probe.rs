@@ -25,6 +25,21 @@ pub enum Phase {
     MemRefine,
 }
 
+impl Phase {
+    /// The short name reports and status lines show.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::CpuSat => "cpu-sat",
+            Phase::MemUp => "mem-up",
+            Phase::MemBisect => "mem-bisect",
+            Phase::MemRecheck => "mem-recheck",
+            Phase::MemConfirm => "mem-confirm",
+            Phase::MemVerify => "mem-verify",
+            Phase::MemRefine => "mem-refine",
+        }
+    }
+}
+
 /// Why a probe ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -59,6 +74,9 @@ pub struct ProbeRecord {
     pub converged: bool,
     pub end: End,
     pub secs: u32,
+    /// When the probe started (unix seconds).
+    #[serde(default)]
+    pub start: u64,
     /// Largest memory usage of the last seconds, bytes.
     pub mem_bytes: u64,
     /// Pass/fail as the phase judged it (None for CPU rounds).
@@ -75,7 +93,8 @@ pub fn measure(
     early: Option<Early>,
 ) -> Result<ProbeRecord> {
     let cfg = cfg.for_device(target.rotational());
-    target.set(knobs)?;
+    target.begin(phase, knobs)?;
+    let start = crate::run::now();
     let mut det = Detector::new(cfg);
     let mut mem: VecDeque<u64> = VecDeque::new();
     let mut end = End::MaxDur;
@@ -126,6 +145,7 @@ pub fn measure(
         converged: o.converged,
         end,
         secs: det.secs(),
+        start,
         mem_bytes: mem.iter().copied().max().unwrap_or(0),
         pass: None,
     })

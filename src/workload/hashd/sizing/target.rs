@@ -1,6 +1,9 @@
 //! What the sizing phases drive: [`SizingTarget`], implemented by a running [`Hashd`]
 //! ([`HashdTarget`]) and, in tests, by a simulated device (`sim`).
 
+use super::probe::Phase;
+use crate::report::model::Timestamp;
+use crate::report::reporter::SharedReport;
 use crate::workload::hashd::{Hashd, Params};
 use anyhow::{bail, Result};
 use std::time::{Duration, Instant};
@@ -32,6 +35,11 @@ pub struct Sample {
 pub trait SizingTarget {
     /// Applies `knobs` (takes effect within about a second).
     fn set(&mut self, knobs: &Knobs) -> Result<()>;
+    /// A probe of `phase` starts with `knobs`: applies them. Targets that report what the bench
+    /// is doing override it to note the phase.
+    fn begin(&mut self, _phase: Phase, knobs: &Knobs) -> Result<()> {
+        self.set(knobs)
+    }
     /// The next second's sample; blocks until it exists.
     fn next_sample(&mut self) -> Result<Sample>;
     /// The 100 % footprint, bytes.
@@ -44,15 +52,45 @@ pub trait SizingTarget {
     }
 }
 
+/// Where a [`HashdTarget`] reads the workload's memory from.
+#[derive(Debug, Clone)]
+pub enum MemSource {
+    /// hashd's resident set (page cache isn't in it): for runs outside cgroups.
+    Rss,
+    /// `memory.current` of hashd's cgroup (this file): anon, page cache and kernel memory.
+    Cgroup(std::path::PathBuf),
+}
+
+/// What a probe is doing, handed to the [`Watch`] hook with every sample.
+#[derive(Debug, Clone, Copy)]
+pub struct Tick {
+    pub phase: Phase,
+    pub sample: Sample,
+    /// The probed footprint (size × mem_frac), bytes.
+    pub probe_size: u64,
+    /// When the probe started (unix seconds).
+    pub probe_at: f64,
+}
+
+/// Called once a second with the newest sample; an error aborts the bench.
+pub type Watch = Box<dyn FnMut(&Tick) -> Result<()>>;
+
 /// A running hashd as a sizing target: knobs go into its params file on top of `base`,
-/// samples come from its status file, memory from its resident set (page cache isn't in it;
-/// the storage bench reads its cgroup instead).
+/// samples come from its status file, memory from [`MemSource`]. With a reporter's shared
+/// state, every sample also becomes the reports' hashd entry (with the bench phase and probe).
 pub struct HashdTarget {
     pub hashd: Hashd,
     pub base: Params,
     pub size: u64,
     pub rotational: bool,
+    pub mem: MemSource,
+    /// The reporter's shared state and the name hashd goes by in the reports.
+    pub report: Option<(SharedReport, String)>,
+    pub watch: Option<Watch>,
     last_ts: Option<f64>,
+    phase: Phase,
+    probe_size: u64,
+    probe_at: f64,
 }
 
 /// How long to wait for a fresh status before giving up on hashd.
@@ -65,7 +103,23 @@ impl HashdTarget {
             base,
             size,
             rotational,
+            mem: MemSource::Rss,
+            report: None,
+            watch: None,
             last_ts: None,
+            phase: Phase::MemUp,
+            probe_size: 0,
+            probe_at: 0.0,
+        }
+    }
+
+    fn mem_bytes(&self) -> u64 {
+        match &self.mem {
+            MemSource::Rss => self.rss(),
+            MemSource::Cgroup(path) => std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(0),
         }
     }
 
@@ -79,6 +133,20 @@ impl HashdTarget {
                     .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             })
             .map_or(0, |kb| kb << 10)
+    }
+
+    /// Puts hashd's status, with the bench phase and probe, into the reports.
+    fn publish(&mut self) {
+        let Some((shared, svc)) = &self.report else {
+            return;
+        };
+        let mut rep = self.hashd.report(svc);
+        rep.phase = self.phase.name().to_string();
+        rep.mem_probe_size = self.probe_size;
+        rep.mem_probe_at = Timestamp::from_unix(self.probe_at);
+        if let Ok(mut sh) = shared.lock() {
+            sh.hashd[0] = rep;
+        }
     }
 }
 
@@ -95,6 +163,13 @@ impl SizingTarget for HashdTarget {
         self.hashd.set_params(&p)
     }
 
+    fn begin(&mut self, phase: Phase, knobs: &Knobs) -> Result<()> {
+        self.phase = phase;
+        self.probe_size = (self.size as f64 * knobs.mem_frac.clamp(0.0, 1.0)) as u64;
+        self.probe_at = Timestamp::now().unix_secs();
+        self.set(knobs)
+    }
+
     fn next_sample(&mut self) -> Result<Sample> {
         let start = Instant::now();
         loop {
@@ -102,12 +177,23 @@ impl SizingTarget for HashdTarget {
                 let ts = st.timestamp.unix_secs();
                 if self.last_ts.map_or(true, |l| ts > l) {
                     self.last_ts = Some(ts);
-                    return Ok(Sample {
+                    let sample = Sample {
                         rps: st.stat.rps,
                         lat_ctl: st.stat.lat.ctl,
                         lat_p95: st.stat.lat.p95,
-                        mem_bytes: self.rss(),
-                    });
+                        mem_bytes: self.mem_bytes(),
+                    };
+                    self.publish();
+                    let tick = Tick {
+                        phase: self.phase,
+                        sample,
+                        probe_size: self.probe_size,
+                        probe_at: self.probe_at,
+                    };
+                    if let Some(w) = &mut self.watch {
+                        w(&tick)?;
+                    }
+                    return Ok(sample);
                 }
             }
             if start.elapsed() > SAMPLE_TIMEOUT {

@@ -1,0 +1,513 @@
+//! Running `storage` (spec §4): the memory profile, the measurement loops with upstream's
+//! retry logic around the memory-usage error, the record, and the studies that turn it into
+//! the result.
+
+use super::{DFL_HASH_SIZE, DFL_LOOPS};
+use crate::bench::hashd_bench::{self, HashdBenchCfg};
+use crate::bench::{Bench, BenchDesc, FormatOpts, ValueKind};
+use crate::format::prop_f64;
+use crate::result::sysinfo::MemInfo;
+use crate::run::{now, RunCtx, StudyCtx};
+use crate::spec::JobSpec;
+use crate::study::iolat_study::IoLatStudy;
+use crate::study::reports::{study_period, study_periods};
+use crate::study::rstat_study::{ResourceStatStudy, ROOT_SLICE};
+use crate::system::bench_file::HashdKnobs;
+use crate::units::{format_pct, format_size};
+use crate::workload::hashd::sizing::{Phase, Tick, Watch};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+pub struct Storage;
+
+/// The storage properties (spec §4.1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Props {
+    pub apply: bool,
+    pub commit: bool,
+    pub loops: u32,
+    pub rps_max: Option<u32>,
+    pub hash_size: u64,
+    pub chunk_pages: u32,
+    pub log_bps: u64,
+    pub err_max: f64,
+    pub inner_retries: u32,
+    pub outer_retries: u32,
+}
+
+impl Props {
+    pub fn parse(spec: &JobSpec) -> Result<Props> {
+        let g = spec.first_group();
+        let what = "storage";
+        let get = |k: &str, kind: ValueKind| prop_f64(&g, k, kind, what);
+        let flag =
+            |k: &str| -> Result<bool> { Ok(get(k, ValueKind::Bool)?.is_some_and(|v| v != 0.0)) };
+        let commit = flag("commit")?;
+        let loops = get("loops", ValueKind::Int)?.map_or(DFL_LOOPS as u32, |v| v as u32);
+        if loops == 0 {
+            crate::usage_bail!(
+                "storage: loops=0; at least one measurement is needed (accepted: 1 or more)"
+            );
+        }
+        Ok(Props {
+            apply: flag("apply")? || commit,
+            commit,
+            loops,
+            rps_max: get("rps-max", ValueKind::Int)?
+                .map(|v| v as u32)
+                .filter(|&v| v > 0),
+            hash_size: get("hash-size", ValueKind::Size)?
+                .map_or(DFL_HASH_SIZE as u64, |v| v as u64),
+            chunk_pages: get("chunk-pages", ValueKind::Int)?
+                .map_or(25, |v| v as u32)
+                .max(1),
+            log_bps: get("log-bps", ValueKind::Size)?
+                .map_or(super::DFL_LOG_BPS as u64, |v| v as u64),
+            err_max: get("mem-avail-err-max", ValueKind::Frac)?.unwrap_or(0.1),
+            inner_retries: get("mem-avail-inner-retries", ValueKind::Int)?.map_or(2, |v| v as u32),
+            outer_retries: get("mem-avail-outer-retries", ValueKind::Int)?.map_or(2, |v| v as u32),
+        })
+    }
+}
+
+/// The fake-CPU RPS for a memory share: round(share_GiB × 166.67) (2000 at profile 16).
+pub fn dfl_rps_max(share: u64) -> u32 {
+    ((share as f64 / (1u64 << 30) as f64 * 166.67).round() as u32).max(1)
+}
+
+/// One successful measurement, beyond upstream's fields: what the search found and how.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoopInfo {
+    pub mem_frac: f64,
+    pub probes: u32,
+    pub secs: u64,
+    pub quick: bool,
+}
+
+/// The storage record (spec §4.5), with upstream's field names; `loops` and `retries` are ours.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Record {
+    pub period: (u64, u64),
+    pub final_mem_probe_periods: Vec<(u64, u64)>,
+    pub base_hashd_knobs: HashdKnobs,
+    pub mem: MemInfo,
+    pub mem_usages: Vec<f64>,
+    pub mem_sizes: Vec<f64>,
+    pub loops: Vec<LoopInfo>,
+    /// Inner and outer retries taken.
+    pub retries: (u32, u32),
+}
+
+/// The storage result (spec §4.6).
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultOut {
+    pub mem_offload_factor: f64,
+    pub mem_usage: u64,
+    pub mem_usage_stdev: u64,
+    pub mem_size: u64,
+    pub mem_size_stdev: u64,
+    pub all_rstat: Box<RawValue>,
+    pub final_rstat: Box<RawValue>,
+    pub iolat: Box<RawValue>,
+    pub nr_reports: (u64, u64),
+}
+
+/// Arithmetic mean and sample standard deviation (0 for fewer than two values).
+pub fn mean_stdev(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
+/// The memory-usage error that ends a final probe early (spec §4.4 "early abort").
+#[derive(Debug, thiserror::Error)]
+#[error("memory usage {usage} is {:.1}% over the target", err * 100.0)]
+struct OverUse {
+    usage: u64,
+    err: f64,
+}
+
+/// What the per-second watch keeps for the loop: the newest memory readings.
+#[derive(Debug, Default)]
+struct Seen {
+    mem: VecDeque<u64>,
+}
+
+/// Memory usage is the largest of this many newest readings (upstream's window).
+const MEM_WINDOW: usize = 10;
+
+impl Seen {
+    fn usage(&self) -> u64 {
+        self.mem.iter().copied().max().unwrap_or(0)
+    }
+}
+
+fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
+    let mut n = 0u64;
+    Box::new(move |t: &Tick| {
+        let usage = {
+            let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
+            s.mem.push_back(t.sample.mem_bytes);
+            if s.mem.len() > MEM_WINDOW {
+                s.mem.pop_front();
+            }
+            s.usage()
+        };
+        let err = (usage as f64 - target as f64) / target as f64;
+        n += 1;
+        let line = format!(
+            "[{}] mem: {}/{}({:+.1}%) rps: {:.1} lat: {:.1}ms",
+            t.phase.name(),
+            format_size(t.probe_size as f64),
+            format_size(usage as f64),
+            err * 100.0,
+            t.sample.rps,
+            t.sample.lat_ctl * 1000.0
+        );
+        if n % 10 == 0 {
+            log::info!("{}", line);
+        } else {
+            log::debug!("{}", line);
+        }
+        // Only the final probes end early: earlier ones may well overshoot on the way.
+        if t.phase == Phase::MemConfirm && err > err_max {
+            return Err(OverUse { usage, err }.into());
+        }
+        Ok(())
+    })
+}
+
+/// Retry bookkeeping across measurements (spec §4.4).
+struct Retries {
+    inner_left: u32,
+    outer_left: u32,
+    first_try: bool,
+    prev: f64,
+}
+
+#[derive(Debug)]
+enum Verdict {
+    Success,
+    Inner,
+    Outer(u64),
+}
+
+impl Retries {
+    /// After a measurement with memory error `err` (usage − target)/target.
+    fn judge(&mut self, props: &Props, mem: &MemInfo, usage: u64, err: f64) -> Result<Verdict> {
+        if err.abs() <= props.err_max {
+            self.prev = 0.0;
+            self.first_try = false;
+            return Ok(Verdict::Success);
+        }
+        let cur = mem.avail as f64 + usage as f64 - mem.target as f64;
+        let cur = cur.max(0.0);
+        let consistent = (cur - self.prev).abs() < props.err_max * cur;
+        let outer = self.first_try || consistent || self.inner_left == 0;
+        self.prev = cur;
+        self.first_try = false;
+        if outer {
+            if self.outer_left == 0 {
+                crate::usage_bail!(
+                    "storage: available memory keeps fluctuating (usage {} against target {}); keep the system idle, or give --mem-avail",
+                    format_size(usage as f64),
+                    format_size(mem.target as f64)
+                );
+            }
+            self.outer_left -= 1;
+            Ok(Verdict::Outer(cur as u64))
+        } else {
+            self.inner_left -= 1;
+            Ok(Verdict::Inner)
+        }
+    }
+}
+
+impl Bench for Storage {
+    fn desc(&self) -> &'static BenchDesc {
+        crate::bench::find("storage").unwrap_or_else(|| unreachable!("storage is registered"))
+    }
+
+    fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
+        let props = Props::parse(ctx.spec())?;
+        let quick = ctx.quick();
+        let mut rec: Record = match ctx.prev_record() {
+            Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
+            None => Record::default(),
+        };
+        let dir = ctx.dir().to_path_buf();
+        let session = ctx.session().context("storage needs the host session")?;
+        // A resumed run keeps the avail its finished loops were measured with.
+        let profile = session.mem().map(|m| m.profile);
+        if session.mem_avail_unmeasured() && rec.mem.avail > 0 && Some(rec.mem.profile) == profile {
+            session.update_mem_avail(rec.mem.avail)?;
+        }
+        hashd_bench::ensure_mem_avail(session)?;
+        let mut mem = session
+            .mem()
+            .cloned()
+            .context("storage runs under the memory profile")?;
+        if rec.mem.profile != mem.profile || rec.mem.avail != mem.avail {
+            rec.mem_usages.clear();
+            rec.mem_sizes.clear();
+            rec.final_mem_probe_periods.clear();
+            rec.loops.clear();
+        }
+        let rps_max = props.rps_max.unwrap_or_else(|| dfl_rps_max(mem.share));
+        let mut retries = Retries {
+            inner_left: props.inner_retries,
+            outer_left: props.outer_retries,
+            first_try: rec.mem_usages.is_empty(),
+            prev: 0.0,
+        };
+        if rec.period.0 == 0 || rec.mem_usages.is_empty() {
+            rec.period.0 = now();
+        }
+        rec.mem = mem.clone();
+        log::info!(
+            "storage: {} of {} loops done; rps_max={} target={}",
+            rec.mem_usages.len(),
+            props.loops,
+            rps_max,
+            format_size(mem.target as f64)
+        );
+
+        while rec.mem_usages.len() < props.loops as usize {
+            let session = ctx.session().context("storage needs the host session")?;
+            session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
+            let cfg = HashdBenchCfg {
+                size: 4 * mem.share,
+                rps_max: Some(rps_max),
+                fake_cpu: true,
+                hash_size: Some(props.hash_size),
+                chunk_pages: Some(props.chunk_pages),
+                log_bps: Some(props.log_bps),
+                preload: mem.share / 2,
+                total_memory: Some(mem.share),
+                quick,
+            };
+            let seen = Arc::new(Mutex::new(Seen::default()));
+            let w = watch(seen.clone(), mem.target, props.err_max);
+            log::info!("storage: loop {}/{}", rec.mem_usages.len() + 1, props.loops);
+            let run = hashd_bench::run_sizing(session, &dir, &cfg, Some(w));
+            let usage = seen.lock().unwrap_or_else(|e| e.into_inner()).usage();
+            let err = (usage as f64 - mem.target as f64) / mem.target as f64;
+            let run = match run {
+                Ok(r) => Some(r),
+                Err(e) if e.downcast_ref::<OverUse>().is_some() => {
+                    log::warn!("storage: {:#}; ending the measurement", e);
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            let verdict = retries.judge(&props, &mem, usage, err)?;
+            match (verdict, run) {
+                (Verdict::Success, Some(run)) => {
+                    let last = run.sizing.mem_history.last();
+                    let start = last.map_or(rec.period.0, |p| p.start);
+                    rec.final_mem_probe_periods.push((start, now()));
+                    rec.mem_usages.push(usage as f64);
+                    let size = run.knobs.mem_size as f64 * run.knobs.mem_frac;
+                    rec.mem_sizes.push(size);
+                    rec.loops.push(LoopInfo {
+                        mem_frac: run.knobs.mem_frac,
+                        probes: (run.sizing.cpu_history.len() + run.sizing.mem_history.len())
+                            as u32,
+                        secs: run.sizing.measured_secs,
+                        quick: run.sizing.quick,
+                    });
+                    rec.base_hashd_knobs = run.knobs;
+                    log::info!(
+                        "storage: loop {} done: size {} usage {} ({:+.1}%) MOF {:.3}",
+                        rec.mem_usages.len(),
+                        format_size(size),
+                        format_size(usage as f64),
+                        err * 100.0,
+                        size / usage.max(1) as f64
+                    );
+                    ctx.checkpoint(&rec)?;
+                }
+                (Verdict::Success, None) => unreachable!("an over-use is never a success"),
+                (Verdict::Inner, _) => {
+                    rec.retries.0 += 1;
+                    log::warn!(
+                        "storage: memory usage {} is {}% off the target {}; measuring again",
+                        format_size(usage as f64),
+                        format_pct(err),
+                        format_size(mem.target as f64)
+                    );
+                }
+                (Verdict::Outer(avail), _) => {
+                    rec.retries.1 += 1;
+                    log::warn!(
+                        "storage: memory usage {} is {}% off the target {}; available memory \
+                         corrected to {}, starting over",
+                        format_size(usage as f64),
+                        format_pct(err),
+                        format_size(mem.target as f64),
+                        format_size(avail as f64)
+                    );
+                    let session = ctx.session().context("storage needs the host session")?;
+                    mem = session.update_mem_avail(avail)?.clone();
+                    retries.inner_left = props.inner_retries;
+                    rec.mem = mem.clone();
+                    rec.mem_usages.clear();
+                    rec.mem_sizes.clear();
+                    rec.final_mem_probe_periods.clear();
+                    rec.loops.clear();
+                    rec.period.0 = now();
+                    ctx.checkpoint(&rec)?;
+                }
+            }
+        }
+        rec.period.1 = now();
+
+        if props.apply {
+            let (size, _) = mean_stdev(&rec.mem_sizes);
+            let mut knobs = rec.base_hashd_knobs.clone();
+            if knobs.mem_size > 0 {
+                knobs.mem_frac = size / knobs.mem_size as f64;
+            }
+            ctx.apply_hashd_knobs(knobs, props.commit)
+                .context("applying the hashd parameters")?;
+        }
+        Ok(serde_json::to_value(&rec)?)
+    }
+
+    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
+        let rec: Record =
+            serde_json::from_str(record.get()).context("parsing the storage record")?;
+        let mut all = ResourceStatStudy::new(ROOT_SLICE);
+        let mut iolat = IoLatStudy::new();
+        let nr = study_period(&ctx.reports_dir, rec.period, &mut [&mut all, &mut iolat])?;
+        let mut fin = ResourceStatStudy::new(ROOT_SLICE);
+        study_periods(
+            &ctx.reports_dir,
+            &rec.final_mem_probe_periods,
+            &mut [&mut fin],
+        )?;
+        let (usage, usage_sd) = mean_stdev(&rec.mem_usages);
+        let (size, size_sd) = mean_stdev(&rec.mem_sizes);
+        let res = ResultOut {
+            mem_offload_factor: if usage > 0.0 { size / usage } else { 0.0 },
+            mem_usage: usage.round() as u64,
+            mem_usage_stdev: usage_sd.round() as u64,
+            mem_size: size.round() as u64,
+            mem_size_stdev: size_sd.round() as u64,
+            all_rstat: all.result().to_raw()?,
+            final_rstat: fin.result().to_raw()?,
+            iolat: iolat.result().to_raw()?,
+            nr_reports: nr.pair(),
+        };
+        Ok(serde_json::to_value(&res)?)
+    }
+
+    fn format(
+        &self,
+        out: &mut String,
+        entry: &crate::result::Entry,
+        opts: &FormatOpts,
+    ) -> Result<()> {
+        super::format(out, entry, opts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem() -> MemInfo {
+        MemInfo {
+            profile: 2,
+            avail: 3 << 30,
+            share: 1 << 30,
+            target: 896 << 20,
+        }
+    }
+
+    fn props() -> Props {
+        Props::parse(&crate::spec::JobSpec::parse("storage").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn props_defaults_and_overrides() {
+        let p = props();
+        assert_eq!(
+            (p.loops, p.rps_max, p.apply, p.commit),
+            (3, None, false, false)
+        );
+        assert_eq!((p.err_max, p.inner_retries, p.outer_retries), (0.1, 2, 2));
+        let s =
+            crate::spec::JobSpec::parse("storage:loops=1,commit,rps-max=300,hash-size=2M").unwrap();
+        let p = Props::parse(&s).unwrap();
+        assert_eq!(
+            (p.loops, p.rps_max, p.apply, p.commit),
+            (1, Some(300), true, true)
+        );
+        assert_eq!(p.hash_size, 2 << 20);
+        assert!(Props::parse(&crate::spec::JobSpec::parse("storage:loops=0").unwrap()).is_err());
+    }
+
+    #[test]
+    fn rps_max_scales_with_the_share() {
+        assert_eq!(dfl_rps_max(12 << 30), 2000);
+        assert_eq!(dfl_rps_max(1 << 30), 167);
+    }
+
+    #[test]
+    fn mean_and_sample_stdev() {
+        assert_eq!(mean_stdev(&[]), (0.0, 0.0));
+        assert_eq!(mean_stdev(&[4.0]), (4.0, 0.0));
+        let (m, s) = mean_stdev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert_eq!(m, 5.0);
+        assert!((s - 2.138).abs() < 0.001, "{}", s);
+    }
+
+    #[test]
+    fn retries_follow_upstream() {
+        let p = props();
+        let m = mem();
+        let mut r = Retries {
+            inner_left: 2,
+            outer_left: 2,
+            first_try: true,
+            prev: 0.0,
+        };
+        // Within 10 %: success, either way.
+        assert!(matches!(
+            r.judge(&p, &m, m.target + m.target / 20, 0.05).unwrap(),
+            Verdict::Success
+        ));
+        // Not the first try, nothing consistent before: an inner retry keeping avail.
+        let usage = m.target / 2;
+        assert!(matches!(
+            r.judge(&p, &m, usage, -0.5).unwrap(),
+            Verdict::Inner
+        ));
+        // The same correction again is consistent: outer retry with avail + usage − target.
+        match r.judge(&p, &m, usage, -0.5).unwrap() {
+            Verdict::Outer(a) => assert_eq!(a, m.avail - (m.target - usage)),
+            _ => panic!("expected an outer retry"),
+        }
+        // The first try goes straight to an outer retry.
+        let mut r = Retries {
+            inner_left: 2,
+            outer_left: 0,
+            first_try: true,
+            prev: 0.0,
+        };
+        let e = r.judge(&p, &m, usage, -0.5).unwrap_err();
+        assert!(e.to_string().contains("keeps fluctuating"), "{}", e);
+    }
+}
