@@ -166,7 +166,7 @@ pub static BENCHES: &[BenchDesc] = &[
         forward: &[],
         group_props: None,
         format_props: &[],
-        runnable: false,
+        runnable: true,
         system: Some(&MEM_SYSTEM),
     },
     BenchDesc {
@@ -361,6 +361,7 @@ const PROTECTION_SCENARIO_PROPS: [PropDesc; 9] = [
 ];
 
 pub mod hashd_bench;
+pub mod hashd_params;
 pub mod iocost_params;
 pub mod iocost_qos;
 pub mod protection;
@@ -374,6 +375,7 @@ pub fn implementation(kind: &str) -> Option<&'static dyn Bench> {
         "selftest" => Some(&selftest::SelfTest),
         "systest" => Some(&systest::SysTest),
         "storage" => Some(&storage::Storage),
+        "hashd-params" => Some(&hashd_params::HashdParams),
         _ => None,
     }
 }

@@ -1,0 +1,529 @@
+//! `hashd-params` (spec §5): sizes hashd for this machine — the request rate the CPUs sustain
+//! (`rps_max`, by CPU saturation unless given or faked) and the footprint the memory and
+//! storage hold at that rate (`mem_frac` of `mem_size`) — and applies/commits the result as the
+//! hashd parameters later benches run with.
+//!
+//! Record and result are bench.json's hashd knobs with upstream's field names; the record also
+//! keeps the memory profile and the sizing run (every probe, timings, thresholds) as our own
+//! additions.
+
+use crate::bench::hashd_bench::{self, HashdBenchCfg};
+use crate::bench::storage::run::dfl_rps_max;
+use crate::bench::{Bench, BenchDesc, FormatOpts, ValueKind};
+use crate::format::prop_f64;
+use crate::result::sysinfo::MemInfo;
+use crate::result::Entry;
+use crate::run::{now, RunCtx, StudyCtx};
+use crate::spec::JobSpec;
+use crate::system::bench_file::HashdKnobs;
+use crate::units::{format_duration, format_size};
+use crate::workload::hashd::sizing::{SizingResult, Tick, Watch};
+use anyhow::{Context, Result};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::fmt::Write;
+
+pub struct HashdParams;
+
+const WHAT: &str = "hashd-params";
+
+/// The hashd-params properties (spec §5).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Props {
+    pub apply: bool,
+    pub commit: bool,
+    pub fake_cpu_load: bool,
+    pub rps_max: Option<u32>,
+    pub hash_size: Option<u64>,
+    pub chunk_pages: Option<u32>,
+    pub log_bps: Option<u64>,
+}
+
+impl Props {
+    /// `apply` and `commit` default to true. `apply=false` alone turns both off (a commit
+    /// implies an apply); `apply=false,commit` contradicts itself and is refused.
+    pub fn parse(spec: &JobSpec) -> Result<Props> {
+        let g = spec.first_group();
+        let get = |k: &str, kind: ValueKind| prop_f64(&g, k, kind, WHAT);
+        let flag =
+            |k: &str| -> Result<Option<bool>> { Ok(get(k, ValueKind::Bool)?.map(|v| v != 0.0)) };
+        let positive = |k: &str, kind: ValueKind, accepted: &str| -> Result<Option<f64>> {
+            match get(k, kind)? {
+                Some(v) if v <= 0.0 => crate::usage_bail!(
+                    "{}: {}=0 can't be used; give {}, or leave it out to {}",
+                    WHAT,
+                    k,
+                    accepted,
+                    if k == "rps-max" {
+                        "measure it"
+                    } else {
+                        "use the default"
+                    }
+                ),
+                v => Ok(v),
+            }
+        };
+        let (apply, commit) = match (flag("apply")?, flag("commit")?) {
+            (Some(false), Some(true)) => crate::usage_bail!(
+                "{}: apply=false with commit: committing implies applying (accepted: apply=false \
+                 alone, commit=false, or both left out)",
+                WHAT
+            ),
+            (apply, commit) => {
+                let apply = apply.unwrap_or(true);
+                let commit = commit.unwrap_or(apply);
+                (apply || commit, commit)
+            }
+        };
+        Ok(Props {
+            apply,
+            commit,
+            fake_cpu_load: flag("fake-cpu-load")?.unwrap_or(false),
+            rps_max: positive("rps-max", ValueKind::Int, "a positive request rate")?
+                .map(|v| v.min(u32::MAX as f64) as u32),
+            hash_size: positive("hash-size", ValueKind::Size, "a positive size")?.map(|v| v as u64),
+            chunk_pages: positive("chunk-pages", ValueKind::Int, "1 or more pages")?
+                .map(|v| v.min(u32::MAX as f64) as u32),
+            log_bps: get("log-bps", ValueKind::Size)?.map(|v| v as u64),
+        })
+    }
+
+    /// rps_max for the bench: the property; with fake CPU load the storage bench's rate for
+    /// the memory share (spec §4.3); otherwise `None`, measured by CPU saturation.
+    pub fn bench_rps_max(&self, share: u64) -> Option<u32> {
+        match (self.rps_max, self.fake_cpu_load) {
+            (Some(r), _) => Some(r),
+            (None, true) => Some(dfl_rps_max(share)),
+            (None, false) => None,
+        }
+    }
+
+    /// The sizing run for memory share `share`. Unlike upstream, the real-CPU bench sizes the
+    /// footprint against 4 × the share too (upstream: 4 × the machine's memory), so both
+    /// modes measure the same emulated machine.
+    pub fn bench_cfg(&self, share: u64, quick: bool) -> HashdBenchCfg {
+        HashdBenchCfg {
+            size: 4 * share,
+            rps_max: self.bench_rps_max(share),
+            fake_cpu: self.fake_cpu_load,
+            hash_size: self.hash_size,
+            chunk_pages: self.chunk_pages,
+            log_bps: self.log_bps,
+            preload: share / 2,
+            total_memory: Some(share),
+            quick,
+        }
+    }
+}
+
+/// The record: bench.json's hashd knobs with upstream's field names at the top level, plus
+/// our additions — when it ran, the memory profile, and the sizing run behind the knobs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    #[serde(flatten)]
+    pub knobs: HashdKnobs,
+    pub period: (u64, u64),
+    pub mem: MemInfo,
+    pub sizing: SizingResult,
+}
+
+/// What the record holds beyond the knobs, read leniently for `format`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RecordExtra {
+    mem: crate::format::header::MemInfo,
+    sizing: Option<SizingSummary>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SizingSummary {
+    rps_max_measured: bool,
+    quick: bool,
+    measured_secs: u64,
+    size: f64,
+    cpu_history: Vec<IgnoredAny>,
+    mem_history: Vec<IgnoredAny>,
+}
+
+/// The once-a-second status: upstream's line without the memory-usage error storage adds.
+fn watch() -> Watch {
+    let mut n = 0u64;
+    Box::new(move |t: &Tick| {
+        let line = format!(
+            "[{}] mem: {} rps: {:.1} lat: {:.1}ms",
+            t.phase.name(),
+            format_size(t.probe_size as f64),
+            t.sample.rps,
+            t.sample.lat_ctl * 1000.0
+        );
+        n += 1;
+        if n % 10 == 0 {
+            log::info!("{}", line);
+        } else {
+            log::debug!("{}", line);
+        }
+        Ok(())
+    })
+}
+
+impl Bench for HashdParams {
+    fn desc(&self) -> &'static BenchDesc {
+        crate::bench::find(WHAT).unwrap_or_else(|| unreachable!("hashd-params is registered"))
+    }
+
+    fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
+        let props = Props::parse(ctx.spec())?;
+        let quick = ctx.quick();
+        let dir = ctx.dir().to_path_buf();
+        let start = now();
+        let session = ctx
+            .session()
+            .context("hashd-params needs the host session")?;
+        hashd_bench::ensure_mem_avail(session)?;
+        let mem = session
+            .mem()
+            .cloned()
+            .context("hashd-params runs under the memory profile")?;
+        session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
+        let cfg = props.bench_cfg(mem.share, quick);
+        log::info!(
+            "hashd-params: sizing hashd for {} of memory (footprint up to {}), rps_max {}{}",
+            format_size(mem.share as f64),
+            format_size(cfg.size as f64),
+            cfg.rps_max
+                .map_or("by CPU saturation".to_string(), |r| r.to_string()),
+            if cfg.fake_cpu { ", fake CPU load" } else { "" }
+        );
+        let run = hashd_bench::run_sizing(session, &dir, &cfg, Some(watch()))?;
+        log::info!(
+            "hashd-params: {}",
+            result_line(&crate::format::header::HashdKnobs {
+                hash_size: run.knobs.hash_size as f64,
+                rps_max: run.knobs.rps_max,
+                mem_size: run.knobs.mem_size as f64,
+                mem_frac: run.knobs.mem_frac,
+                chunk_pages: run.knobs.chunk_pages,
+                fake_cpu_load: run.knobs.fake_cpu_load,
+            })
+        );
+        // Upstream applies in the study stage; ours has no host session, so it happens here.
+        if props.apply {
+            ctx.apply_hashd_knobs(run.knobs.clone(), props.commit)
+                .context("applying the hashd parameters")?;
+        }
+        let rec = Record {
+            knobs: run.knobs,
+            period: (start, now()),
+            mem,
+            sizing: run.sizing,
+        };
+        Ok(serde_json::to_value(&rec)?)
+    }
+
+    /// The result is the knobs alone, as upstream stores it.
+    fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
+        let knobs: HashdKnobs =
+            serde_json::from_str(record.get()).context("parsing the hashd-params record")?;
+        Ok(serde_json::to_value(&knobs)?)
+    }
+
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
+        format(out, entry, opts)
+    }
+}
+
+/// `ceil(mem_size × mem_frac)`: the footprint hashd runs with.
+pub fn mem_actual(k: &crate::format::header::HashdKnobs) -> f64 {
+    (k.mem_size * k.mem_frac).ceil()
+}
+
+/// `Result: hash_size=… rps_max=… mem_actual=… chunk_pages=…[ fake_cpu_load]`.
+pub fn result_line(k: &crate::format::header::HashdKnobs) -> String {
+    format!(
+        "Result: hash_size={} rps_max={} mem_actual={} chunk_pages={}{}",
+        format_size(k.hash_size),
+        k.rps_max,
+        format_size(mem_actual(k)),
+        k.chunk_pages,
+        if k.fake_cpu_load {
+            " fake_cpu_load"
+        } else {
+            ""
+        }
+    )
+}
+
+/// A hashd-params entry: the result line; `format` adds how the sizing went when the record
+/// has it (ours; upstream records have only the knobs).
+pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
+    let Some(knobs) = crate::format::parse_result_opt::<crate::format::header::HashdKnobs>(entry)?
+    else {
+        return Ok(());
+    };
+    let _ = writeln!(out, "{}", result_line(&knobs));
+    if opts.full {
+        let extra: RecordExtra = crate::format::parse_record(entry)?.unwrap_or_default();
+        if let Some(s) = &extra.sizing {
+            let rps = if s.rps_max_measured {
+                format!("measured ({} probes)", s.cpu_history.len())
+            } else {
+                "given".to_string()
+            };
+            let size = if s.size > 0.0 { s.size } else { knobs.mem_size };
+            let _ = writeln!(
+                out,
+                "\nSizing: rps_max={} mem_frac={:.3} of size={} ({} probes) time={}{}",
+                rps,
+                knobs.mem_frac,
+                format_size(size),
+                s.mem_history.len(),
+                format_duration(s.measured_secs as f64),
+                if s.quick { " quick" } else { "" }
+            );
+        }
+        if extra.mem.profile > 0 {
+            let _ = writeln!(
+                out,
+                "Memory: profile={} share={} target={}",
+                extra.mem.profile,
+                format_size(extra.mem.share),
+                format_size(extra.mem.target)
+            );
+        }
+    }
+    out.push('\n');
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(spec: &str) -> Result<Props> {
+        Props::parse(&JobSpec::parse(spec).unwrap())
+    }
+
+    #[test]
+    fn apply_and_commit_default_to_true() {
+        let p = props("hashd-params").unwrap();
+        assert_eq!(
+            p,
+            Props {
+                apply: true,
+                commit: true,
+                fake_cpu_load: false,
+                rps_max: None,
+                hash_size: None,
+                chunk_pages: None,
+                log_bps: None,
+            }
+        );
+        let p = props("hashd-params:commit=false").unwrap();
+        assert_eq!((p.apply, p.commit), (true, false));
+        let p = props("hashd-params:apply=false").unwrap();
+        assert_eq!((p.apply, p.commit), (false, false));
+        let p = props("hashd-params:apply=false,commit=false").unwrap();
+        assert_eq!((p.apply, p.commit), (false, false));
+        let p = props("hashd-params:apply,commit").unwrap();
+        assert_eq!((p.apply, p.commit), (true, true));
+        let e = props("hashd-params:apply=false,commit").unwrap_err();
+        assert!(
+            e.to_string().contains("committing implies applying"),
+            "{}",
+            e
+        );
+    }
+
+    #[test]
+    fn overrides_parse_with_their_units() {
+        let p = props(
+            "hashd-params:fake-cpu-load,rps-max=1000,hash-size=2M,chunk-pages=16,log-bps=512K",
+        )
+        .unwrap();
+        assert!(p.fake_cpu_load);
+        assert_eq!(p.rps_max, Some(1000));
+        assert_eq!(p.hash_size, Some(2 << 20));
+        assert_eq!(p.chunk_pages, Some(16));
+        assert_eq!(p.log_bps, Some(512 << 10));
+        for bad in ["rps-max=0", "chunk-pages=0", "hash-size=0"] {
+            let e = props(&format!("hashd-params:{}", bad)).unwrap_err();
+            assert!(e.to_string().contains("can't be used"), "{}: {}", bad, e);
+        }
+    }
+
+    #[test]
+    fn fake_cpu_load_gets_the_storage_rate_and_real_load_measures_it() {
+        let g = 1u64 << 30;
+        let fake = props("hashd-params:fake-cpu-load").unwrap();
+        let cfg = fake.bench_cfg(12 * g, true);
+        assert_eq!(cfg.rps_max, Some(2000));
+        assert!(cfg.fake_cpu && cfg.quick);
+        let real = props("hashd-params").unwrap();
+        let cfg = real.bench_cfg(12 * g, false);
+        assert_eq!(cfg.rps_max, None, "real CPU load measures rps_max");
+        assert!(!cfg.fake_cpu);
+        let given = props("hashd-params:rps-max=900").unwrap();
+        assert_eq!(given.bench_cfg(12 * g, false).rps_max, Some(900));
+        let given = props("hashd-params:fake-cpu-load,rps-max=900").unwrap();
+        assert_eq!(given.bench_cfg(12 * g, false).rps_max, Some(900));
+    }
+
+    /// Upstream's real-CPU bench sized memory against 4 × the machine's RAM; ours uses the
+    /// profile's share in both modes, with upstream's preload and total memory.
+    #[test]
+    fn real_cpu_bench_sizes_memory_against_the_share() {
+        let g = 1u64 << 30;
+        let cfg = props("hashd-params").unwrap().bench_cfg(6 * g, false);
+        assert_eq!(cfg.size, 24 * g);
+        assert_eq!(cfg.preload, 3 * g);
+        assert_eq!(cfg.total_memory, Some(6 * g));
+        assert_eq!(
+            (cfg.hash_size, cfg.chunk_pages, cfg.log_bps),
+            (None, None, None)
+        );
+    }
+
+    fn probe(phase: &str, mem_frac: f64) -> serde_json::Value {
+        serde_json::json!({
+            "phase": phase, "mem_frac": mem_frac, "rps": 1000.0, "lat": 0.075, "ratio": 0.97,
+            "converged": true, "end": "converged", "secs": 60, "start": 1700000000,
+            "mem_bytes": 1u64 << 30
+        })
+    }
+
+    fn sizing() -> SizingResult {
+        // A real sizing result shape, from the simulated target's JSON form.
+        serde_json::from_value(serde_json::json!({
+            "rps_max": 1029, "rps_max_measured": true, "mem_frac": 0.33625,
+            "mem_size": 17330225971u64, "size": 51539607552u64, "fake_cpu_load": false,
+            "quick": false, "measured_secs": 1187,
+            "timing": serde_json::to_value(crate::workload::hashd::sizing::Timing::new(false)).unwrap(),
+            "thresholds": serde_json::to_value(crate::workload::hashd::sizing::Thresholds::default()).unwrap(),
+            "cpu_history": [probe("cpu-sat", 0.2), probe("cpu-sat", 0.2)],
+            "mem_history": [probe("mem-up", 0.2), probe("mem-up", 0.4), probe("mem-bisect", 0.3)]
+        }))
+        .unwrap()
+    }
+
+    fn knobs() -> HashdKnobs {
+        HashdKnobs {
+            hash_size: 1258291,
+            rps_max: 1029,
+            mem_size: 51539607552,
+            mem_frac: 0.33625,
+            chunk_pages: 25,
+            fake_cpu_load: false,
+        }
+    }
+
+    fn entry(rec: &Record) -> Entry {
+        let raw = serde_json::value::to_raw_value(rec).unwrap();
+        let result = HashdParams
+            .study(&StudyCtx::new("/nonexistent".into(), rec.period), &raw)
+            .unwrap();
+        Entry {
+            spec: JobSpec::parse("hashd-params").unwrap(),
+            period: rec.period,
+            sysinfo: serde_json::value::to_raw_value(&serde_json::json!({})).unwrap(),
+            record: Some(raw),
+            result: Some(serde_json::value::to_raw_value(&result).unwrap()),
+            incomplete: false,
+        }
+    }
+
+    fn record() -> Record {
+        Record {
+            knobs: knobs(),
+            period: (1700000000, 1700001200),
+            mem: MemInfo {
+                profile: 16,
+                avail: 14 << 30,
+                share: 12 << 30,
+                target: 11 << 30,
+            },
+            sizing: sizing(),
+        }
+    }
+
+    #[test]
+    fn record_keeps_upstreams_knob_fields_and_the_result_is_the_knobs() {
+        let rec = record();
+        let v = serde_json::to_value(&rec).unwrap();
+        for k in [
+            "hash_size",
+            "rps_max",
+            "mem_size",
+            "mem_frac",
+            "chunk_pages",
+            "fake_cpu_load",
+        ] {
+            assert!(v.get(k).is_some(), "record lacks {}: {}", k, v);
+        }
+        let e = entry(&rec);
+        let res: serde_json::Value =
+            serde_json::from_str(e.result.as_ref().unwrap().get()).unwrap();
+        assert_eq!(res, serde_json::to_value(knobs()).unwrap());
+    }
+
+    fn render(e: &Entry, full: bool) -> String {
+        let mut out = String::new();
+        let opts = FormatOpts {
+            full,
+            ..FormatOpts::default()
+        };
+        HashdParams.format(&mut out, e, &opts).unwrap();
+        out
+    }
+
+    #[test]
+    fn summary_is_upstreams_result_line() {
+        let e = entry(&record());
+        assert_eq!(
+            render(&e, false),
+            "Result: hash_size=1.2M rps_max=1029 mem_actual=16.1G chunk_pages=25\n\n"
+        );
+        let mut rec = record();
+        rec.knobs.fake_cpu_load = true;
+        assert!(render(&entry(&rec), false).contains("chunk_pages=25 fake_cpu_load\n"));
+    }
+
+    #[test]
+    fn mem_actual_rounds_up() {
+        let k = crate::format::header::HashdKnobs {
+            mem_size: 1000.0,
+            mem_frac: 0.3333,
+            ..Default::default()
+        };
+        assert_eq!(mem_actual(&k), 334.0);
+    }
+
+    #[test]
+    fn format_snapshot() {
+        insta::assert_snapshot!("hashd_params_format", render(&entry(&record()), true));
+        insta::assert_snapshot!("hashd_params_summary", render(&entry(&record()), false));
+    }
+
+    /// An upstream entry holds only the knobs, as record and as result.
+    #[test]
+    fn upstream_entry_without_our_extras_formats() {
+        let knobs = serde_json::value::to_raw_value(&knobs()).unwrap();
+        let e = Entry {
+            spec: JobSpec::parse("hashd-params").unwrap(),
+            period: (1700000000, 1700001200),
+            sysinfo: serde_json::value::to_raw_value(&serde_json::json!({})).unwrap(),
+            record: Some(knobs.clone()),
+            result: Some(knobs),
+            incomplete: false,
+        };
+        assert_eq!(
+            render(&e, true),
+            "Result: hash_size=1.2M rps_max=1029 mem_actual=16.1G chunk_pages=25\n\n"
+        );
+        let mut out = String::new();
+        assert!(crate::format::format_entry(&mut out, &e, &FormatOpts::default()).unwrap());
+        assert!(out.contains("[hashd-params "), "{}", out);
+        assert!(out.ends_with("chunk_pages=25\n\n"), "{}", out);
+    }
+}
