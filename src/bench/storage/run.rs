@@ -13,7 +13,7 @@ use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, study_periods};
 use crate::study::rstat_study::{ResourceStatStudy, ROOT_SLICE};
 use crate::system::bench_file::HashdKnobs;
-use crate::units::{format_pct, format_size};
+use crate::units::format_size;
 use crate::workload::hashd::sizing::{Phase, Tick, Watch};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -142,6 +142,7 @@ struct OverUse {
 #[derive(Debug, Default)]
 struct Seen {
     mem: VecDeque<u64>,
+    swap: VecDeque<u64>,
 }
 
 /// Memory usage is the largest of this many newest readings (upstream's window).
@@ -151,6 +152,10 @@ impl Seen {
     fn usage(&self) -> u64 {
         self.mem.iter().copied().max().unwrap_or(0)
     }
+
+    fn swap(&self) -> u64 {
+        self.swap.iter().copied().max().unwrap_or(0)
+    }
 }
 
 fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
@@ -159,8 +164,10 @@ fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
         let usage = {
             let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
             s.mem.push_back(t.sample.mem_bytes);
+            s.swap.push_back(t.sample.swap_bytes);
             if s.mem.len() > MEM_WINDOW {
                 s.mem.pop_front();
+                s.swap.pop_front();
             }
             s.usage()
         };
@@ -188,6 +195,9 @@ fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
     })
 }
 
+/// Swap use (share of the target) from which a workload counts as short of memory.
+pub const SWAP_SHORT: f64 = 0.02;
+
 /// Retry bookkeeping across measurements (spec §4.4).
 struct Retries {
     inner_left: u32,
@@ -204,9 +214,23 @@ enum Verdict {
 }
 
 impl Retries {
-    /// After a measurement with memory error `err` (usage − target)/target.
-    fn judge(&mut self, props: &Props, mem: &MemInfo, usage: u64, err: f64) -> Result<Verdict> {
-        if err.abs() <= props.err_max {
+    /// After a measurement with memory error `err` (usage − target)/target and `swap` bytes of
+    /// the workload in swap.
+    ///
+    /// Unlike upstream, using less than the target counts as an error of `avail` only when
+    /// the workload was short of memory (more than [`SWAP_SHORT`] of the target in swap):
+    /// otherwise the sustainable footprint simply fit with room to spare (a slow device, or a
+    /// short probe), which says nothing about `avail`, and retrying can't change it.
+    fn judge(
+        &mut self,
+        props: &Props,
+        mem: &MemInfo,
+        usage: u64,
+        swap: u64,
+        err: f64,
+    ) -> Result<Verdict> {
+        let short_of_memory = swap as f64 > SWAP_SHORT * mem.target as f64;
+        if err.abs() <= props.err_max || (err < 0.0 && !short_of_memory) {
             self.prev = 0.0;
             self.first_try = false;
             return Ok(Verdict::Success);
@@ -301,7 +325,10 @@ impl Bench for Storage {
             let w = watch(seen.clone(), mem.target, props.err_max);
             log::info!("storage: loop {}/{}", rec.mem_usages.len() + 1, props.loops);
             let run = hashd_bench::run_sizing(session, &dir, &cfg, Some(w));
-            let usage = seen.lock().unwrap_or_else(|e| e.into_inner()).usage();
+            let (usage, swap) = {
+                let s = seen.lock().unwrap_or_else(|e| e.into_inner());
+                (s.usage(), s.swap())
+            };
             let err = (usage as f64 - mem.target as f64) / mem.target as f64;
             let run = match run {
                 Ok(r) => Some(r),
@@ -311,7 +338,16 @@ impl Bench for Storage {
                 }
                 Err(e) => return Err(e),
             };
-            let verdict = retries.judge(&props, &mem, usage, err)?;
+            let verdict = retries.judge(&props, &mem, usage, swap, err)?;
+            if err < -props.err_max && matches!(verdict, Verdict::Success) {
+                log::info!(
+                    "storage: memory usage {} is {:+.1}% off the target, but the workload wasn't \
+                     short of memory ({} in swap): it fit",
+                    format_size(usage as f64),
+                    err * 100.0,
+                    format_size(swap as f64)
+                );
+            }
             match (verdict, run) {
                 (Verdict::Success, Some(run)) => {
                     let last = run.sizing.mem_history.last();
@@ -342,19 +378,19 @@ impl Bench for Storage {
                 (Verdict::Inner, _) => {
                     rec.retries.0 += 1;
                     log::warn!(
-                        "storage: memory usage {} is {}% off the target {}; measuring again",
+                        "storage: memory usage {} is {:+.1}% off the target {}; measuring again",
                         format_size(usage as f64),
-                        format_pct(err),
+                        err * 100.0,
                         format_size(mem.target as f64)
                     );
                 }
                 (Verdict::Outer(avail), _) => {
                     rec.retries.1 += 1;
                     log::warn!(
-                        "storage: memory usage {} is {}% off the target {}; available memory \
+                        "storage: memory usage {} is {:+.1}% off the target {}; available memory \
                          corrected to {}, starting over",
                         format_size(usage as f64),
-                        format_pct(err),
+                        err * 100.0,
                         format_size(mem.target as f64),
                         format_size(avail as f64)
                     );
@@ -486,17 +522,24 @@ mod tests {
         };
         // Within 10 %: success, either way.
         assert!(matches!(
-            r.judge(&p, &m, m.target + m.target / 20, 0.05).unwrap(),
+            r.judge(&p, &m, m.target + m.target / 20, 0, 0.05).unwrap(),
             Verdict::Success
         ));
+        // Well under the target without swapping: the footprint fit, nothing to retry.
+        assert!(matches!(
+            r.judge(&p, &m, m.target / 2, 0, -0.5).unwrap(),
+            Verdict::Success
+        ));
+        // Short of memory (swapping): the usage says avail is off.
+        let swap = m.target / 10;
         // Not the first try, nothing consistent before: an inner retry keeping avail.
         let usage = m.target / 2;
         assert!(matches!(
-            r.judge(&p, &m, usage, -0.5).unwrap(),
+            r.judge(&p, &m, usage, swap, -0.5).unwrap(),
             Verdict::Inner
         ));
         // The same correction again is consistent: outer retry with avail + usage − target.
-        match r.judge(&p, &m, usage, -0.5).unwrap() {
+        match r.judge(&p, &m, usage, swap, -0.5).unwrap() {
             Verdict::Outer(a) => assert_eq!(a, m.avail - (m.target - usage)),
             _ => panic!("expected an outer retry"),
         }
@@ -507,7 +550,7 @@ mod tests {
             first_try: true,
             prev: 0.0,
         };
-        let e = r.judge(&p, &m, usage, -0.5).unwrap_err();
+        let e = r.judge(&p, &m, usage, swap, -0.5).unwrap_err();
         assert!(e.to_string().contains("keeps fluctuating"), "{}", e);
     }
 }

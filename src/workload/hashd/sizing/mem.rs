@@ -5,7 +5,8 @@
 //!
 //! 1. **up** — step from below (0.2, 0.4, …) until a probe fails; small footprints pass fast
 //!    through the "high enough" exit, and the device never sees a footprint far past what it
-//!    sustains. If 1.0 passes, the workload doesn't saturate.
+//!    sustains. If 1.0 passes, the workload doesn't saturate. A failing first probe is
+//!    measured again: it started from a cold page cache and an unfilled anon area.
 //! 2. **bisect** — halve the bracket (highest pass, lowest fail) until it is narrower than
 //!    `rel_tol` of its upper end.
 //! 3. **confirm** — probe the highest pass again with the long probe; if it now fails, step
@@ -101,7 +102,14 @@ impl Search<'_> {
         let (mut lo, mut hi) = (0.0_f64, None::<f64>);
         let mut p = step;
         while hi.is_none() && self.probes < t.max_probes {
-            if self.judge(Phase::MemUp, p, t.up, true)? {
+            let mut pass = self.judge(Phase::MemUp, p, t.up, true)?;
+            if !pass && self.probes == 1 {
+                // The first probe starts from a cold cache and an unfilled anon area; its
+                // failure may say more about the warm-up than about the footprint.
+                log::info!("[ Memory search: the first probe ran cold; measuring again ]");
+                pass = self.judge(Phase::MemUp, p, t.up, true)?;
+            }
+            if pass {
                 lo = p;
                 if p >= 1.0 {
                     log::info!(

@@ -109,6 +109,7 @@ impl SizingTarget for SimDevice {
             lat_ctl: l,
             lat_p95: l,
             mem_bytes: (self.size as f64 * self.knobs.mem_frac) as u64,
+            swap_bytes: 0,
         })
     }
 

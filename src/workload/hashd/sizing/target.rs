@@ -29,6 +29,8 @@ pub struct Sample {
     pub lat_p95: f64,
     /// Memory in use by the workload, bytes (0 when unknown).
     pub mem_bytes: u64,
+    /// The workload's memory in swap, bytes (0 when unknown).
+    pub swap_bytes: u64,
 }
 
 /// A workload the sizing bench can steer and watch.
@@ -93,6 +95,13 @@ pub struct HashdTarget {
     probe_at: f64,
 }
 
+fn read_u64(path: &std::path::Path) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// How long to wait for a fresh status before giving up on hashd.
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -116,10 +125,14 @@ impl HashdTarget {
     fn mem_bytes(&self) -> u64 {
         match &self.mem {
             MemSource::Rss => self.rss(),
-            MemSource::Cgroup(path) => std::fs::read_to_string(path)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0),
+            MemSource::Cgroup(path) => read_u64(path),
+        }
+    }
+
+    fn swap_bytes(&self) -> u64 {
+        match &self.mem {
+            MemSource::Rss => 0,
+            MemSource::Cgroup(path) => read_u64(&path.with_file_name("memory.swap.current")),
         }
     }
 
@@ -182,6 +195,7 @@ impl SizingTarget for HashdTarget {
                         lat_ctl: st.stat.lat.ctl,
                         lat_p95: st.stat.lat.p95,
                         mem_bytes: self.mem_bytes(),
+                        swap_bytes: self.swap_bytes(),
                     };
                     self.publish();
                     let tick = Tick {
