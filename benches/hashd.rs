@@ -1,8 +1,9 @@
 //! hashd throughput benchmark (`scripts/bench-hashd`, or `cargo bench --bench hashd`).
 //!
 //! 1. Real hashing: bytes SHA-1-hashed per CPU-second of the whole `__hashd` process (every
-//!    thread, everything a request does: page-cache reads, anon copies, sleeps, bookkeeping),
-//!    against the `sha1` crate alone hashing buffers of the same sizes on one thread.
+//!    thread, everything a request does: page-cache reads, anon touches, sleeps, bookkeeping),
+//!    against the `sha1` crate alone hashing buffers of the same sizes on one thread. The
+//!    target is >= 90 %; the hash step alone is printed too.
 //! 2. Fake CPU: CPU time per request against the nominal 15 ms it stands for.
 //!
 //! The testfiles are small enough to stay in the page cache and the anon area is warmed up
@@ -128,19 +129,26 @@ fn main() -> Result<()> {
     let rate = hashed / cpu;
     let hash_rate = hashed / (b.st.stat.hash_cpu - a.st.stat.hash_cpu);
     println!(
-        "real hashing: sha1 alone {:.0} MB/s per core; hashd's hash step {:.0} MB/s per busy \
-         core ({:.1}% of sha1 alone); hashd whole process {:.0} MB/s per busy core \
-         ({:.1}%: reads, copies, threads included; {} requests, {:.1} rps, {:.2} busy cores, \
-         p95 {:.1} ms)",
-        alone / 1e6,
-        hash_rate / 1e6,
-        hash_rate / alone * 100.0,
-        rate / 1e6,
-        rate / alone * 100.0,
+        "real hashing ({} requests, {:.1} rps, {:.2} busy cores, p95 {:.1} ms):",
         done,
         b.st.stat.rps,
         cpu / secs as f64,
         b.st.stat.lat.p95 * 1000.0
+    );
+    println!(
+        "  sha1 crate alone:        {:6.0} MB/s per core",
+        alone / 1e6
+    );
+    println!(
+        "  hashd hash step:         {:6.0} MB/s per busy core = {:5.1}% of sha1 alone",
+        hash_rate / 1e6,
+        hash_rate / alone * 100.0
+    );
+    println!(
+        "  hashd whole process:     {:6.0} MB/s per busy core = {:5.1}% of sha1 alone \
+         (target >= 90%; reads, anon touches, threads, sleeps, log included)",
+        rate / 1e6,
+        rate / alone * 100.0
     );
 
     let fake = Params {
@@ -153,19 +161,22 @@ fn main() -> Result<()> {
     let done = b.st.stat.nr_done - a.st.stat.nr_done;
     let per_req = cpu / done.max(1) as f64;
     println!(
-        "fake CPU: {:.3} ms CPU per request = {:.2}% of the nominal {:.0} ms \
-         ({} requests, {:.1} rps, p50 {:.1} ms)",
-        per_req * 1000.0,
-        per_req / request::FAKE_CPU_LAT * 100.0,
-        request::FAKE_CPU_LAT * 1000.0,
+        "fake CPU ({} requests, {:.1} rps, p50 {:.1} ms):",
         done,
         b.st.stat.rps,
         b.st.stat.lat.p50 * 1000.0
     );
-    let ok_real = hash_rate / alone >= 0.9;
+    println!(
+        "  whole process:           {:6.3} ms CPU per request = {:5.2}% of the nominal {:.0} ms \
+         (target <= 5%)",
+        per_req * 1000.0,
+        per_req / request::FAKE_CPU_LAT * 100.0,
+        request::FAKE_CPU_LAT * 1000.0
+    );
+    let ok_real = rate / alone >= 0.9;
     let ok_fake = per_req <= 0.05 * request::FAKE_CPU_LAT;
     println!(
-        "targets: hashing >= 90% of sha1 alone: {}; fake CPU <= 5% of 15 ms: {}",
+        "targets: whole-process hashing >= 90% of sha1 alone: {}; fake CPU <= 5% of 15 ms: {}",
         if ok_real { "met" } else { "MISSED" },
         if ok_fake { "met" } else { "MISSED" }
     );

@@ -43,6 +43,9 @@ pub struct HashdOpts {
     pub total_memory: Option<u64>,
     /// Console summary interval (0: none).
     pub interval: u64,
+    /// Bytes of testfiles to read into the page cache before running (`--preload`; 0: none).
+    /// [`Hashd::wait_running`] returns after it.
+    pub preload: u64,
 }
 
 impl HashdOpts {
@@ -62,6 +65,7 @@ impl HashdOpts {
             keep_cache: false,
             total_memory: None,
             interval: 0,
+            preload: 0,
         }
     }
 
@@ -96,6 +100,8 @@ impl HashdOpts {
         }
         if prepare {
             c.arg("--prepare");
+        } else if self.preload > 0 {
+            c.arg("--preload").arg(self.preload.to_string());
         }
         c.stdin(Stdio::null())
             .stdout(Stdio::inherit())
@@ -259,5 +265,30 @@ impl Drop for Hashd {
         if let Err(e) = self.terminate() {
             log::warn!("{:#}", e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(c: &Command) -> Vec<String> {
+        c.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn preload_is_passed_on_when_running_only() {
+        let opts = HashdOpts {
+            preload: 64 << 20,
+            ..HashdOpts::new("/x", 1 << 30)
+        };
+        let run = args(&opts.command(false));
+        let at = run.iter().position(|a| a == "--preload").unwrap();
+        assert_eq!(run[at + 1], (64u64 << 20).to_string());
+        assert!(!args(&opts.command(true)).contains(&"--preload".to_string()));
+        let none = args(&HashdOpts::new("/x", 1 << 30).command(false));
+        assert!(!none.contains(&"--preload".to_string()));
     }
 }

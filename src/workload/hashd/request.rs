@@ -140,12 +140,18 @@ impl Request {
     }
 }
 
-/// A worker's reusable state. The buffer only grows, so a request doesn't pay for zeroing
-/// it; `len` is the part the current request filled (in fake-CPU mode only counted).
+/// A worker's reusable state. The file buffer only grows, so a request doesn't pay for
+/// zeroing it. Anon pages aren't copied: the request notes which chunks it touched and the
+/// hash reads them in place.
 pub struct Workspace {
     pub rng: Rng,
     buf: Vec<u8>,
-    len: usize,
+    /// File bytes the current request read into `buf` (in fake-CPU mode only counted).
+    file_len: usize,
+    /// First pages of the anon chunks the current request touched (real hashing only).
+    anon_bases: Vec<u64>,
+    /// Anon bytes the current request touched.
+    anon_len: usize,
 }
 
 impl Default for Workspace {
@@ -153,21 +159,28 @@ impl Default for Workspace {
         Workspace {
             rng: Rng::from_entropy(),
             buf: Vec::new(),
-            len: 0,
+            file_len: 0,
+            anon_bases: Vec::new(),
+            anon_len: 0,
         }
     }
 }
 
 impl Workspace {
-    /// The next page of the buffer, appended.
-    fn next_page(&mut self) -> &mut [u8] {
-        let at = self.len;
-        let end = at + PAGE as usize;
+    /// The next `n` bytes of the file buffer, appended.
+    fn next_file_bytes(&mut self, n: usize) -> &mut [u8] {
+        let at = self.file_len;
+        let end = at + n;
         if self.buf.len() < end {
             self.buf.resize(end.max(2 * self.buf.len()), 0);
         }
-        self.len = end;
+        self.file_len = end;
         &mut self.buf[at..end]
+    }
+
+    /// Bytes the request hashes once per whole pass: its file pages, then its anon pages.
+    fn len(&self) -> usize {
+        self.file_len + self.anon_len
     }
 }
 
@@ -196,17 +209,19 @@ pub fn run(
     area: &AnonArea,
     ws: &mut Workspace,
 ) -> Outcome {
-    ws.len = 0;
+    ws.file_len = 0;
+    ws.anon_len = 0;
+    ws.anon_bases.clear();
     let io_errors = file_phase(req, cfg, files, ws);
     sleep_secs(req.sleep / 3.0);
     anon_phase(req, cfg, area, ws);
     sleep_secs(req.sleep / 3.0);
     let (digest, hashed, hash_cpu) = if cfg.fake_cpu_load {
-        sleep_secs(ws.len as f64 * cfg.cpu_ratio * cfg.fake_tpb);
+        sleep_secs(ws.len() as f64 * cfg.cpu_ratio * cfg.fake_tpb);
         ([0u8; 20], 0, 0.0)
     } else {
         let t0 = thread_cpu();
-        let (d, n) = hash(&ws.buf[..ws.len], cfg.cpu_ratio);
+        let (d, n) = hash_request(ws, area, cfg.chunk_pages, cfg.cpu_ratio);
         (d, n, thread_cpu() - t0)
     };
     sleep_secs(req.sleep / 3.0);
@@ -232,9 +247,19 @@ pub fn thread_cpu() -> f64 {
 /// SHA-1 over `buf` scaled by `cpu_ratio`: whole passes while the ratio is ≥ 0.99, then one
 /// pass over the leading `round(len × rest)` bytes. Returns the digest and bytes hashed.
 pub fn hash(buf: &[u8], cpu_ratio: f64) -> ([u8; 20], u64) {
+    hash_scaled(buf.len(), cpu_ratio, |h, n| h.update(&buf[..n]))
+}
+
+/// The pass structure of [`hash`] over `len` bytes that `feed(hasher, n)` hashes the first `n`
+/// of, so the bytes needn't be in one buffer.
+fn hash_scaled(
+    len: usize,
+    cpu_ratio: f64,
+    mut feed: impl FnMut(&mut Sha1, usize),
+) -> ([u8; 20], u64) {
     let mut h = Sha1::new();
     let mut r = cpu_ratio;
-    let mut len = buf.len();
+    let mut len = len;
     let mut hashed = 0u64;
     while r > 0.01 {
         if r < 0.99 {
@@ -243,10 +268,45 @@ pub fn hash(buf: &[u8], cpu_ratio: f64) -> ([u8; 20], u64) {
         } else {
             r -= 1.0;
         }
-        h.update(&buf[..len]);
+        feed(&mut h, len);
         hashed += len as u64;
     }
     (h.finalize().into(), hashed)
+}
+
+/// [`hash`] of the request's bytes — its file pages followed by its anon pages — reading the
+/// anon pages in place.
+fn hash_request(
+    ws: &Workspace,
+    area: &AnonArea,
+    chunk_pages: u64,
+    cpu_ratio: f64,
+) -> ([u8; 20], u64) {
+    let file = &ws.buf[..ws.file_len];
+    area.with_pages(|pages| {
+        let mut scratch = [0u8; PAGE as usize];
+        hash_scaled(ws.len(), cpu_ratio, |h, n| {
+            let f = n.min(file.len());
+            h.update(&file[..f]);
+            let mut left = n - f;
+            let anon = ws
+                .anon_bases
+                .iter()
+                .flat_map(|b| (0..chunk_pages).map(move |i| b + i));
+            for pg in anon {
+                if left == 0 {
+                    break;
+                }
+                let (head, rest) = anon::page_bytes(pages.page(pg), &mut scratch);
+                let take = left.min(PAGE as usize);
+                h.update(&head[..take.min(anon::HEAD)]);
+                if take > anon::HEAD {
+                    h.update(&rest[..take - anon::HEAD]);
+                }
+                left -= take;
+            }
+        })
+    })
 }
 
 fn file_phase(req: &Request, cfg: &ReqConfig, files: &TestFiles, ws: &mut Workspace) -> u32 {
@@ -266,39 +326,62 @@ fn file_phase(req: &Request, cfg: &ReqConfig, files: &TestFiles, ws: &mut Worksp
             continue;
         };
         let end = (off + cfg.chunk_pages * PAGE).min(fsize);
-        let mut pos = off;
-        while pos < end {
-            let res = if cfg.fake_cpu_load {
+        if cfg.fake_cpu_load {
+            let mut pos = off;
+            while pos < end {
                 let mut word = [0u8; 8];
-                ws.len += PAGE as usize;
-                f.read_exact_at(&mut word, pos).map(|_| word)
-            } else {
-                let page = ws.next_page();
-                f.read_exact_at(page, pos).map(|_| {
+                ws.file_len += PAGE as usize;
+                let res = f.read_exact_at(&mut word, pos).map(|_| word);
+                errors += page_done(f, fi, pos, res, write, errors);
+                pos += PAGE;
+            }
+        } else {
+            // The chunk's pages in one read; page by page if that fails, so errors count per
+            // page as they would have.
+            let chunk = ws.next_file_bytes((end - off) as usize);
+            let whole = f.read_exact_at(chunk, off).is_ok();
+            for (i, page) in chunk.chunks_exact_mut(PAGE as usize).enumerate() {
+                let pos = off + i as u64 * PAGE;
+                let res = if whole {
+                    Ok(())
+                } else {
+                    f.read_exact_at(page, pos)
+                };
+                let res = res.map(|_| {
                     let mut w = [0u8; 8];
                     w.copy_from_slice(&page[..8]);
                     w
-                })
-            };
-            match res {
-                Ok(word) if write => {
-                    let v = u64::from_ne_bytes(word).wrapping_add(1);
-                    if f.write_all_at(&v.to_ne_bytes(), pos).is_err() {
-                        errors += 1;
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    if errors == 0 {
-                        log::warn!("testfile {} read at {}: {}", fi, pos, e);
-                    }
-                    errors += 1;
-                }
+                });
+                errors += page_done(f, fi, pos, res, write, errors);
             }
-            pos += PAGE;
         }
     }
     errors
+}
+
+/// After reading page `pos` of testfile `fi`: writes the incremented first word back when
+/// the chunk writes, logs the first error. Returns the errors to add.
+fn page_done(
+    f: &std::fs::File,
+    fi: u64,
+    pos: u64,
+    res: std::io::Result<[u8; 8]>,
+    write: bool,
+    errors_so_far: u32,
+) -> u32 {
+    match res {
+        Ok(word) if write => {
+            let v = u64::from_ne_bytes(word).wrapping_add(1);
+            u32::from(f.write_all_at(&v.to_ne_bytes(), pos).is_err())
+        }
+        Ok(_) => 0,
+        Err(e) => {
+            if errors_so_far == 0 {
+                log::warn!("testfile {} read at {}: {}", fi, pos, e);
+            }
+            1
+        }
+    }
 }
 
 fn anon_phase(req: &Request, cfg: &ReqConfig, area: &AnonArea, ws: &mut Workspace) {
@@ -320,10 +403,12 @@ fn anon_phase(req: &Request, cfg: &ReqConfig, area: &AnonArea, ws: &mut Workspac
                 if cfg.fake_cpu_load {
                     // One byte is enough to keep the page in use.
                     std::hint::black_box(pg[0].load(std::sync::atomic::Ordering::Relaxed) as u8);
-                    ws.len += PAGE as usize;
-                } else {
-                    anon::copy_page(pg, ws.next_page());
                 }
+            }
+            ws.anon_len += (cfg.chunk_pages * PAGE) as usize;
+            if !cfg.fake_cpu_load {
+                // The hash reads these pages in place.
+                ws.anon_bases.push(base);
             }
         }
     });
@@ -398,6 +483,137 @@ mod tests {
         assert_eq!(d, <[u8; 20]>::from(h.finalize()));
     }
 
+    /// A workspace as a request would leave it: `file_pages` pages of file bytes, anon chunks
+    /// of 4 pages at `bases`; returns it with the bytes the hash must cover, concatenated.
+    fn filled_workspace(area: &AnonArea, file_pages: usize, bases: &[u64]) -> (Workspace, Vec<u8>) {
+        let mut ws = Workspace {
+            rng: Rng::seeded(21),
+            ..Workspace::default()
+        };
+        let mut rng = Rng::seeded(22);
+        rng.fill(ws.next_file_bytes(file_pages * PAGE as usize));
+        area.with_pages(|pages| {
+            for &b in bases {
+                for i in 0..4 {
+                    let pg = pages.page(b + i);
+                    // Leave one page fresh: the hash copies it instead of reading in place.
+                    if b + i != 9 {
+                        anon::fill_if_new(pg, &mut rng);
+                        anon::bump(pg);
+                    }
+                }
+                ws.anon_bases.push(b);
+                ws.anon_len += 4 * PAGE as usize;
+            }
+        });
+        // The bytes as they are now (later chunks bumped pages of earlier ones).
+        let mut concat = ws.buf[..ws.file_len].to_vec();
+        area.with_pages(|pages| {
+            for &b in bases {
+                for i in 0..4 {
+                    let mut copy = vec![0u8; PAGE as usize];
+                    anon::copy_page(pages.page(b + i), &mut copy);
+                    concat.extend_from_slice(&copy);
+                }
+            }
+        });
+        (ws, concat)
+    }
+
+    fn sha1_of(parts: &[&[u8]]) -> [u8; 20] {
+        let mut h = Sha1::new();
+        for p in parts {
+            h.update(p);
+        }
+        h.finalize().into()
+    }
+
+    #[test]
+    fn digest_is_sha1_of_the_concatenated_bytes() {
+        // Two units of 8 pages; the second chunk straddles them, the third repeats pages.
+        let area = AnonArea::with_unit(16 * PAGE, 8 * PAGE as usize).unwrap();
+        let (ws, c) = filled_workspace(&area, 3, &[0, 6, 2]);
+        let len = c.len();
+        assert_eq!(len, ws.len());
+        let cut = |r: f64| (len as f64 * r).round() as usize;
+        for (ratio, expect) in [
+            (0.93, sha1_of(&[&c[..cut(0.93)]])),
+            (1.0, sha1_of(&[&c])),
+            (2.5, sha1_of(&[&c, &c, &c[..cut(0.5)]])),
+        ] {
+            let (d, n) = hash_request(&ws, &area, 4, ratio);
+            assert_eq!(d, expect, "cpu_ratio {ratio}");
+            assert_eq!(d, hash(&c, ratio).0, "cpu_ratio {ratio}");
+            assert_eq!(n, hash(&c, ratio).1, "cpu_ratio {ratio}");
+        }
+        // Cuts inside a page's copied head, inside its in-place rest, and in the file bytes.
+        for at in [
+            3 * PAGE as usize + 2 * PAGE as usize + 10,
+            3 * PAGE as usize + 5 * PAGE as usize + 1000,
+            PAGE as usize + 7,
+        ] {
+            let ratio = at as f64 / len as f64;
+            let (d, n) = hash_request(&ws, &area, 4, ratio);
+            assert_eq!(n, at as u64);
+            assert_eq!(d, sha1_of(&[&c[..at]]), "cut at {at}");
+        }
+    }
+
+    #[test]
+    fn a_real_request_hashes_what_it_read_and_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let tf = TestFiles::with_unit(dir.path(), 64 * PAGE, 0.0, 16 * PAGE).unwrap();
+        tf.prepare(&mut |_| true).unwrap();
+        let area = AnonArea::with_unit(64 * PAGE, 16 * PAGE as usize).unwrap();
+        let p = Params {
+            file_size_mean: 8 * PAGE as usize,
+            chunk_pages: 4,
+            sleep_mean: 0.0,
+            file_write_frac: 0.0,
+            anon_write_frac: 0.0,
+            ..Params::default()
+        };
+        for ratio in [0.93, 1.0, 2.5] {
+            let cfg = ReqConfig::new(
+                &Params {
+                    cpu_ratio: ratio,
+                    ..p.clone()
+                },
+                64,
+                64 * PAGE,
+            );
+            let mut ws = Workspace::default();
+            let req = Request::draw(&cfg, &mut ws.rng, 1.0, 1.0);
+            let out = run(&req, &cfg, &tf, &area, &mut ws);
+            // Rebuild the concatenation from what the request recorded: every file page in the
+            // buffer must match the file, and the anon pages come from the area.
+            let mut c = ws.buf[..ws.file_len].to_vec();
+            area.with_pages(|pages| {
+                for b in &ws.anon_bases {
+                    for i in 0..4 {
+                        let mut copy = vec![0u8; PAGE as usize];
+                        anon::copy_page(pages.page(b + i), &mut copy);
+                        c.extend_from_slice(&copy);
+                    }
+                }
+            });
+            assert_eq!(c.len(), ws.len());
+            assert_eq!(out.digest, hash(&c, ratio).0, "cpu_ratio {ratio}");
+            assert_eq!(out.hashed, hash(&c, ratio).1);
+            let files: Vec<Vec<u8>> = (0..tf.nr_files())
+                .map(|i| std::fs::read(tf.path(i)).unwrap())
+                .collect();
+            for page in c[..ws.file_len].chunks(PAGE as usize) {
+                assert!(
+                    files
+                        .iter()
+                        .any(|f| f.chunks(PAGE as usize).any(|fp| fp == page)),
+                    "a buffered page isn't a testfile page"
+                );
+            }
+        }
+    }
+
     #[test]
     fn request_sizes_follow_the_params() {
         let p = Params::default();
@@ -450,7 +666,7 @@ mod tests {
             if fake {
                 assert_eq!(out.hashed, 0);
                 assert_eq!(out.digest, [0; 20]);
-                assert!(ws.len as u64 <= pages * PAGE);
+                assert!(ws.len() as u64 <= pages * PAGE);
             } else {
                 assert!(out.hashed > 0 && out.hashed <= pages * PAGE);
                 assert_ne!(out.digest, [0; 20]);

@@ -209,6 +209,34 @@ impl TestFiles {
         }
     }
 
+    /// The files a preload of `bytes` touches, in the order it touches them: the first
+    /// `min(bytes / unit, nr_files)` files, highest index first, so the hottest (lowest) files
+    /// are loaded last.
+    pub fn preload_order(&self, bytes: u64) -> impl Iterator<Item = u64> {
+        (0..(bytes / self.unit).min(self.nr_files())).rev()
+    }
+
+    /// Reads file `i` into the page cache, charging it to the calling process's cgroup:
+    /// `posix_fadvise(WILLNEED)` starts the whole file's readahead, then one byte of every
+    /// page is read so that pages the readahead skipped are loaded too. Returns the pages
+    /// touched.
+    pub fn preload_file(&self, i: u64) -> Result<u64> {
+        let Some(f) = self.file(i) else {
+            bail!("can't open testfile {}", self.path(i).display());
+        };
+        let size = self.file_size(i);
+        // SAFETY: fadvise on a valid open descriptor; it's only a hint.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, size as i64, libc::POSIX_FADV_WILLNEED) };
+        let mut byte = [0u8; 1];
+        let mut pos = 0;
+        while pos < size {
+            f.read_exact_at(&mut byte, pos)
+                .with_context(|| format!("preloading {} at {}", self.path(i).display(), pos))?;
+            pos += PAGE;
+        }
+        Ok(size / PAGE)
+    }
+
     /// The open file `i` (opened on first use and kept); `None` if it can't be opened. Files
     /// are opened read-write when possible so chunk writes work, else read-only.
     pub fn file(&self, i: u64) -> Option<&File> {
@@ -269,6 +297,52 @@ mod tests {
         }
         fill_block(&mut rng, &mut buf, 1.0);
         assert!(buf.iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn preload_touches_the_first_files_hottest_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let unit = 4 * PAGE;
+        let tf = TestFiles::with_unit(dir.path(), 10 * PAGE, 0.0, unit).unwrap();
+        let order = |bytes: u64| tf.preload_order(bytes).collect::<Vec<_>>();
+        assert_eq!(order(0), Vec::<u64>::new());
+        assert_eq!(order(unit - 1), Vec::<u64>::new(), "whole files only");
+        assert_eq!(order(unit), vec![0]);
+        assert_eq!(order(2 * unit + PAGE), vec![1, 0]);
+        assert_eq!(order(100 * unit), vec![2, 1, 0], "capped at nr_files");
+        tf.prepare(&mut |_| true).unwrap();
+        tf.drop_cache();
+        assert_eq!(tf.preload_file(0).unwrap(), 4);
+        assert_eq!(tf.preload_file(2).unwrap(), 2, "the last file is short");
+        assert!(
+            (0..4).all(|p| cached(&tf.path(0), p)),
+            "every page of file 0 is in the page cache"
+        );
+        let missing = TestFiles::with_unit(&dir.path().join("none"), unit, 0.0, unit).unwrap();
+        assert!(missing.preload_file(0).is_err());
+    }
+
+    /// Whether page `p` of `path` is in the page cache (mincore over a mapping).
+    fn cached(path: &Path, p: u64) -> bool {
+        let f = File::open(path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        // SAFETY: a read-only shared mapping of a file we hold open, unmapped below; mincore
+        // writes one byte per page into `vec`.
+        unsafe {
+            let addr = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            );
+            assert_ne!(addr, libc::MAP_FAILED);
+            let mut vec = vec![0u8; len.div_ceil(PAGE as usize)];
+            assert_eq!(libc::mincore(addr, len, vec.as_mut_ptr()), 0);
+            libc::munmap(addr, len);
+            vec[p as usize] & 1 == 1
+        }
     }
 
     #[test]
