@@ -126,7 +126,7 @@ fn start(session: &mut Session, dir: &Path, cfg: &HashdBenchCfg) -> Result<Start
     Hashd::prepare(&opts).context("preparing the testfiles")?;
     log::debug!("hashd testfiles ready in {:.1}s", t.elapsed().as_secs_f64());
     session.drop_caches()?;
-    let _ = cfg.preload; // PRELOAD-PENDING
+    opts.preload = cfg.preload;
     let (cg, mem) = if session.has_slices() {
         session.create_cgroup(BENCH_CG)?;
         let fs = CgroupFs::new(session.hp());

@@ -3,6 +3,7 @@
 use serde_json::Value;
 use std::process::Output;
 
+#[allow(dead_code)]
 pub const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
 
 /// Whether VM tests run (RESCTL_BENCH_VM_TESTS=1); says why not otherwise.
@@ -15,6 +16,7 @@ pub fn enabled() -> bool {
 }
 
 /// Asserts that the command exited 0 and returns its stdout parsed as JSON.
+#[allow(dead_code)]
 pub fn ok_json(out: &Output) -> Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr);

@@ -1,0 +1,223 @@
+//! `storage` end to end in `resctl-bench vm` guests (RESCTL_BENCH_VM_TESTS=1), with the
+//! release binary (`scripts/test` builds it; a debug hashd under TCG is too slow to measure
+//! anything):
+//!
+//! * `vm --disk-profile X -- --quick --mem-profile 2 -r r.json run storage:loops=1` completes
+//!   for unthrottled, sata-ssd and hdd; `summary` prints the memory-offloading line, and the
+//!   MOFs follow the device speed;
+//! * re-running the same command reuses the finished entry;
+//! * a `loops=2` run killed after its first loop resumes from the checkpoint and keeps it.
+//!
+//! Timings and MOFs go to stderr and to `target/vm-storage.txt`.
+
+mod common;
+
+use common::enabled;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn release_bin() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/resctl-bench");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --release` first (scripts/test does)",
+        p.display()
+    );
+    p
+}
+
+fn vm_cmd(cwd: &Path, profile: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(release_bin());
+    c.current_dir(cwd)
+        .args(["vm", "--disk-profile", profile, "--timeout", "20min", "--"])
+        .args(args);
+    c
+}
+
+fn run_vm(cwd: &Path, profile: &str, args: &[&str]) -> (Output, f64) {
+    let t = Instant::now();
+    let out = vm_cmd(cwd, profile, args).output().unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "vm --disk-profile {} -- {:?}: {:?} in {:.0}s",
+        profile,
+        args,
+        out.status.code(),
+        secs
+    );
+    (out, secs)
+}
+
+fn assert_ok(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn entries(result: &Path) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(&std::fs::read(result).unwrap()).unwrap();
+    v.as_array().cloned().unwrap_or_default()
+}
+
+fn summary(cwd: &Path) -> String {
+    let out = Command::new(release_bin())
+        .current_dir(cwd)
+        .args(["-r", "r.json", "summary"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const RUN: &[&str] = &[
+    "--quick",
+    "--mem-profile",
+    "2",
+    "-r",
+    "r.json",
+    "run",
+    "storage:loops=1",
+];
+
+#[test]
+fn vm_storage_mof_by_device_reuse_and_resume() {
+    if !enabled() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut report = String::new();
+    let mut mofs = Vec::new();
+    for profile in ["unthrottled", "sata-ssd", "hdd"] {
+        let cwd = tmp.path().join(profile);
+        std::fs::create_dir_all(&cwd).unwrap();
+        let (out, secs) = run_vm(&cwd, profile, RUN);
+        assert_ok(&out);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
+        let sum = summary(&cwd);
+        let line = sum
+            .lines()
+            .find(|l| l.starts_with("Memory offloading: factor="))
+            .unwrap_or_else(|| panic!("no MOF line in summary:\n{}", sum))
+            .to_string();
+        assert!(sum.contains("quick"), "quick runs are marked:\n{}", sum);
+        let e = entries(&cwd.join("r.json"));
+        assert_eq!(e.len(), 1);
+        let res = &e[0]["result"];
+        let mof = res["mem_offload_factor"].as_f64().unwrap();
+        assert!(mof > 0.0, "{}", res);
+        let nr = res["nr_reports"].as_array().unwrap();
+        assert!(
+            nr[0].as_u64().unwrap() > 30,
+            "per-second reports studied: {:?}",
+            nr
+        );
+        let rec = &e[0]["record"];
+        let retries = rec["retries"].clone();
+        let msg = format!(
+            "{:<12} MOF {:.3} in {:.0}s (retries {}): {}",
+            profile, mof, secs, retries, line
+        );
+        eprintln!("{}", msg);
+        report += &msg;
+        report.push('\n');
+        mofs.push((profile, mof, cwd));
+    }
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-storage.txt"),
+        &report,
+    );
+    let (un, ssd, hdd) = (mofs[0].1, mofs[1].1, mofs[2].1);
+    assert!(
+        un >= ssd && ssd > hdd,
+        "MOFs not ordered by device speed:\n{}",
+        report
+    );
+
+    // The same command again reuses the finished entry without measuring.
+    let cwd = &mofs[0].2;
+    let before = entries(&cwd.join("r.json"));
+    let (out, secs) = run_vm(cwd, "unthrottled", RUN);
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("reusing"), "{}", stderr);
+    assert!(
+        !stderr.contains("loop 1/1"),
+        "nothing measured again:\n{}",
+        stderr
+    );
+    let after = entries(&cwd.join("r.json"));
+    assert_eq!(before[0]["record"], after[0]["record"]);
+    assert_eq!(before[0]["result"], after[0]["result"]);
+    report += &format!("re-run reused the entry in {:.0}s\n", secs);
+
+    // Killed after the first of two loops, a re-run keeps that loop and measures one more.
+    let cwd = tmp.path().join("resume");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let args: Vec<&str> = RUN
+        .iter()
+        .map(|a| {
+            if *a == "storage:loops=1" {
+                "storage:loops=2"
+            } else {
+                a
+            }
+        })
+        .collect();
+    let t = Instant::now();
+    let mut child = vm_cmd(&cwd, "unthrottled", &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let result = cwd.join("r.json");
+    let first = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the loops=2 run ended ({}) before it was killed", st);
+        }
+        let e = if result.exists() {
+            entries(&result)
+        } else {
+            Vec::new()
+        };
+        let done = e
+            .first()
+            .and_then(|e| e["record"]["mem_usages"].as_array().map(|a| a.len()))
+            .unwrap_or(0);
+        if done == 1 {
+            break e[0]["record"].clone();
+        }
+        assert!(t.elapsed() < Duration::from_secs(1200), "no checkpoint");
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    // SIGKILL to vm: qemu dies with it (parent-death signal), as after a crash.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed_at = t.elapsed().as_secs_f64();
+    assert_eq!(entries(&result)[0]["incomplete"], true);
+    let (out, secs) = run_vm(&cwd, "unthrottled", &args);
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("1 of 2 loops done"), "{}", stderr);
+    let e = entries(&result);
+    assert!(e[0].get("incomplete").is_none());
+    let rec = &e[0]["record"];
+    assert_eq!(rec["mem_usages"].as_array().unwrap().len(), 2);
+    assert_eq!(rec["mem_usages"][0], first["mem_usages"][0]);
+    assert_eq!(rec["mem_sizes"][0], first["mem_sizes"][0]);
+    report += &format!(
+        "loops=2 killed after loop 1 at {:.0}s, resumed and finished in {:.0}s\n",
+        killed_at, secs
+    );
+    eprintln!("{}", report);
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-storage.txt"),
+        &report,
+    );
+}
