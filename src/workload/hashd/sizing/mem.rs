@@ -5,8 +5,9 @@
 //!
 //! 1. **up** — step from below (0.2, 0.4, …) until a probe fails; small footprints pass fast
 //!    through the "high enough" exit, and the device never sees a footprint far past what it
-//!    sustains. If 1.0 passes, the workload doesn't saturate. A failing first probe is
-//!    measured again: it started from a cold page cache and an unfilled anon area.
+//!    sustains. If 1.0 passes, the workload doesn't saturate. Before the first probe the
+//!    workload warms up at that footprint (cold page cache, unfilled anon area) until its RPS
+//!    has held the pass level for half a window, unjudged.
 //! 2. **bisect** — halve the bracket (highest pass, lowest fail) until it is narrower than
 //!    `rel_tol` of its upper end.
 //! 3. **confirm** — probe the highest pass again with the long probe; if it now fails, step
@@ -96,19 +97,43 @@ impl Search<'_> {
         Ok(pass)
     }
 
+    /// Runs the first footprint until RPS has reached the pass level for a few seconds in a
+    /// row (or `warmup_max` has passed), unjudged: a freshly started workload has a cold page
+    /// cache and an unfilled anon area, and its first seconds say more about that than about
+    /// the footprint.
+    fn warm_up(&mut self, p: f64) -> Result<()> {
+        let t = *self.timing;
+        let need = (t.up.period / 2).max(2);
+        let knobs = self.knobs(p);
+        self.target.begin(Phase::MemPrep, &knobs)?;
+        let floor = self.th.pass * self.rps_max as f64;
+        let (mut secs, mut streak) = (0u32, 0usize);
+        while secs < t.warmup_max && streak < need {
+            let s = self.target.next_sample()?;
+            secs += 1;
+            streak = if s.rps >= floor { streak + 1 } else { 0 };
+        }
+        log::info!(
+            "[ Memory search: warmed up at {:.0}% for {}s{} ]",
+            p * 100.0,
+            secs,
+            if streak >= need {
+                ""
+            } else {
+                " (RPS still low)"
+            }
+        );
+        Ok(())
+    }
+
     fn run(&mut self) -> Result<f64> {
         let t = *self.timing;
         let step = self.th.up_step.clamp(0.01, 1.0);
         let (mut lo, mut hi) = (0.0_f64, None::<f64>);
         let mut p = step;
+        self.warm_up(p)?;
         while hi.is_none() && self.probes < t.max_probes {
-            let mut pass = self.judge(Phase::MemUp, p, t.up, true)?;
-            if !pass && self.probes == 1 {
-                // The first probe starts from a cold cache and an unfilled anon area; its
-                // failure may say more about the warm-up than about the footprint.
-                log::info!("[ Memory search: the first probe ran cold; measuring again ]");
-                pass = self.judge(Phase::MemUp, p, t.up, true)?;
-            }
+            let pass = self.judge(Phase::MemUp, p, t.up, true)?;
             if pass {
                 lo = p;
                 if p >= 1.0 {

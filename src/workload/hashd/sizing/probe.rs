@@ -15,6 +15,8 @@ const MEM_WINDOW: usize = 10;
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     CpuSat,
+    /// Warming up before the memory search (not judged).
+    MemPrep,
     MemUp,
     MemBisect,
     /// A repeated, longer probe of a measurement too close to the threshold.
@@ -30,6 +32,7 @@ impl Phase {
     pub fn name(self) -> &'static str {
         match self {
             Phase::CpuSat => "cpu-sat",
+            Phase::MemPrep => "mem-prep",
             Phase::MemUp => "mem-up",
             Phase::MemBisect => "mem-bisect",
             Phase::MemRecheck => "mem-recheck",

@@ -23,6 +23,9 @@ pub struct Timing {
     pub abs_tol: f64,
     /// Most probes of the memory search (the budget for noisy hosts).
     pub max_probes: u32,
+    /// Longest warm-up before the memory search, seconds (see `mem`).
+    #[serde(default)]
+    pub warmup_max: u32,
 }
 
 const fn rps_cfg(
@@ -59,6 +62,7 @@ impl Timing {
         rel_tol: 0.025,
         abs_tol: 0.002,
         max_probes: 24,
+        warmup_max: 120,
     };
 
     /// `--quick`: 6 s windows, 12–40 s probes (20–60 s confirming), a bracket of 5 % instead of
@@ -74,6 +78,7 @@ impl Timing {
         rel_tol: 0.05,
         abs_tol: 0.004,
         max_probes: 14,
+        warmup_max: 60,
     };
 
     pub fn new(quick: bool) -> Timing {
