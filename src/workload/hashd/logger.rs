@@ -126,21 +126,49 @@ struct Writer {
     rng: Rng,
 }
 
-/// Formats one log line into `buf`.
-fn format_line(buf: &mut Vec<u8>, line: &Line, rng: &mut Rng) {
-    use std::fmt::Write as _;
-    let t = chrono::DateTime::<chrono::Local>::from(line.at);
-    let mut s = String::with_capacity(96);
-    let _ = write!(s, "[{}] ", t.format("%Y-%m-%d %H:%M:%S"));
-    for b in line.digest {
-        let _ = write!(s, "{:02x}", b);
+/// The `[YYYY-mm-dd HH:MM:SS] ` prefix, formatted once per second.
+#[derive(Default)]
+struct Stamp {
+    secs: u64,
+    text: String,
+}
+
+impl Stamp {
+    fn get(&mut self, at: std::time::SystemTime) -> &str {
+        let secs = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if secs != self.secs || self.text.is_empty() {
+            let t = chrono::DateTime::<chrono::Local>::from(at);
+            self.text = format!("[{}] ", t.format("%Y-%m-%d %H:%M:%S"));
+            self.secs = secs;
+        }
+        &self.text
     }
-    let _ = write!(s, " {:.2}ms", line.lat * 1000.0);
-    buf.extend_from_slice(s.as_bytes());
+}
+
+/// Formats one log line into `buf`.
+fn format_line(buf: &mut Vec<u8>, line: &Line, rng: &mut Rng, stamp: &mut Stamp) {
+    use std::io::Write as _;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    buf.extend_from_slice(stamp.get(line.at).as_bytes());
+    for b in line.digest {
+        buf.push(HEX[(b >> 4) as usize]);
+        buf.push(HEX[(b & 0xf) as usize]);
+    }
+    let _ = write!(buf, " {:.2}ms", line.lat * 1000.0);
     if buf.len() + 1 < line.padding {
         buf.push(b' ');
+        // Random lowercase letters, eight from each draw.
         while buf.len() + 1 < line.padding {
-            buf.push(b'a' + (rng.next_u64() % 26) as u8);
+            let mut r = rng.next_u64();
+            for _ in 0..8 {
+                if buf.len() + 1 >= line.padding {
+                    break;
+                }
+                buf.push(b'a' + ((r & 0xff) % 26) as u8);
+                r >>= 8;
+            }
         }
     }
     buf.push(b'\n');
@@ -149,12 +177,13 @@ fn format_line(buf: &mut Vec<u8>, line: &Line, rng: &mut Rng) {
 impl Writer {
     fn run(&mut self, rx: Receiver<Line>) {
         let mut buf = Vec::with_capacity(4096);
+        let mut stamp = Stamp::default();
         let mut warned = false;
         while let Ok(line) = rx.recv() {
             let mut next = Some(line);
             while let Some(line) = next {
                 buf.clear();
-                format_line(&mut buf, &line, &mut self.rng);
+                format_line(&mut buf, &line, &mut self.rng, &mut stamp);
                 if let Err(e) = self.write(&buf) {
                     if !warned {
                         log::warn!("hash log {}: {:#}", self.path.display(), e);
@@ -240,7 +269,7 @@ mod tests {
             padding: 200,
         };
         let mut buf = Vec::new();
-        format_line(&mut buf, &line, &mut rng);
+        format_line(&mut buf, &line, &mut rng, &mut Stamp::default());
         assert_eq!(buf.len(), 200);
         let s = String::from_utf8(buf.clone()).unwrap();
         assert!(
@@ -249,8 +278,25 @@ mod tests {
         );
         assert!(s.ends_with('\n') && s.matches('\n').count() == 1);
         buf.clear();
-        format_line(&mut buf, &Line { padding: 0, ..line }, &mut rng);
+        format_line(
+            &mut buf,
+            &Line { padding: 0, ..line },
+            &mut rng,
+            &mut Stamp::default(),
+        );
         assert!(buf.len() < 80 && buf.ends_with(b"45.12ms\n"));
+        // The padding is lowercase letters; the cached stamp is the line's second.
+        let mut stamp = Stamp::default();
+        buf.clear();
+        format_line(&mut buf, &line, &mut rng, &mut stamp);
+        let s = String::from_utf8(buf).unwrap();
+        let pad = s.trim_end().rsplit(' ').next().unwrap();
+        assert!(
+            pad.len() > 100 && pad.bytes().all(|b| b.is_ascii_lowercase()),
+            "{pad}"
+        );
+        let t = chrono::DateTime::<chrono::Local>::from(line.at);
+        assert!(s.starts_with(&format!("[{}] ", t.format("%Y-%m-%d %H:%M:%S"))));
     }
 
     #[test]
