@@ -387,10 +387,10 @@ fn run_job(
             (_, prev) => {
                 let src = match (desc.system, session) {
                     (Some(needs), Some(s)) => {
-                        s.prepare_job(
-                            Enforce::from_passive(spec.passive.as_deref()),
-                            needs.mem_profile,
-                        )
+                        // A bench that measures avail sets its balloon once it knows it.
+                        let balloon = needs.mem_profile
+                            && !(needs.measures_avail && s.mem_avail_unmeasured());
+                        s.prepare_job(Enforce::from_passive(spec.passive.as_deref()), balloon)
                         .with_context(|| format!("{}: preparing the host", name))?;
                         SysinfoSrc::Session {
                             session: s,

@@ -63,6 +63,9 @@ pub struct SystemNeeds {
     pub sysreqs: &'static [SysReq],
     /// Whether it runs under the memory profile (balloon of `avail − share`).
     pub mem_profile: bool,
+    /// Whether it measures the profile's `avail` itself when that is only estimated (hashd
+    /// benches): no balloon is set up for it before it runs then.
+    pub measures_avail: bool,
 }
 
 use crate::system::sysreqs::SysReq;
@@ -71,6 +74,7 @@ use crate::system::sysreqs::SysReq;
 const ALL_SYSTEM: SystemNeeds = SystemNeeds {
     sysreqs: SysReq::ALL,
     mem_profile: true,
+    measures_avail: false,
 };
 
 /// hashd sizing and MOF: memory management and swap on the measured device.
@@ -84,6 +88,7 @@ const MEM_SYSTEM: SystemNeeds = SystemNeeds {
         SysReq::Psi,
     ],
     mem_profile: true,
+    measures_avail: true,
 };
 
 /// io.cost parameter benchmarking: the device and io.cost, at the machine's size.
@@ -98,6 +103,7 @@ const IO_SYSTEM: SystemNeeds = SystemNeeds {
         SysReq::NoWbt,
     ],
     mem_profile: false,
+    measures_avail: false,
 };
 
 pub const PCT_LABELS: &[&str] = &[
