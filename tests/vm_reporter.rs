@@ -1,4 +1,4 @@
-//! The per-second reporter in a VM guest with cgroup2 io, iocost and swap: 120 s next to a CPU
+//! The per-second reporter in a VM guest with cgroup2 io, iocost and swap: 60 s next to a CPU
 //! spinner and an O_DIRECT random-read + fdatasync-write load on the scratch disk must leave a
 //! report for at least 98 % of the seconds. One boot. Runs only with RESCTL_BENCH_VM_TESTS=1.
 
@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
-const SECS: u64 = 120;
+const SECS: u64 = 60;
 
 fn enabled() -> bool {
     if std::env::var("RESCTL_BENCH_VM_TESTS").as_deref() == Ok("1") {

@@ -8,6 +8,7 @@
 //!   checkpointed, and re-running it finishes with that loop kept (CI time allows four loops in
 //!   all, so this run also gives the unthrottled MOF);
 //! * re-running a finished command reuses the entry without measuring;
+//! * `hashd-params:fake-cpu-load` sizes hashd and records upstream's knobs;
 //! * the MOFs follow the device speed: hdd clearly below sata-ssd; unthrottled and sata-ssd are
 //!   the same device under TCG (the sata-ssd caps never bind there), so unthrottled only has to
 //!   come within the run-to-run spread of quick runs (`SAME_DEVICE_SPREAD`) of sata-ssd.
@@ -196,6 +197,34 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     assert_eq!(before[0]["record"], after[0]["record"]);
     assert_eq!(before[0]["result"], after[0]["result"]);
     report += &format!("re-run reused the entry in {:.0}s\n", secs);
+
+    // hashd-params with fake CPU load: the same sizing, its knobs as the record and result.
+    let hp_args = [
+        "--quick",
+        "--mem-profile",
+        "2",
+        "-r",
+        "hp.json",
+        "run",
+        "hashd-params:fake-cpu-load",
+    ];
+    let (out, secs) = run_vm(&cwd, "unthrottled", &hp_args);
+    assert_ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("Result: hash_size="))
+        .unwrap_or_else(|| panic!("no Result line:\n{}", stdout))
+        .to_string();
+    assert!(line.ends_with(" fake_cpu_load"), "{}", line);
+    let e = entries(&cwd.join("hp.json"));
+    let res = &e[0]["result"];
+    let frac = res["mem_frac"].as_f64().unwrap();
+    assert!(frac > 0.0 && frac <= 1.0, "{}", res);
+    assert_eq!(res["rps_max"], 167, "{}", res);
+    assert_eq!(res["fake_cpu_load"], true, "{}", res);
+    report += &format!("hashd-params:fake-cpu-load in {:.0}s: {}\n", secs, line);
+    save(&report);
 
     let mut mofs = vec![un];
     for profile in ["sata-ssd", "hdd"] {

@@ -97,31 +97,33 @@ impl Search<'_> {
         Ok(pass)
     }
 
-    /// Runs the first footprint until RPS has reached the pass level for a few seconds in a
-    /// row (or `warmup_max` has passed), unjudged: a freshly started workload has a cold page
-    /// cache and an unfilled anon area, and its first seconds say more about that than about
-    /// the footprint.
+    /// Runs the first footprint until the mean RPS of the last half window has reached the
+    /// pass level (or `warmup_max` has passed), unjudged: a freshly started workload has a cold
+    /// page cache and an unfilled anon area, and its first seconds say more about that than
+    /// about the footprint.
     fn warm_up(&mut self, p: f64) -> Result<()> {
         let t = *self.timing;
         let need = (t.up.period / 2).max(2);
         let knobs = self.knobs(p);
         self.target.begin(Phase::MemPrep, &knobs)?;
         let floor = self.th.pass * self.rps_max as f64;
-        let (mut secs, mut streak) = (0u32, 0usize);
-        while secs < t.warmup_max && streak < need {
+        let mut recent = std::collections::VecDeque::with_capacity(need);
+        let mut warm = false;
+        let mut secs = 0u32;
+        while secs < t.warmup_max && !warm {
             let s = self.target.next_sample()?;
             secs += 1;
-            streak = if s.rps >= floor { streak + 1 } else { 0 };
+            if recent.len() == need {
+                recent.pop_front();
+            }
+            recent.push_back(s.rps);
+            warm = recent.len() == need && recent.iter().sum::<f64>() / need as f64 >= floor;
         }
         log::info!(
             "[ Memory search: warmed up at {:.0}% for {}s{} ]",
             p * 100.0,
             secs,
-            if streak >= need {
-                ""
-            } else {
-                " (RPS still low)"
-            }
+            if warm { "" } else { " (RPS still low)" }
         );
         Ok(())
     }
