@@ -33,6 +33,38 @@ fn vm_bad_option_values_are_usage_errors() {
         "accepted: auto, kvm, tcg",
     );
     usage_error(&["vm"], "after `--`");
+    usage_error(
+        &["vm", "--disk-latency", "0.5ms", "--", "--version"],
+        "--disk-latency \"0.5ms\" is not a per-IO latency (accepted: 0 for none, or 1ms",
+    );
+}
+
+#[test]
+fn vm_latency_profile_without_nbdkit_names_the_package() {
+    // With a PATH that has no nbdkit (nor anything else), the hdd profile stops at nbdkit
+    // before anything is built; /usr/sbin and /sbin (also searched) don't hold nbdkit on Debian.
+    if ["/usr/sbin/nbdkit", "/sbin/nbdkit"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
+    {
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .env("PATH", empty.path())
+        .args(["vm", "--disk-profile", "hdd", "--", "--version"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{}", err);
+    for needle in [
+        "disk profile hdd",
+        "Debian package nbdkit",
+        "scripts/setup-vm",
+    ] {
+        assert!(err.contains(needle), "{}: {}", needle, err);
+    }
 }
 
 #[test]
@@ -47,6 +79,8 @@ fn vm_help_lists_the_disk_profiles() {
         "slow-ssd",
         "hdd",
         "150 IOPS",
+        "6 ms/IO",
+        "--disk-latency",
     ] {
         assert!(help.contains(p), "{}", p);
     }

@@ -1,6 +1,7 @@
 //! IO latency source end to end: the same 4 KiB O_DIRECT random-read load in a guest with the
-//! `unthrottled` and the `hdd` disk profile, latencies from tracefs block events. Runs only
-//! with RESCTL_BENCH_VM_TESTS=1; two boots of ~12 s of load each.
+//! `unthrottled` and the `hdd` disk profile (and hdd's per-IO latency without its IOPS cap),
+//! latencies from tracefs block events. Runs only with RESCTL_BENCH_VM_TESTS=1; three boots of
+//! 10 s (5 s for the last) of load each.
 
 mod common;
 
@@ -10,8 +11,9 @@ use std::time::Instant;
 
 const SECS: &str = "10";
 
-/// `__iolat` under a random-read load in a guest with `profile`; its JSON summary.
-fn iolat(cwd: &std::path::Path, profile: &str) -> Value {
+/// `__iolat` under a random-read load of `secs` in a guest with `profile` (and `extra` vm
+/// options); its JSON summary.
+fn iolat(cwd: &std::path::Path, profile: &str, extra: &[&str], secs: &str) -> Value {
     let t = Instant::now();
     let out = std::process::Command::new(BIN)
         .current_dir(cwd)
@@ -24,8 +26,9 @@ fn iolat(cwd: &std::path::Path, profile: &str) -> Value {
             "--disk-profile",
             profile,
         ])
+        .args(extra)
         .args([
-            "--", "__iolat", "--secs", SECS, "--load", "randread", "--jobs", "4",
+            "--", "__iolat", "--secs", secs, "--load", "randread", "--jobs", "4",
         ])
         .output()
         .unwrap();
@@ -56,9 +59,15 @@ fn vm_iolat_hdd_read_p50_is_5x_unthrottled() {
     }
     let group = Instant::now();
     let cwd = tempfile::tempdir().unwrap();
-    let fast = iolat(cwd.path(), "unthrottled");
-    let slow = iolat(cwd.path(), "hdd");
-    for (name, j) in [("unthrottled", &fast), ("hdd", &slow)] {
+    let fast = iolat(cwd.path(), "unthrottled", &[], SECS);
+    let slow = iolat(cwd.path(), "hdd", &[], SECS);
+    // hdd's 6 ms per IO (nbdkit's delay filter) alone: reads below the IOPS cap are slow too.
+    let lat = iolat(cwd.path(), "hdd", &["--disk-iops", "0"], "5");
+    for (name, j, secs) in [
+        ("unthrottled", &fast, SECS),
+        ("hdd", &slow, SECS),
+        ("hdd latency only", &lat, "5"),
+    ] {
         let c = &j["counters"];
         eprintln!(
             "{}: read p50 median {:.1}us, p99 median {:.1}us, {:.0} reads/s seen of {:.0} IOPS \
@@ -78,17 +87,17 @@ fn vm_iolat_hdd_read_p50_is_5x_unthrottled() {
         assert_eq!(j["instance_removed"], true, "{}: {}", name, j);
         assert!(c["matched"].as_u64().unwrap() > 0, "{}: {}", name, j);
         // Every second of the load saw reads.
-        let secs = j["per_sec"].as_array().unwrap();
-        assert_eq!(secs.len(), SECS.parse::<usize>().unwrap());
+        let per_sec = j["per_sec"].as_array().unwrap();
+        assert_eq!(per_sec.len(), secs.parse::<usize>().unwrap());
         assert!(
-            secs.iter().all(|s| s["reads"].as_u64().unwrap() > 0),
+            per_sec.iter().all(|s| s["reads"].as_u64().unwrap() > 0),
             "{}: a second without reads: {}",
             name,
             j
         );
     }
-    // hdd: 150 IOPS shared by 4 readers, so each read waits ~4/150 s ≈ 27 ms in QEMU's
-    // throttle; nothing is lost at that rate, so the source sees every read of the load.
+    // hdd: 150 IOPS shared by 4 readers, so each read takes ~4/150 s ≈ 27 ms (QEMU's throttle,
+    // then 6 ms in nbdkit); nothing is lost at that rate, so the source sees every read of the load.
     let hdd_p50 = f(&slow, "read_p50_median");
     assert!((0.010..0.080).contains(&hdd_p50), "hdd p50 {}", hdd_p50);
     let (seen, loaded) = (
@@ -103,9 +112,12 @@ fn vm_iolat_hdd_read_p50_is_5x_unthrottled() {
     );
     let fast_p50 = f(&fast, "read_p50_median");
     assert!(fast_p50 > 0.0);
+    hdd_reads_below_the_iops_cap_take_the_per_io_latency(&lat, fast_p50);
     eprintln!(
-        "read p50: hdd {:.1}us / unthrottled {:.1}us = {:.0}x; VM test group {:.1}s",
+        "read p50: hdd {:.1}us (latency only {:.1}us) / unthrottled {:.1}us = {:.0}x; \
+         VM test group {:.1}s",
         hdd_p50 * 1e6,
+        f(&lat, "read_p50_median") * 1e6,
         fast_p50 * 1e6,
         hdd_p50 / fast_p50,
         group.elapsed().as_secs_f64()
@@ -116,4 +128,20 @@ fn vm_iolat_hdd_read_p50_is_5x_unthrottled() {
         hdd_p50,
         fast_p50
     );
+}
+
+/// Checks on the third boot of the test above (hdd without its IOPS cap): what broke was that an
+/// hdd read below the cap completed as fast as an unthrottled one.
+fn hdd_reads_below_the_iops_cap_take_the_per_io_latency(lat: &Value, fast_p50: f64) {
+    let p50 = f(lat, "read_p50_median");
+    assert!(
+        (0.006..0.030).contains(&p50),
+        "hdd latency-only p50 {}",
+        p50
+    );
+    assert!(p50 >= 5.0 * fast_p50, "{} vs unthrottled {}", p50, fast_p50);
+    // Four readers wait side by side (nbdkit's parallel thread model): well above one reader's
+    // 1 / 6 ms ≈ 166 reads/s.
+    let iops = f(lat, "read_iops");
+    assert!(iops > 250.0, "hdd latency-only: {} reads/s", iops);
 }

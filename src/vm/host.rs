@@ -39,6 +39,20 @@ fn bad(opt: &str, e: String) -> anyhow::Error {
     UsageError::new(format!("--{} {}", opt, e)).into()
 }
 
+/// `--disk-latency`: whole milliseconds, 0 for none (nbdkit's delay filter counts in ms).
+fn disk_latency_ms(s: &str) -> std::result::Result<u32, String> {
+    let secs = parse::parse_duration(s)?;
+    let ms = (secs * 1000.0).round();
+    if secs == 0.0 || (1.0..=10_000.0).contains(&ms) && (secs * 1000.0 - ms).abs() < 1e-6 {
+        Ok(ms as u32)
+    } else {
+        Err(format!(
+            "{:?} is not a per-IO latency (accepted: 0 for none, or 1ms to 10s in whole milliseconds)",
+            s
+        ))
+    }
+}
+
 /// The value of the option `-<short>`/`--<long>` in resctl-bench arguments, if any.
 fn opt_arg(args: &[String], short: &str, long: &str) -> Option<String> {
     let (short, long) = (format!("-{}", short), format!("--{}", long));
@@ -149,7 +163,12 @@ impl Opts {
             .as_deref()
             .map(|s| parse::parse_size(s).map_err(|e| bad("disk-bps", e)))
             .transpose()?;
-        let limits = DiskLimits::resolve(a.disk_profile.as_deref(), iops, bps)?;
+        let latency_ms = a
+            .disk_latency
+            .as_deref()
+            .map(|s| disk_latency_ms(s).map_err(|e| bad("disk-latency", e)))
+            .transpose()?;
+        let limits = DiskLimits::resolve(a.disk_profile.as_deref(), iops, bps, latency_ms)?;
         if !["auto", "kvm", "tcg"].contains(&a.accel.as_str()) {
             crate::usage_bail!(
                 "--accel {:?} is not an accelerator (accepted: auto, kvm, tcg)",
@@ -261,6 +280,10 @@ impl WorkDir {
 
     fn disk(&self) -> PathBuf {
         self.path.join("disk.img")
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
     }
 }
 
@@ -406,6 +429,10 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
         .to_str()
         .context("the current directory is not valid UTF-8")?
         .to_string();
+    let nbdkit = match opts.limits.latency_ms {
+        Some(_) => Some(super::nbd::tool(&opts.limits.name)?),
+        None => None,
+    };
     let qemu_bin = setup::tool("qemu-system-x86_64")?;
     let mkfs = setup::tool("mkfs.ext4")?;
     setup::tool("ldd")?;
@@ -464,6 +491,23 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
         opts.disk_size / MIB,
         t0.elapsed().as_secs_f64()
     );
+    // Declared after `work`, so dropped (stopped, socket removed) before it on every return.
+    let _nbd_server;
+    let nbd_sock = work.file("nbd.sock");
+    let nbd = match (&nbdkit, opts.limits.latency_ms) {
+        (Some(bin), Some(latency_ms)) => {
+            _nbd_server = super::nbd::Server {
+                image: &work.disk(),
+                socket: &nbd_sock,
+                pidfile: &work.file("nbdkit.pid"),
+                latency_ms,
+                direct: disk_direct,
+            }
+            .start(bin, &work.file("nbdkit.log"))?;
+            Some(nbd_sock.as_path())
+        }
+        _ => None,
+    };
     if let Some(sig) = interrupted() {
         return Ok(128 + sig);
     }
@@ -486,6 +530,7 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
         initrd: &initrd,
         cmdline,
         disk: &work.disk(),
+        nbd,
         disk_direct,
         limits: &opts.limits,
         share: &cwd,
@@ -791,6 +836,39 @@ mod tests {
     }
 
     #[test]
+    fn disk_latency_is_whole_ms_and_0_turns_it_off() {
+        let lat = |argv: &[&str]| {
+            let o = opts(argv).unwrap();
+            (o.limits.name, o.limits.latency_ms)
+        };
+        assert_eq!(
+            lat(&["rb", "vm", "--disk-profile", "hdd", "--", "x"]),
+            ("hdd".into(), Some(6))
+        );
+        assert_eq!(
+            lat(&[
+                "rb",
+                "vm",
+                "--disk-profile",
+                "hdd",
+                "--disk-latency",
+                "0",
+                "--",
+                "x"
+            ]),
+            ("custom".into(), None)
+        );
+        assert_eq!(
+            lat(&["rb", "vm", "--disk-latency", "0.012", "--", "x"]),
+            ("custom".into(), Some(12))
+        );
+        assert_eq!(
+            lat(&["rb", "vm", "--disk-latency=1ms", "--", "x"]),
+            ("custom".into(), Some(1))
+        );
+    }
+
+    #[test]
     fn bad_values_are_usage_errors() {
         for argv in [
             &["rb", "vm", "--mem", "lots", "--", "x"][..],
@@ -799,6 +877,10 @@ mod tests {
             &["rb", "vm", "--cpus", "0", "--", "x"],
             &["rb", "vm", "--disk-profile", "tape", "--", "x"],
             &["rb", "vm", "--disk-iops=-5", "--", "x"],
+            &["rb", "vm", "--disk-latency", "slow", "--", "x"],
+            &["rb", "vm", "--disk-latency", "500us", "--", "x"],
+            &["rb", "vm", "--disk-latency", "6.5ms", "--", "x"],
+            &["rb", "vm", "--disk-latency", "11s", "--", "x"],
             &["rb", "vm", "--accel", "xen", "--", "x"],
             &["rb", "vm", "--timeout", "0", "--", "x"],
             &["rb", "vm", "--", "-d", "/", "x"],

@@ -3,7 +3,7 @@
 //! over virtio-9p at the same path).
 //!
 //! Host side: [`host`] builds the initramfs ([`initramfs`], [`kmod`]), the scratch disk and the
-//! QEMU command line ([`qemu`], [`profiles`]), then relays the guest's output ([`channel`]).
+//! QEMU command line ([`qemu`], [`profiles`]; [`nbd`] for a disk with latency), then relays the guest's output ([`channel`]).
 //! Guest side: [`guest`] is PID 1. [`probe`] holds the hidden `__probe` helpers the VM tests run.
 
 pub mod channel;
@@ -11,6 +11,7 @@ pub mod guest;
 pub mod host;
 pub mod initramfs;
 pub mod kmod;
+pub mod nbd;
 pub mod probe;
 pub mod profiles;
 pub mod qemu;
@@ -64,6 +65,10 @@ pub struct VmArgs {
     #[arg(long = "disk-bps", value_name = "SIZE")]
     pub disk_bps: Option<String>,
 
+    /// Custom per-IO latency of the scratch disk (duration, whole ms; 0 = none), added by nbdkit
+    #[arg(long = "disk-latency", value_name = "DUR")]
+    pub disk_latency: Option<String>,
+
     /// Kernel image [default: /boot/vmlinuz-$(uname -r), else the cached Debian kernel]
     #[arg(long = "kernel", value_name = "FILE")]
     pub kernel: Option<PathBuf>,
@@ -99,7 +104,8 @@ pub struct VmArgs {
 
 fn vm_after_help() -> String {
     format!(
-        "Disk profiles (--disk-profile; limits are QEMU block throttling):\n{}\n\
+        "Disk profiles (--disk-profile; limits are QEMU block throttling, latency is added\n\
+         per IO on the host by nbdkit's delay filter):\n{}\n\
          The current directory is shared with the guest at the same path. With -r FILE in ARGS\n\
          (FILE in that directory), the per-second reports are written to FILE's\n\
          <stem>-report.d on the host, where `resctl-bench -r FILE study` looks for them;\n\

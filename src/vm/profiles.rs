@@ -1,4 +1,5 @@
-//! Disk profiles: QEMU block-throttling limits that make the scratch disk behave like a class of
+//! Disk profiles: QEMU block-throttling limits and an optional per-IO latency (added on the host by
+//! nbdkit's delay filter, see [`super::nbd`]) that make the scratch disk behave like a class of
 //! device, and how the guest can tell which one it got (virtio-blk serial, rotational flag).
 
 use crate::error::UsageError;
@@ -12,6 +13,8 @@ pub struct Profile {
     pub iops: Option<u64>,
     /// Total (read + write) bytes per second.
     pub bps: Option<u64>,
+    /// Time every read and write (and trim) waits on the host before it is served, in ms.
+    pub latency_ms: Option<u32>,
     /// Whether the guest should see a rotational device (`queue/rotational` = 1).
     pub rotational: bool,
     pub about: &'static str,
@@ -24,6 +27,7 @@ pub const PROFILES: &[Profile] = &[
         name: "unthrottled",
         iops: None,
         bps: None,
+        latency_ms: None,
         rotational: false,
         about: "no limits: as fast as QEMU and the host file allow",
     },
@@ -31,6 +35,7 @@ pub const PROFILES: &[Profile] = &[
         name: "nvme",
         iops: Some(100_000),
         bps: Some(2048 * MIB),
+        latency_ms: None,
         rotational: false,
         about: "a fast NVMe SSD",
     },
@@ -38,6 +43,7 @@ pub const PROFILES: &[Profile] = &[
         name: "sata-ssd",
         iops: Some(50_000),
         bps: Some(500 * MIB),
+        latency_ms: None,
         rotational: false,
         about: "a SATA SSD",
     },
@@ -45,6 +51,7 @@ pub const PROFILES: &[Profile] = &[
         name: "slow-ssd",
         iops: Some(5_000),
         bps: Some(150 * MIB),
+        latency_ms: None,
         rotational: false,
         about: "an old or cheap SSD",
     },
@@ -52,23 +59,36 @@ pub const PROFILES: &[Profile] = &[
         name: "hdd",
         iops: Some(150),
         bps: Some(160 * MIB),
+        // A 7200 rpm disk averages ~4.2 ms of rotation plus ~8 ms of seek for a random IO, but
+        // the IOs a page cache issues (readahead, writeback, swap clusters) mostly land near each
+        // other, where seeks are short: 6 ms is a typical mean, and together with the 150 IOPS
+        // cap (~6.7 ms per IO when busy) it makes a lone IO as slow as a queued one.
+        latency_ms: Some(6),
         rotational: true,
-        about: "a 7200 rpm hard disk (no seek model: random and sequential IOs cost the same)",
+        about: "a 7200 rpm hard disk (6 ms per IO, no seek model: random = sequential)",
     },
 ];
 
 /// The limits the scratch disk gets: a profile, possibly with custom overrides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskLimits {
-    /// Profile name, or "custom" when `--disk-iops`/`--disk-bps` changed the profile's limits.
+    /// Profile name, or "custom" when `--disk-iops`/`--disk-bps`/`--disk-latency` changed the
+    /// profile's limits.
     pub name: String,
     pub iops: Option<u64>,
     pub bps: Option<u64>,
+    /// Per-IO latency added on the host (ms); `None` serves the image straight from QEMU.
+    pub latency_ms: Option<u32>,
     pub rotational: bool,
 }
 
 impl DiskLimits {
-    pub fn resolve(profile: Option<&str>, iops: Option<u64>, bps: Option<u64>) -> Result<Self> {
+    pub fn resolve(
+        profile: Option<&str>,
+        iops: Option<u64>,
+        bps: Option<u64>,
+        latency_ms: Option<u32>,
+    ) -> Result<Self> {
         let name = profile.unwrap_or("unthrottled");
         let Some(p) = PROFILES.iter().find(|p| p.name == name) else {
             let known: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
@@ -79,7 +99,7 @@ impl DiskLimits {
             ))
             .into());
         };
-        let custom = iops.is_some() || bps.is_some();
+        let custom = iops.is_some() || bps.is_some() || latency_ms.is_some();
         Ok(Self {
             name: if custom {
                 "custom".into()
@@ -88,6 +108,7 @@ impl DiskLimits {
             },
             iops: iops.or(p.iops).filter(|&v| v > 0),
             bps: bps.or(p.bps).filter(|&v| v > 0),
+            latency_ms: latency_ms.or(p.latency_ms).filter(|&v| v > 0),
             rotational: p.rotational,
         })
     }
@@ -121,11 +142,16 @@ pub fn table() -> String {
     };
     let mut out = String::new();
     for p in PROFILES {
+        let lat = match p.latency_ms {
+            Some(ms) => format!("{} ms/IO", ms),
+            None => "-".into(),
+        };
         out += &format!(
-            "  {:<12} {:>12} {:>11}  {}\n",
+            "  {:<12} {:>12} {:>11} {:>8}  {}\n",
             p.name,
             fmt(p.iops, "IOPS"),
             fmt(p.bps, "MiB/s"),
+            lat,
             p.about
         );
     }
@@ -138,7 +164,7 @@ mod tests {
 
     #[test]
     fn profiles_resolve_with_overrides() {
-        let hdd = DiskLimits::resolve(Some("hdd"), None, None).unwrap();
+        let hdd = DiskLimits::resolve(Some("hdd"), None, None, None).unwrap();
         assert_eq!(hdd.serial(), "resctl-hdd");
         assert!(hdd.rotational);
         assert_eq!(
@@ -148,18 +174,38 @@ mod tests {
                 "throttling.bps-total=167772160"
             ]
         );
-        let un = DiskLimits::resolve(None, None, None).unwrap();
+        let un = DiskLimits::resolve(None, None, None, None).unwrap();
         assert!(un.qemu_throttling().is_empty());
         assert_eq!(un.serial(), "resctl-unthrottled");
-        let c = DiskLimits::resolve(Some("nvme"), Some(1000), None).unwrap();
+        let c = DiskLimits::resolve(Some("nvme"), Some(1000), None, None).unwrap();
         assert_eq!(c.name, "custom");
         assert_eq!(c.iops, Some(1000));
         assert_eq!(c.bps, Some(2048 * MIB));
+        assert_eq!(c.latency_ms, None);
+    }
+
+    #[test]
+    fn hdd_has_a_per_io_latency_that_overrides_replace() {
+        assert_eq!(
+            DiskLimits::resolve(Some("hdd"), None, None, None)
+                .unwrap()
+                .latency_ms,
+            Some(6)
+        );
+        for p in PROFILES.iter().filter(|p| p.name != "hdd") {
+            assert_eq!(p.latency_ms, None, "{}", p.name);
+        }
+        let off = DiskLimits::resolve(Some("hdd"), None, None, Some(0)).unwrap();
+        assert_eq!((off.name.as_str(), off.latency_ms), ("custom", None));
+        assert_eq!(off.iops, Some(150));
+        let on = DiskLimits::resolve(None, None, None, Some(2)).unwrap();
+        assert_eq!((on.name.as_str(), on.latency_ms), ("custom", Some(2)));
+        assert!(!on.rotational);
     }
 
     #[test]
     fn unknown_profile_is_a_usage_error() {
-        let e = DiskLimits::resolve(Some("floppy"), None, None).unwrap_err();
+        let e = DiskLimits::resolve(Some("floppy"), None, None, None).unwrap_err();
         assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
         assert!(e.to_string().contains("accepted: unthrottled, nvme"));
     }
@@ -171,5 +217,6 @@ mod tests {
             assert!(t.contains(p.name));
         }
         assert!(t.contains("150 IOPS"));
+        assert!(t.contains("6 ms/IO"));
     }
 }

@@ -194,6 +194,9 @@ pub struct Machine<'a> {
     pub initrd: &'a Path,
     pub cmdline: String,
     pub disk: &'a Path,
+    /// nbdkit's Unix socket serving `disk` (with a per-IO latency); QEMU then connects to it
+    /// instead of opening the image.
+    pub nbd: Option<&'a Path>,
     pub disk_direct: bool,
     pub limits: &'a DiskLimits,
     pub share: &'a Path,
@@ -227,9 +230,16 @@ impl Machine<'_> {
         let initrd = opt_path(self.initrd)?;
         push(&["-kernel", &kernel, "-initrd", &initrd]);
         push(&["-append", &self.cmdline]);
+        let file = match self.nbd {
+            Some(sock) => format!(
+                "file.driver=nbd,file.server.type=unix,file.server.path={}",
+                opt_path(sock)?
+            ),
+            None => format!("file={}", opt_path(self.disk)?),
+        };
         let mut drive = format!(
-            "file={},if=none,id=scratch,format=raw,discard=unmap,aio=threads,cache={}",
-            opt_path(self.disk)?,
+            "{},if=none,id=scratch,format=raw,discard=unmap,aio=threads,cache={}",
+            file,
             if self.disk_direct {
                 "none"
             } else {
@@ -274,10 +284,8 @@ impl Machine<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn command_line_has_throttling_serial_and_share() {
-        let limits = DiskLimits::resolve(Some("hdd"), None, None).unwrap();
-        let m = Machine {
+    fn machine<'a>(limits: &'a DiskLimits, nbd: Option<&'a Path>) -> Machine<'a> {
+        Machine {
             qemu: Path::new("/usr/bin/qemu-system-x86_64"),
             kvm: false,
             mem: 1 << 30,
@@ -286,22 +294,48 @@ mod tests {
             initrd: Path::new("/i"),
             cmdline: "console=ttyS0".into(),
             disk: Path::new("/tmp/a,b/disk.img"),
+            nbd,
             disk_direct: true,
-            limits: &limits,
+            limits,
             share: Path::new("/work"),
             sockets: vec![
                 ("con", PathBuf::from("/t/con.sock"), None),
                 ("out", PathBuf::from("/t/out.sock"), Some("resctl.out")),
             ],
-        };
+        }
+    }
+
+    #[test]
+    fn command_line_has_throttling_serial_and_share() {
+        let limits = DiskLimits::resolve(Some("hdd"), None, None, Some(0)).unwrap();
+        let m = machine(&limits, None);
         let a = m.args().unwrap().join(" ");
         assert!(a.contains("-accel tcg"));
         assert!(a.contains("-m 1024M -smp 2"));
         assert!(a.contains("file=/tmp/a,,b/disk.img,"));
         assert!(a.contains("cache=none,throttling.iops-total=150,throttling.bps-total="));
-        assert!(a.contains("serial=resctl-hdd"));
+        assert!(a.contains("serial=resctl-custom"));
         assert!(a.contains("path=/work,security_model=none"));
         assert!(a.contains("-serial chardev:con"));
         assert!(a.contains("chardev=out,name=resctl.out"));
+    }
+
+    #[test]
+    fn latency_drive_reads_nbd_with_the_same_options() {
+        let limits = DiskLimits::resolve(Some("hdd"), None, None, None).unwrap();
+        let sock = Path::new("/t/x,y/nbd.sock");
+        let a = machine(&limits, Some(sock)).args().unwrap();
+        let i = a.iter().position(|s| s == "-drive").unwrap();
+        assert_eq!(
+            a[i + 1],
+            "file.driver=nbd,file.server.type=unix,file.server.path=/t/x,,y/nbd.sock,\
+             if=none,id=scratch,format=raw,discard=unmap,aio=threads,cache=none,\
+             throttling.iops-total=150,throttling.bps-total=167772160"
+        );
+        assert_eq!(
+            a[i + 2..i + 4],
+            ["-device", "virtio-blk-pci,drive=scratch,serial=resctl-hdd"]
+        );
+        assert!(!a.join(" ").contains("disk.img"));
     }
 }

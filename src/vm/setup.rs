@@ -14,6 +14,8 @@ pub const TOOLS: &[(&str, &str)] = &[
     ("qemu-system-x86_64", "qemu-system-x86"),
     ("mkfs.ext4", "e2fsprogs"),
     ("ldd", "libc-bin"),
+    // Only disk profiles with a per-IO latency (hdd) use it.
+    (super::nbd::PACKAGE, super::nbd::PACKAGE),
 ];
 
 pub fn which(cmd: &str) -> Option<PathBuf> {
@@ -244,7 +246,7 @@ pub fn run() -> Result<()> {
         .map(|(_, pkg)| *pkg)
         .collect();
     if missing.is_empty() {
-        eprintln!("vm setup: qemu, mkfs.ext4 and ldd are installed");
+        eprintln!("vm setup: qemu, mkfs.ext4, ldd and nbdkit are installed");
     } else {
         eprintln!("vm setup: installing {}", missing.join(" "));
         install(&missing)?;
