@@ -391,7 +391,7 @@ fn run_job(
                         let balloon = needs.mem_profile
                             && !(needs.measures_avail && s.mem_avail_unmeasured());
                         s.prepare_job(Enforce::from_passive(spec.passive.as_deref()), balloon)
-                        .with_context(|| format!("{}: preparing the host", name))?;
+                            .with_context(|| format!("{}: preparing the host", name))?;
                         SysinfoSrc::Session {
                             session: s,
                             bench_args: cfg.bench_args.clone(),
