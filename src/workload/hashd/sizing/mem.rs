@@ -13,13 +13,16 @@
 //! 3. **confirm** — probe the highest pass again with the long probe; if it now fails, step
 //!    down by `rel_tol` until one passes.
 //!
+//! After a failing probe the next one first lets the workload recover for a window, unjudged:
+//! the footprint it couldn't sustain has pushed its hot pages out to swap.
+//!
 //! Confidence at the boundary: a measurement within `margin` of the threshold is repeated with
 //! the long probe and the two are averaged; a repeat that still can't tell, with neither probe
 //! converged, counts as a fail. Every footprint the result is based on has been measured as
 //! sustainable at least once with the long probe.
 
 use super::converge::ConvergeCfg;
-use super::probe::{measure, Early, Phase, ProbeRecord};
+use super::probe::{measure_settled, Early, Phase, ProbeRecord};
 use super::target::{Knobs, SizingTarget};
 use super::timing::{Thresholds, Timing};
 use anyhow::Result;
@@ -31,6 +34,8 @@ struct Search<'a> {
     th: &'a Thresholds,
     hist: &'a mut Vec<ProbeRecord>,
     probes: u32,
+    /// The last probe failed: the next one settles for a window first.
+    last_failed: bool,
 }
 
 impl Search<'_> {
@@ -55,7 +60,12 @@ impl Search<'_> {
         self.probes += 1;
         let knobs = self.knobs(p);
         let early = self.early(fast);
-        measure(&mut *self.target, phase, &knobs, &cfg, early)
+        let settle = if self.last_failed {
+            cfg.period as u32
+        } else {
+            0
+        };
+        measure_settled(&mut *self.target, phase, &knobs, &cfg, early, settle)
     }
 
     fn record(&mut self, rec: ProbeRecord, pass: bool) {
@@ -70,6 +80,7 @@ impl Search<'_> {
             if rec.converged { "" } else { ", unconverged" },
             if pass { "pass" } else { "fail" }
         );
+        self.last_failed = !pass;
         self.hist.push(ProbeRecord {
             pass: Some(pass),
             ..rec
@@ -199,6 +210,7 @@ pub fn search(
         th,
         hist,
         probes: 0,
+        last_failed: false,
     }
     .run()
 }
