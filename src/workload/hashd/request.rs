@@ -146,12 +146,25 @@ impl Request {
 pub struct Workspace {
     pub rng: Rng,
     buf: Vec<u8>,
-    /// File bytes the current request read into `buf` (in fake-CPU mode only counted).
+    /// Which of the request's file bytes `buf[0]` holds: the ones before were hashed right
+    /// after their read and no later pass needs them, so the buffer was reused (see
+    /// [`feed_early`]).
+    buf_base: usize,
+    /// File bytes the current request read (in fake-CPU mode only counted).
     file_len: usize,
     /// First pages of the anon chunks the current request touched (real hashing only).
     anon_bases: Vec<u64>,
     /// Anon bytes the current request touched.
     anon_len: usize,
+    /// The first hash pass, fed the file bytes it covers right after they are read.
+    sha: Sha1,
+    /// Bytes of the first pass fed into `sha` so far.
+    fed: usize,
+    /// Thread CPU seconds the current request spent hashing.
+    hash_cpu: f64,
+    /// (testfile, offset, bytes) of each chunk read, for the tests to rebuild the bytes.
+    #[cfg(test)]
+    reads: Vec<(u64, u64, u64)>,
 }
 
 impl Default for Workspace {
@@ -159,9 +172,15 @@ impl Default for Workspace {
         Workspace {
             rng: Rng::from_entropy(),
             buf: Vec::new(),
+            buf_base: 0,
             file_len: 0,
             anon_bases: Vec::new(),
             anon_len: 0,
+            sha: Sha1::new(),
+            fed: 0,
+            hash_cpu: 0.0,
+            #[cfg(test)]
+            reads: Vec::new(),
         }
     }
 }
@@ -169,13 +188,18 @@ impl Default for Workspace {
 impl Workspace {
     /// The next `n` bytes of the file buffer, appended.
     fn next_file_bytes(&mut self, n: usize) -> &mut [u8] {
-        let at = self.file_len;
+        let at = self.file_len - self.buf_base;
         let end = at + n;
         if self.buf.len() < end {
             self.buf.resize(end.max(2 * self.buf.len()), 0);
         }
-        self.file_len = end;
+        self.file_len += n;
         &mut self.buf[at..end]
+    }
+
+    /// The buffered file bytes `[from, to)` of the request (`from` ≥ `buf_base`).
+    fn file_bytes(&self, from: usize, to: usize) -> &[u8] {
+        &self.buf[from - self.buf_base..to - self.buf_base]
     }
 
     /// Bytes the request hashes once per whole pass: its file pages, then its anon pages.
@@ -201,7 +225,22 @@ fn sleep_secs(s: f64) {
     }
 }
 
+/// How the file phase feeds the first hash pass early (real hashing only).
+struct Early {
+    /// Anon bytes the request will touch: `anon_chunks` whole chunks.
+    anon_len: usize,
+    cpu_ratio: f64,
+    /// Whether a later pass hashes the bytes again (so the buffer must keep them).
+    more: bool,
+}
+
 /// Runs `req`: file phase, sleep, anon phase, sleep, hash, sleep.
+///
+/// With real hashing the first hash pass takes each file chunk right after its read, while it
+/// is still in the CPU cache, as far as the pass surely covers it (its truncation point only
+/// depends on the file bytes read so far and the anon length, known from the draw). The digest
+/// and the bytes hashed are the same as hashing after the anon phase; part of the hashing CPU
+/// time just moves before the first sleep, and the request's total is unchanged.
 pub fn run(
     req: &Request,
     cfg: &ReqConfig,
@@ -209,10 +248,21 @@ pub fn run(
     area: &AnonArea,
     ws: &mut Workspace,
 ) -> Outcome {
+    ws.buf_base = 0;
     ws.file_len = 0;
     ws.anon_len = 0;
     ws.anon_bases.clear();
-    let io_errors = file_phase(req, cfg, files, ws);
+    ws.fed = 0;
+    ws.hash_cpu = 0.0;
+    Digest::reset(&mut ws.sha);
+    #[cfg(test)]
+    ws.reads.clear();
+    let early = (!cfg.fake_cpu_load && cfg.cpu_ratio > 0.01).then(|| Early {
+        anon_len: (req.anon_chunks * cfg.chunk_pages * PAGE) as usize,
+        cpu_ratio: cfg.cpu_ratio,
+        more: pass(0, cfg.cpu_ratio).1 > 0.01,
+    });
+    let io_errors = file_phase(req, cfg, files, ws, early.as_ref());
     sleep_secs(req.sleep / 3.0);
     anon_phase(req, cfg, area, ws);
     sleep_secs(req.sleep / 3.0);
@@ -222,7 +272,7 @@ pub fn run(
     } else {
         let t0 = thread_cpu();
         let (d, n) = hash_request(ws, area, cfg.chunk_pages, cfg.cpu_ratio);
-        (d, n, thread_cpu() - t0)
+        (d, n, ws.hash_cpu + thread_cpu() - t0)
     };
     sleep_secs(req.sleep / 3.0);
     Outcome {
@@ -247,69 +297,119 @@ pub fn thread_cpu() -> f64 {
 /// SHA-1 over `buf` scaled by `cpu_ratio`: whole passes while the ratio is ≥ 0.99, then one
 /// pass over the leading `round(len × rest)` bytes. Returns the digest and bytes hashed.
 pub fn hash(buf: &[u8], cpu_ratio: f64) -> ([u8; 20], u64) {
-    hash_scaled(buf.len(), cpu_ratio, |h, n| h.update(&buf[..n]))
+    hash_scaled(Sha1::new(), 0, buf.len(), cpu_ratio, |h, from, to| {
+        h.update(&buf[from..to])
+    })
 }
 
-/// The pass structure of [`hash`] over `len` bytes that `feed(hasher, n)` hashes the first `n`
-/// of, so the bytes needn't be in one buffer.
+/// One pass of [`hash`] over `len` bytes with `r` (> 0.01) passes left: the bytes it hashes
+/// (a leading part when r < 0.99) and the passes left after it.
+fn pass(len: usize, r: f64) -> (usize, f64) {
+    if r < 0.99 {
+        (((len as f64 * r).round() as usize).min(len), 0.0)
+    } else {
+        (len, r - 1.0)
+    }
+}
+
+/// The pass structure of [`hash`] over `len` bytes that `feed(hasher, from, to)` hashes bytes
+/// `[from, to)` of, so the bytes needn't be in one buffer. `h` has been fed the first `pre`
+/// bytes of the first pass already (at most what that pass covers).
 fn hash_scaled(
+    mut h: Sha1,
+    pre: usize,
     len: usize,
     cpu_ratio: f64,
-    mut feed: impl FnMut(&mut Sha1, usize),
+    mut feed: impl FnMut(&mut Sha1, usize, usize),
 ) -> ([u8; 20], u64) {
-    let mut h = Sha1::new();
     let mut r = cpu_ratio;
     let mut len = len;
+    let mut from = pre;
     let mut hashed = 0u64;
     while r > 0.01 {
-        if r < 0.99 {
-            len = ((len as f64 * r).round() as usize).min(len);
-            r = 0.0;
-        } else {
-            r -= 1.0;
-        }
-        feed(&mut h, len);
+        (len, r) = pass(len, r);
+        debug_assert!(from <= len);
+        feed(&mut h, from.min(len), len);
+        from = 0;
         hashed += len as u64;
     }
     (h.finalize().into(), hashed)
 }
 
+/// Feeds the first hash pass the file bytes read so far that it surely covers: the pass cut
+/// grows with the file length, so the cut for what has been read is a lower bound. When no
+/// later pass reads the bytes again and all are fed, the buffer starts over, so the next chunk
+/// is read into memory that is still in the cache.
+fn feed_early(ws: &mut Workspace, early: &Early) {
+    let len = ws.file_len + early.anon_len;
+    let to = pass(len, early.cpu_ratio).0.min(ws.file_len);
+    if to > ws.fed {
+        let t0 = thread_cpu();
+        let bytes = &ws.buf[ws.fed - ws.buf_base..to - ws.buf_base];
+        ws.sha.update(bytes);
+        ws.hash_cpu += thread_cpu() - t0;
+        ws.fed = to;
+    }
+    if !early.more && ws.fed == ws.file_len {
+        ws.buf_base = ws.file_len;
+    }
+}
+
 /// [`hash`] of the request's bytes — its file pages followed by its anon pages — reading the
-/// anon pages in place.
+/// anon pages in place, continuing the first pass from what [`feed_early`] fed.
 fn hash_request(
     ws: &Workspace,
     area: &AnonArea,
     chunk_pages: u64,
     cpu_ratio: f64,
 ) -> ([u8; 20], u64) {
-    let file = &ws.buf[..ws.file_len];
+    let file_len = ws.file_len;
     area.with_pages(|pages| {
         let mut scratch = [0u8; PAGE as usize];
-        hash_scaled(ws.len(), cpu_ratio, |h, n| {
-            let f = n.min(file.len());
-            h.update(&file[..f]);
-            let mut left = n - f;
-            let anon = ws
-                .anon_bases
-                .iter()
-                .flat_map(|b| (0..chunk_pages).map(move |i| b + i));
-            for pg in anon {
-                if left == 0 {
-                    break;
+        hash_scaled(
+            ws.sha.clone(),
+            ws.fed,
+            ws.len(),
+            cpu_ratio,
+            |h, from, to| {
+                if from < file_len {
+                    h.update(ws.file_bytes(from, to.min(file_len)));
                 }
-                let (head, rest) = anon::page_bytes(pages.page(pg), &mut scratch);
-                let take = left.min(PAGE as usize);
-                h.update(&head[..take.min(anon::HEAD)]);
-                if take > anon::HEAD {
-                    h.update(&rest[..take - anon::HEAD]);
+                // The anon bytes [a0, a1), page by page.
+                let (a0, a1) = (from.max(file_len) - file_len, to.max(file_len) - file_len);
+                let anon = ws
+                    .anon_bases
+                    .iter()
+                    .flat_map(|b| (0..chunk_pages).map(move |i| b + i));
+                for (i, pg) in anon.enumerate() {
+                    let at = i * PAGE as usize;
+                    if at >= a1 {
+                        break;
+                    }
+                    if at + PAGE as usize <= a0 {
+                        continue;
+                    }
+                    let (s, e) = (a0.max(at) - at, (a1 - at).min(PAGE as usize));
+                    let (head, rest) = anon::page_bytes(pages.page(pg), &mut scratch);
+                    if s < anon::HEAD {
+                        h.update(&head[s..e.min(anon::HEAD)]);
+                    }
+                    if e > anon::HEAD {
+                        h.update(&rest[s.max(anon::HEAD) - anon::HEAD..e - anon::HEAD]);
+                    }
                 }
-                left -= take;
-            }
-        })
+            },
+        )
     })
 }
 
-fn file_phase(req: &Request, cfg: &ReqConfig, files: &TestFiles, ws: &mut Workspace) -> u32 {
+fn file_phase(
+    req: &Request,
+    cfg: &ReqConfig,
+    files: &TestFiles,
+    ws: &mut Workspace,
+    early: Option<&Early>,
+) -> u32 {
     let mut errors = 0;
     let nr_pages = cfg.file_pages.min(files.nr_pages());
     if nr_pages == 0 {
@@ -353,6 +453,11 @@ fn file_phase(req: &Request, cfg: &ReqConfig, files: &TestFiles, ws: &mut Worksp
                     w
                 });
                 errors += page_done(f, fi, pos, res, write, errors);
+            }
+            #[cfg(test)]
+            ws.reads.push((fi, off, end - off));
+            if let Some(early) = early {
+                feed_early(ws, early);
             }
         }
     }
@@ -559,21 +664,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_real_request_hashes_what_it_read_and_touched() {
+    /// Runs real requests with `p` at each cpu_ratio (several per workspace, so a reused one
+    /// starts clean) and checks the digest and the bytes hashed against SHA-1 over the
+    /// concatenation rebuilt from the testfiles and the anon area. Returns the largest
+    /// number of file chunks a request read and whether one reused its buffer.
+    fn check_real_requests(p: &Params, ratios: &[f64]) -> (u64, bool) {
         let dir = tempfile::tempdir().unwrap();
         let tf = TestFiles::with_unit(dir.path(), 64 * PAGE, 0.0, 16 * PAGE).unwrap();
         tf.prepare(&mut |_| true).unwrap();
         let area = AnonArea::with_unit(64 * PAGE, 16 * PAGE as usize).unwrap();
-        let p = Params {
-            file_size_mean: 8 * PAGE as usize,
-            chunk_pages: 4,
-            sleep_mean: 0.0,
-            file_write_frac: 0.0,
-            anon_write_frac: 0.0,
-            ..Params::default()
-        };
-        for ratio in [0.93, 1.0, 2.5] {
+        let (mut most_chunks, mut reused) = (0, false);
+        for &ratio in ratios {
             let cfg = ReqConfig::new(
                 &Params {
                     cpu_ratio: ratio,
@@ -583,35 +684,77 @@ mod tests {
                 64 * PAGE,
             );
             let mut ws = Workspace::default();
-            let req = Request::draw(&cfg, &mut ws.rng, 1.0, 1.0);
-            let out = run(&req, &cfg, &tf, &area, &mut ws);
-            // Rebuild the concatenation from what the request recorded: every file page in the
-            // buffer must match the file, and the anon pages come from the area.
-            let mut c = ws.buf[..ws.file_len].to_vec();
-            area.with_pages(|pages| {
-                for b in &ws.anon_bases {
-                    for i in 0..4 {
-                        let mut copy = vec![0u8; PAGE as usize];
-                        anon::copy_page(pages.page(b + i), &mut copy);
-                        c.extend_from_slice(&copy);
-                    }
+            for _ in 0..4 {
+                // As the request reads them (it may write the pages' first words back).
+                let files: Vec<Vec<u8>> = (0..tf.nr_files())
+                    .map(|i| std::fs::read(tf.path(i)).unwrap())
+                    .collect();
+                let req = Request::draw(&cfg, &mut ws.rng, 1.0, 1.0);
+                let out = run(&req, &cfg, &tf, &area, &mut ws);
+                assert_eq!(out.io_errors, 0);
+                // The file bytes as the testfiles hold them, then the anon pages.
+                let mut c = Vec::new();
+                for &(fi, off, n) in &ws.reads {
+                    c.extend_from_slice(&files[fi as usize][off as usize..(off + n) as usize]);
                 }
-            });
-            assert_eq!(c.len(), ws.len());
-            assert_eq!(out.digest, hash(&c, ratio).0, "cpu_ratio {ratio}");
-            assert_eq!(out.hashed, hash(&c, ratio).1);
-            let files: Vec<Vec<u8>> = (0..tf.nr_files())
-                .map(|i| std::fs::read(tf.path(i)).unwrap())
-                .collect();
-            for page in c[..ws.file_len].chunks(PAGE as usize) {
-                assert!(
-                    files
-                        .iter()
-                        .any(|f| f.chunks(PAGE as usize).any(|fp| fp == page)),
-                    "a buffered page isn't a testfile page"
-                );
+                assert_eq!(c.len(), ws.file_len);
+                assert_eq!(ws.reads.len() as u64, req.file_chunks);
+                most_chunks = most_chunks.max(req.file_chunks);
+                reused |= ws.buf_base > 0;
+                area.with_pages(|pages| {
+                    for b in &ws.anon_bases {
+                        for i in 0..p.chunk_pages as u64 {
+                            let mut copy = vec![0u8; PAGE as usize];
+                            anon::copy_page(pages.page(b + i), &mut copy);
+                            c.extend_from_slice(&copy);
+                        }
+                    }
+                });
+                assert_eq!(c.len(), ws.len());
+                assert_eq!(out.digest, hash(&c, ratio).0, "cpu_ratio {ratio}");
+                assert_eq!(out.hashed, hash(&c, ratio).1, "cpu_ratio {ratio}");
             }
         }
+        (most_chunks, reused)
+    }
+
+    #[test]
+    fn a_real_request_hashes_what_it_read_and_touched() {
+        let p = Params {
+            file_size_mean: 8 * PAGE as usize,
+            chunk_pages: 4,
+            sleep_mean: 0.0,
+            file_write_frac: 0.0,
+            anon_write_frac: 0.0,
+            ..Params::default()
+        };
+        check_real_requests(&p, &[0.93, 1.0, 2.5]);
+    }
+
+    #[test]
+    fn file_bytes_hashed_as_they_are_read_give_the_same_digest() {
+        // Several file chunks each and little anon memory, so the cut of a ratio < 1 falls
+        // inside the file bytes (the first pass can't take every chunk as it is read), at the
+        // edges of the ratios, with anon writes (file writes would change pages the rebuild
+        // reads back). 0.005 hashes nothing, 1.0 all once, 1.5 twice.
+        let p = Params {
+            file_size_mean: 16 * PAGE as usize,
+            anon_size_ratio: 0.1,
+            chunk_pages: 3,
+            sleep_mean: 0.0,
+            file_write_frac: 0.0,
+            anon_write_frac: 0.5,
+            ..Params::default()
+        };
+        let ratios = [0.005, 0.02, 0.3, 0.5, 0.93, 0.99, 1.0, 1.005, 1.5, 2.5];
+        assert!(check_real_requests(&p, &ratios).0 >= 3);
+        // Mostly anon bytes: the cut falls in them and every file chunk is fed as it is read.
+        let p = Params {
+            anon_size_ratio: 3.0,
+            ..p
+        };
+        let (chunks, reused) = check_real_requests(&p, &[0.3, 0.93]);
+        assert!(chunks >= 3 && reused);
     }
 
     #[test]
