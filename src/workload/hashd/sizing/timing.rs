@@ -78,7 +78,7 @@ impl Timing {
         rel_tol: 0.05,
         abs_tol: 0.004,
         max_probes: 14,
-        warmup_max: 45,
+        warmup_max: 60,
     };
 
     pub fn new(quick: bool) -> Timing {
