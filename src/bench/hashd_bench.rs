@@ -52,6 +52,29 @@ pub struct HashdBenchRun {
     pub knobs: HashdKnobs,
 }
 
+/// A hashd knob property (`rps-max`, `hash-size`, `chunk-pages`) of bench `what`, which must be
+/// positive when given: 0 is a usage error naming what is `accepted` and what leaving it out
+/// does (`otherwise`).
+pub fn positive_prop(
+    props: &crate::spec::PropSet,
+    what: &str,
+    key: &str,
+    kind: crate::bench::ValueKind,
+    accepted: &str,
+    otherwise: &str,
+) -> Result<Option<f64>> {
+    match crate::format::prop_f64(props, key, kind, what)? {
+        Some(v) if v <= 0.0 => crate::usage_bail!(
+            "{}: {}=0 can't be used; give {}, or leave it out to {}",
+            what,
+            key,
+            accepted,
+            otherwise
+        ),
+        v => Ok(v),
+    }
+}
+
 /// Where hashd bench files live: `<dir>/scratch/hashd-bench` (testfiles, params, status, log).
 pub fn bench_dir(dir: &Path) -> PathBuf {
     dir.join("scratch").join("hashd-bench")

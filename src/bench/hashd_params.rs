@@ -48,21 +48,13 @@ impl Props {
         let get = |k: &str, kind: ValueKind| prop_f64(&g, k, kind, WHAT);
         let flag =
             |k: &str| -> Result<Option<bool>> { Ok(get(k, ValueKind::Bool)?.map(|v| v != 0.0)) };
-        let positive = |k: &str, kind: ValueKind, accepted: &str| -> Result<Option<f64>> {
-            match get(k, kind)? {
-                Some(v) if v <= 0.0 => crate::usage_bail!(
-                    "{}: {}=0 can't be used; give {}, or leave it out to {}",
-                    WHAT,
-                    k,
-                    accepted,
-                    if k == "rps-max" {
-                        "measure it"
-                    } else {
-                        "use the default"
-                    }
-                ),
-                v => Ok(v),
-            }
+        let positive = |k: &str, kind: ValueKind, accepted: &str| {
+            let otherwise = if k == "rps-max" {
+                "measure it"
+            } else {
+                "use the default"
+            };
+            hashd_bench::positive_prop(&g, WHAT, k, kind, accepted, otherwise)
         };
         let (apply, commit) = match (flag("apply")?, flag("commit")?) {
             (Some(false), Some(true)) => crate::usage_bail!(

@@ -45,6 +45,9 @@ impl Props {
         let get = |k: &str, kind: ValueKind| prop_f64(&g, k, kind, what);
         let flag =
             |k: &str| -> Result<bool> { Ok(get(k, ValueKind::Bool)?.is_some_and(|v| v != 0.0)) };
+        let positive = |k: &str, kind: ValueKind, accepted: &str| {
+            hashd_bench::positive_prop(&g, what, k, kind, accepted, "use the default")
+        };
         let commit = flag("commit")?;
         let loops = get("loops", ValueKind::Int)?.map_or(DFL_LOOPS as u32, |v| v as u32);
         if loops == 0 {
@@ -56,14 +59,12 @@ impl Props {
             apply: flag("apply")? || commit,
             commit,
             loops,
-            rps_max: get("rps-max", ValueKind::Int)?
-                .map(|v| v as u32)
-                .filter(|&v| v > 0),
-            hash_size: get("hash-size", ValueKind::Size)?
+            rps_max: positive("rps-max", ValueKind::Int, "a positive request rate")?
+                .map(|v| v.min(u32::MAX as f64) as u32),
+            hash_size: positive("hash-size", ValueKind::Size, "a positive size")?
                 .map_or(DFL_HASH_SIZE as u64, |v| v as u64),
-            chunk_pages: get("chunk-pages", ValueKind::Int)?
-                .map_or(25, |v| v as u32)
-                .max(1),
+            chunk_pages: positive("chunk-pages", ValueKind::Int, "1 or more pages")?
+                .map_or(25, |v| v.min(u32::MAX as f64) as u32),
             log_bps: get("log-bps", ValueKind::Size)?
                 .map_or(super::DFL_LOG_BPS as u64, |v| v as u64),
             err_max: get("mem-avail-err-max", ValueKind::Frac)?.unwrap_or(0.1),
@@ -493,6 +494,12 @@ mod tests {
         );
         assert_eq!(p.hash_size, 2 << 20);
         assert!(Props::parse(&crate::spec::JobSpec::parse("storage:loops=0").unwrap()).is_err());
+        // A zero hashd knob is refused, as in hashd-params, not silently replaced.
+        for bad in ["rps-max=0", "chunk-pages=0", "hash-size=0"] {
+            let s = crate::spec::JobSpec::parse(&format!("storage:{}", bad)).unwrap();
+            let e = Props::parse(&s).unwrap_err();
+            assert!(e.to_string().contains("=0 can't be used"), "{}", e);
+        }
     }
 
     #[test]
