@@ -6,16 +6,18 @@
 //! 1. **up** — step from below (0.2, 0.4, …) until a probe fails; small footprints pass fast
 //!    through the "high enough" exit, and the device never sees a footprint far past what it
 //!    sustains. If 1.0 passes, the workload doesn't saturate. Before the first probe the
-//!    workload warms up at that footprint (cold page cache, unfilled anon area) until its RPS
-//!    has held the pass level for half a window, unjudged; as the warm-up is capped, a failing
-//!    first probe is measured once more.
+//!    workload warms up at that footprint (cold page cache, unfilled anon area), unjudged and
+//!    with a loose latency target, until it has held the pass level at the real target for
+//!    half a window; as the warm-up is capped, a failing first probe is measured once more.
 //! 2. **bisect** — halve the bracket (highest pass, lowest fail) until it is narrower than
 //!    `rel_tol` of its upper end.
 //! 3. **confirm** — probe the highest pass again with the long probe; if it now fails, step
 //!    down by `rel_tol` until one passes.
 //!
-//! After a failing probe the next one first lets the workload recover for a window, unjudged:
-//! the footprint it couldn't sustain has pushed its hot pages out to swap.
+//! After a failing probe the next one first lets the workload recover the same way, for at most
+//! two windows: the footprint it couldn't sustain has pushed its hot pages out to swap, and
+//! under the real latency target the refilling is slow enough to fail the next footprint too
+//! (a chain of failing confirmations, seen in TCG guests).
 //!
 //! Confidence at the boundary: a measurement within `margin` of the threshold is repeated with
 //! the long probe and the two are averaged; a repeat that still can't tell, with neither probe
@@ -23,10 +25,13 @@
 //! sustainable at least once with the long probe.
 
 use super::converge::ConvergeCfg;
-use super::probe::{measure_settled, Early, Phase, ProbeRecord};
+use super::probe::{measure, Early, Phase, ProbeRecord};
 use super::target::{Knobs, SizingTarget};
 use super::timing::{Thresholds, Timing};
 use anyhow::Result;
+
+/// After a failed probe, the next one first recovers for at most this many of its windows.
+const RECOVER_PERIODS: u32 = 2;
 
 struct Search<'a> {
     target: &'a mut dyn SizingTarget,
@@ -61,12 +66,10 @@ impl Search<'_> {
         self.probes += 1;
         let knobs = self.knobs(p);
         let early = self.early(fast);
-        let settle = if self.last_failed {
-            cfg.period as u32
-        } else {
-            0
-        };
-        measure_settled(&mut *self.target, phase, &knobs, &cfg, early, settle)
+        if self.last_failed {
+            self.recover(p, RECOVER_PERIODS * cfg.period as u32, "recovered")?;
+        }
+        measure(&mut *self.target, phase, &knobs, &cfg, early)
     }
 
     fn record(&mut self, rec: ProbeRecord, pass: bool) {
@@ -109,35 +112,46 @@ impl Search<'_> {
         Ok(pass)
     }
 
-    /// Runs the first footprint until the mean RPS of the last half window has reached the
-    /// pass level (or `warmup_max` has passed), unjudged: a freshly started workload has a cold
-    /// page cache and an unfilled anon area, and its first seconds say more about that than
-    /// about the footprint.
-    fn warm_up(&mut self, p: f64) -> Result<()> {
-        let t = *self.timing;
-        let need = (t.up.period / 2).max(2);
+    /// Runs footprint `p` unjudged, with a loose latency target, until the last half window
+    /// has held the pass level at the real latency target, or for at most `max` seconds;
+    /// returns whether it got there. Used before the first probe — a fresh workload has a cold
+    /// page cache and an unfilled anon area — and after a failed one, whose footprint pushed
+    /// the hot pages out to swap. Either way the first seconds say more about the caches than
+    /// about the footprint, and under the real target the latency controller would hold
+    /// concurrency, and with it the refilling, down for tens of seconds.
+    fn recover(&mut self, p: f64, max: u32, what: &str) -> Result<bool> {
+        let need = (self.timing.up.period / 2).max(2);
         let knobs = self.knobs(p);
-        self.target.begin(Phase::MemPrep, &knobs)?;
+        self.target.begin_warm_up(&knobs)?;
         let floor = self.th.pass * self.rps_max as f64;
+        let lat_target = self.target.lat_target();
         let mut recent = std::collections::VecDeque::with_capacity(need);
         let mut warm = false;
         let mut secs = 0u32;
-        while secs < t.warmup_max && !warm {
+        while secs < max && !warm {
             let s = self.target.next_sample()?;
             secs += 1;
             if recent.len() == need {
                 recent.pop_front();
             }
-            recent.push_back(s.rps);
-            warm = recent.len() == need && recent.iter().sum::<f64>() / need as f64 >= floor;
+            recent.push_back((s.rps, s.lat_ctl));
+            let n = recent.len() as f64;
+            warm = recent.len() == need
+                && recent.iter().map(|r| r.0).sum::<f64>() / n >= floor
+                && recent.iter().map(|r| r.1).sum::<f64>() / n <= lat_target;
         }
         log::info!(
-            "[ Memory search: warmed up at {:.0}% for {}s{} ]",
+            "[ Memory search: {} at {:.2}% in {}s{} ]",
+            what,
             p * 100.0,
             secs,
-            if warm { "" } else { " (RPS still low)" }
+            if warm {
+                ""
+            } else {
+                " (not at the pass level yet)"
+            }
         );
-        Ok(())
+        Ok(warm)
     }
 
     fn run(&mut self) -> Result<f64> {
@@ -145,7 +159,7 @@ impl Search<'_> {
         let step = self.th.up_step.clamp(0.01, 1.0);
         let (mut lo, mut hi) = (0.0_f64, None::<f64>);
         let mut p = step;
-        self.warm_up(p)?;
+        self.recover(p, t.warmup_max, "warmed up")?;
         while hi.is_none() && self.probes < t.max_probes {
             let mut pass = self.judge(Phase::MemUp, p, t.up, true)?;
             if !pass && self.probes == 1 {

@@ -95,25 +95,8 @@ pub fn measure(
     cfg: &ConvergeCfg,
     early: Option<Early>,
 ) -> Result<ProbeRecord> {
-    measure_settled(target, phase, knobs, cfg, early, 0)
-}
-
-/// [`measure`], with the first `settle` seconds after the knobs change left out: after a
-/// footprint the workload couldn't sustain, its hot pages are in swap and it needs a while to
-/// recover before the new footprint says anything.
-pub fn measure_settled(
-    target: &mut dyn SizingTarget,
-    phase: Phase,
-    knobs: &Knobs,
-    cfg: &ConvergeCfg,
-    early: Option<Early>,
-    settle: u32,
-) -> Result<ProbeRecord> {
     let cfg = cfg.for_device(target.rotational());
     target.begin(phase, knobs)?;
-    for _ in 0..settle {
-        target.next_sample()?;
-    }
     let start = crate::run::now();
     let mut det = Detector::new(cfg);
     let mut mem: VecDeque<u64> = VecDeque::new();

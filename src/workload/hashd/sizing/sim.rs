@@ -54,6 +54,11 @@ impl SimDevice {
         }
     }
 
+    /// The footprint share currently set.
+    pub fn mem_frac(&self) -> f64 {
+        self.knobs.mem_frac
+    }
+
     /// The footprint the device sustains at full load.
     pub fn boundary(&self) -> f64 {
         self.mem_fit + self.io_frac

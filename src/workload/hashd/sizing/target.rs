@@ -42,6 +42,13 @@ pub trait SizingTarget {
     fn begin(&mut self, _phase: Phase, knobs: &Knobs) -> Result<()> {
         self.set(knobs)
     }
+    /// An unjudged warm-up (before the memory search) or recovery (after a failed probe)
+    /// starts with `knobs`. Targets with a latency controller override it to loosen the
+    /// latency target meanwhile (see [`WARMUP_LAT_MULT`]); the next [`SizingTarget::begin`]
+    /// restores it.
+    fn begin_warm_up(&mut self, knobs: &Knobs) -> Result<()> {
+        self.begin(Phase::MemPrep, knobs)
+    }
     /// The next second's sample; blocks until it exists.
     fn next_sample(&mut self) -> Result<Sample>;
     /// The 100 % footprint, bytes.
@@ -53,6 +60,14 @@ pub trait SizingTarget {
         false
     }
 }
+
+/// The latency target is this many times looser while warming up or recovering. A cold
+/// workload (empty anon area, page cache not yet read, or hot pages in swap after a footprint
+/// it couldn't sustain) misses its latency target, and the latency controller then pins
+/// concurrency near 1 and lets it grow only a few percent a second: warming up took 40 s or
+/// more under emulation. These phases only have to fill the caches, so latency needn't steer
+/// them; the probes after them run with the real target.
+pub const WARMUP_LAT_MULT: f64 = 10.0;
 
 /// Where a [`HashdTarget`] reads the workload's memory from.
 #[derive(Debug, Clone)]
@@ -163,8 +178,8 @@ impl HashdTarget {
     }
 }
 
-impl SizingTarget for HashdTarget {
-    fn set(&mut self, k: &Knobs) -> Result<()> {
+impl HashdTarget {
+    fn params(&self, k: &Knobs) -> Params {
         let mut p = self.base.clone();
         p.mem_frac = k.mem_frac.clamp(0.0, 1.0);
         p.rps_target = k.rps_target.max(1);
@@ -173,14 +188,32 @@ impl SizingTarget for HashdTarget {
             p.file_addr_stdev_ratio = 100.0;
             p.anon_addr_stdev_ratio = 100.0;
         }
+        p
+    }
+
+    fn note_probe(&mut self, phase: Phase, knobs: &Knobs) {
+        self.phase = phase;
+        self.probe_size = (self.size as f64 * knobs.mem_frac.clamp(0.0, 1.0)) as u64;
+        self.probe_at = Timestamp::now().unix_secs();
+    }
+}
+
+impl SizingTarget for HashdTarget {
+    fn set(&mut self, k: &Knobs) -> Result<()> {
+        let p = self.params(k);
         self.hashd.set_params(&p)
     }
 
     fn begin(&mut self, phase: Phase, knobs: &Knobs) -> Result<()> {
-        self.phase = phase;
-        self.probe_size = (self.size as f64 * knobs.mem_frac.clamp(0.0, 1.0)) as u64;
-        self.probe_at = Timestamp::now().unix_secs();
+        self.note_probe(phase, knobs);
         self.set(knobs)
+    }
+
+    fn begin_warm_up(&mut self, knobs: &Knobs) -> Result<()> {
+        self.note_probe(Phase::MemPrep, knobs);
+        let mut p = self.params(knobs);
+        p.lat_target *= WARMUP_LAT_MULT;
+        self.hashd.set_params(&p)
     }
 
     fn next_sample(&mut self) -> Result<Sample> {

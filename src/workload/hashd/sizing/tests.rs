@@ -188,3 +188,145 @@ fn result_serializes_history_and_quick_mark() {
     let back: SizingResult = serde_json::from_value(v).unwrap();
     assert_eq!(back, res);
 }
+
+/// A simulated workload that serves its rate from the start but misses the latency target
+/// for its first `cold_secs` seconds, as a freshly started hashd does.
+struct ColdStart {
+    sim: SimDevice,
+    cold_secs: u64,
+    warm_ups: u32,
+    /// Seconds consumed when the first judged probe began.
+    first_probe_at: Option<u64>,
+}
+
+impl SizingTarget for ColdStart {
+    fn set(&mut self, knobs: &Knobs) -> anyhow::Result<()> {
+        self.sim.set(knobs)
+    }
+    fn begin(&mut self, _phase: Phase, knobs: &Knobs) -> anyhow::Result<()> {
+        self.first_probe_at.get_or_insert(self.sim.secs);
+        self.sim.set(knobs)
+    }
+    fn begin_warm_up(&mut self, knobs: &Knobs) -> anyhow::Result<()> {
+        self.warm_ups += 1;
+        self.sim.set(knobs)
+    }
+    fn next_sample(&mut self) -> anyhow::Result<Sample> {
+        let mut s = self.sim.next_sample()?;
+        if self.sim.secs <= self.cold_secs {
+            s.lat_ctl = 3.0 * self.sim.lat_target;
+        }
+        Ok(s)
+    }
+    fn size(&self) -> u64 {
+        self.sim.size
+    }
+    fn lat_target(&self) -> f64 {
+        self.sim.lat_target
+    }
+}
+
+#[test]
+fn warm_up_waits_for_the_latency_target_not_only_the_rate() {
+    let mut t = ColdStart {
+        sim: SimDevice::new(0.25, 0.1, 0.0, 3),
+        cold_secs: 20,
+        warm_ups: 0,
+        first_probe_at: None,
+    };
+    let res = run(&mut t, &fake(true)).unwrap();
+    // The warm-up, and a recovery after every failed probe that another followed.
+    assert!(t.warm_ups >= 2, "{} loose-latency phases", t.warm_ups);
+    let first = t.first_probe_at.unwrap();
+    // The rate is there within seconds; the latency only after cold_secs, and then half a
+    // window has to hold it.
+    assert!(first > 20, "first probe after {} s", first);
+    assert!(first <= Timing::QUICK.warmup_max as u64, "{}", first);
+    let truth = t.sim.crossing(Thresholds::default().pass);
+    assert!(rel(res.mem_frac, truth) <= 0.05);
+}
+
+/// A simulated workload with swap hysteresis: a second at a footprint past the boundary
+/// pushes hot pages out, and until they are back its RPS is cut by a third. They come back
+/// `fast` times sooner while the latency target is loose (the refilling isn't throttled).
+struct Hysteresis {
+    sim: SimDevice,
+    /// Seconds of refilling still needed at the real latency target.
+    debt: f64,
+    loose: bool,
+    fast: f64,
+    recoveries: u32,
+}
+
+impl SizingTarget for Hysteresis {
+    fn set(&mut self, knobs: &Knobs) -> anyhow::Result<()> {
+        self.sim.set(knobs)
+    }
+    fn begin(&mut self, _phase: Phase, knobs: &Knobs) -> anyhow::Result<()> {
+        self.loose = false;
+        self.sim.set(knobs)
+    }
+    fn begin_warm_up(&mut self, knobs: &Knobs) -> anyhow::Result<()> {
+        self.loose = true;
+        self.recoveries += 1;
+        self.sim.set(knobs)
+    }
+    fn next_sample(&mut self) -> anyhow::Result<Sample> {
+        let mut s = self.sim.next_sample()?;
+        if self.sim.ratio_at(self.sim_frac()) < 1.0 {
+            self.debt = 60.0;
+        } else if self.debt > 0.0 {
+            s.rps *= 2.0 / 3.0;
+            s.lat_ctl = s.lat_ctl.max(self.sim.lat_target * 1.2);
+            self.debt -= if self.loose { self.fast } else { 1.0 };
+        }
+        Ok(s)
+    }
+    fn size(&self) -> u64 {
+        self.sim.size
+    }
+    fn lat_target(&self) -> f64 {
+        self.sim.lat_target
+    }
+}
+
+impl Hysteresis {
+    fn sim_frac(&self) -> f64 {
+        self.sim.mem_frac()
+    }
+}
+
+#[test]
+fn a_probe_after_a_failed_one_recovers_first() {
+    let th = Thresholds::default();
+    for seed in 0..4 {
+        let mut t = Hysteresis {
+            sim: SimDevice::new(0.25, 0.12, 0.01, 40 + seed),
+            debt: 0.0,
+            loose: false,
+            fast: 10.0,
+            recoveries: 0,
+        };
+        let truth = t.sim.crossing(th.pass);
+        let res = run(&mut t, &fake(true)).unwrap();
+        assert!(
+            rel(res.mem_frac, truth) <= 0.05,
+            "found {:.4}, boundary {:.4}\n{:#?}",
+            res.mem_frac,
+            truth,
+            res.mem_history
+        );
+        let fails = res
+            .mem_history
+            .iter()
+            .filter(|r| r.pass == Some(false))
+            .count();
+        assert!(fails > 0);
+        // The warm-up, then one recovery after every failed probe that another followed.
+        assert!(
+            t.recoveries as usize >= fails,
+            "{} recoveries",
+            t.recoveries
+        );
+    }
+}
