@@ -15,7 +15,8 @@
 //!   (`RESOLUTION`): the footprint it finds is within one 5 % bracket of the boundary, so
 //!   two devices this close can land one bracket apart either way.
 //!
-//! Timings and MOFs go to stderr and to `target/vm-storage.txt`.
+//! Timings and MOFs go to stderr and to `target/vm-storage.txt`, each run's log to
+//! `target/vm-storage-logs/`.
 
 mod common;
 
@@ -47,10 +48,19 @@ fn vm_cmd(cwd: &Path, profile: &str, args: &[&str]) -> Command {
     c
 }
 
-fn run_vm(cwd: &Path, profile: &str, args: &[&str]) -> (Output, f64) {
+fn logs_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-storage-logs");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs one VM command; its stderr (the bench's log) is kept as
+/// `target/vm-storage-logs/<label>.log`, so a slow or odd run can be read afterwards.
+fn run_vm(cwd: &Path, profile: &str, args: &[&str], label: &str) -> (Output, f64) {
     let t = Instant::now();
     let out = vm_cmd(cwd, profile, args).output().unwrap();
     let secs = t.elapsed().as_secs_f64();
+    let _ = std::fs::write(logs_dir().join(format!("{}.log", label)), &out.stderr);
     eprintln!(
         "vm --disk-profile {} -- {:?}: {:?} in {:.0}s",
         profile,
@@ -139,9 +149,10 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     let args = run_args(2);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let t = Instant::now();
+    let log = logs_dir().join("unthrottled-killed.log");
     let mut child = vm_cmd(&cwd, "unthrottled", &args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();
     let result = cwd.join("r.json");
@@ -169,7 +180,7 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     child.wait().unwrap();
     let killed_at = t.elapsed().as_secs_f64();
     assert_eq!(entries(&result)[0]["incomplete"], true);
-    let (out, secs) = run_vm(&cwd, "unthrottled", &args);
+    let (out, secs) = run_vm(&cwd, "unthrottled", &args, "unthrottled-resumed");
     assert_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("1 of 2 loops done"), "{}", stderr);
@@ -186,7 +197,7 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
 
     // A finished entry is reused.
     let before = entries(&result);
-    let (out, secs) = run_vm(&cwd, "unthrottled", &args);
+    let (out, secs) = run_vm(&cwd, "unthrottled", &args, "unthrottled-reused");
     assert_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("reusing"), "{}", stderr);
@@ -213,7 +224,7 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
         "run",
         "hashd-params:fake-cpu-load",
     ];
-    let (out, secs) = run_vm(&cwd, "unthrottled", &hp_args);
+    let (out, secs) = run_vm(&cwd, "unthrottled", &hp_args, "hashd-params");
     assert_ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
@@ -237,7 +248,7 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
         std::fs::create_dir_all(&cwd).unwrap();
         let args = run_args(1);
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        let (out, secs) = run_vm(&cwd, profile, &args);
+        let (out, secs) = run_vm(&cwd, profile, &args, profile);
         assert_ok(&out);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
