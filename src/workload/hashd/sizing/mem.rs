@@ -11,8 +11,9 @@
 //!    half a window; as the warm-up is capped, a failing first probe is measured once more.
 //! 2. **bisect** — halve the bracket (highest pass, lowest fail) until it is narrower than
 //!    `rel_tol` of its upper end.
-//! 3. **confirm** — probe the highest pass again with the long probe; if it now fails, step
-//!    down by `rel_tol` until one passes.
+//! 3. **confirm** — probe the highest pass again with the long probe (unless a recheck during
+//!    bisection already measured it passing with the long probe); if it now fails, step down
+//!    by `rel_tol` until one passes.
 //!
 //! After a failing probe the next one first lets the workload recover the same way, for at most
 //! two windows: the footprint it couldn't sustain has pushed its hot pages out to swap, and
@@ -42,6 +43,9 @@ struct Search<'a> {
     probes: u32,
     /// The last probe failed: the next one settles for a window first.
     last_failed: bool,
+    /// Footprints a long probe, on its own, has measured as sustainable (a recheck during
+    /// bisection): confirming them again would only repeat that probe.
+    long_passes: Vec<f64>,
 }
 
 impl Search<'_> {
@@ -57,6 +61,7 @@ impl Search<'_> {
     fn early(&self, fast: bool) -> Option<Early> {
         Some(Early {
             rps_max: self.rps_max as f64,
+            after: self.timing.early_after,
             high_enough: fast.then_some(self.th.high_enough),
             too_low: fast.then_some(self.th.too_low),
         })
@@ -108,6 +113,9 @@ impl Search<'_> {
         let r = (r1 + again.ratio) / 2.0;
         let still_close = (r - th.pass).abs() < th.margin;
         let pass = r >= th.pass && !(still_close && !c1 && !again.converged);
+        if pass && again.ratio >= th.pass {
+            self.long_passes.push(p);
+        }
         self.record(again, pass);
         Ok(pass)
     }
@@ -191,6 +199,13 @@ impl Search<'_> {
             }
         }
         while lo > 0.0 && self.probes < t.max_probes {
+            if self.long_passes.contains(&lo) {
+                log::info!(
+                    "[ Memory search: {:.2}% already passed a long probe; confirmed ]",
+                    lo * 100.0
+                );
+                return Ok(lo);
+            }
             if self.judge(Phase::MemConfirm, lo, t.confirm, false)? {
                 return Ok(lo);
             }
@@ -231,6 +246,7 @@ pub fn search(
         hist,
         probes: 0,
         last_failed: false,
+        long_passes: Vec::new(),
     }
     .run()
 }

@@ -28,6 +28,7 @@ fn round(
     };
     let early = Early {
         rps_max: rps_max as f64,
+        after: 0,
         high_enough: high_enough.then_some(0.95),
         too_low: Some(0.5),
     };

@@ -54,10 +54,14 @@ pub enum End {
 }
 
 /// Early-exit rules of a memory probe (spec §2.6), relative to `rps_max`, checked once a
-/// window has passed.
+/// window and `after` seconds have passed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Early {
     pub rps_max: f64,
+    /// No early exit before this second (upstream: one window). A footprint that has just
+    /// grown takes seconds to be touched and to push pages out; before that the RPS still
+    /// reads as the smaller footprint's.
+    pub after: u32,
     /// Rising and above this share: passed.
     pub high_enough: Option<f64>,
     /// Falling and below this share after two windows: failed (not on rotational devices).
@@ -113,7 +117,7 @@ pub fn measure(
         log::debug!("[{:?} {:.3}] {}", phase, knobs.mem_frac, det.line(&p));
         if let Some(e) = early {
             let period = cfg.period as u32;
-            if p.t >= period {
+            if p.t >= period.max(e.after) {
                 if e.high_enough
                     .is_some_and(|h| p.streak > 0 && p.rps > h * e.rps_max)
                 {

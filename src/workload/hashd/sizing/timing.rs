@@ -26,6 +26,11 @@ pub struct Timing {
     /// Longest warm-up before the memory search, seconds (see `mem`).
     #[serde(default)]
     pub warmup_max: u32,
+    /// A memory probe's early exits ("high enough", "too low") wait at least this long,
+    /// seconds (besides a window). Quick windows are shorter than the time a grown footprint
+    /// takes to show: TCG guests passed 40 % "high enough" after 8 s, then failed 41 %, 40 %.
+    #[serde(default)]
+    pub early_after: u32,
 }
 
 const fn rps_cfg(
@@ -63,6 +68,7 @@ impl Timing {
         abs_tol: 0.002,
         max_probes: 24,
         warmup_max: 120,
+        early_after: 15,
     };
 
     /// `--quick`: 6 s windows, 12–40 s probes (20–60 s confirming), a bracket of 5 % instead of
@@ -79,6 +85,7 @@ impl Timing {
         abs_tol: 0.004,
         max_probes: 14,
         warmup_max: 60,
+        early_after: 15,
     };
 
     pub fn new(quick: bool) -> Timing {
