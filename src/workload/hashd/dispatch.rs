@@ -1,10 +1,13 @@
-//! The dispatcher: keeps `floor(concurrency)` requests in flight on a dynamic worker pool,
-//! collects completions, and once per control period turns them into statistics and a
-//! control update.
+//! The dispatcher: keeps `floor(concurrency)` requests in flight on a dynamic worker pool and
+//! once per control period turns the completions into statistics and a control update.
 //!
 //! Workers are threads: one per in-flight request, created when no idle one is waiting and
 //! reaped after a minute idle, so a sleeping request uses no CPU and still counts as in
-//! flight.
+//! flight. A worker that finishes a request accounts it and, while fewer than the target are in
+//! flight, draws the next request itself and runs it: a hand-off through the dispatcher thread
+//! cost two thread wakeups per request, a sixth of what hashd spends besides hashing. The
+//! dispatcher thread tops up the requests in flight when the target rises, runs the control
+//! loop and publishes the statistics.
 
 use super::anon::AnonArea;
 use super::control::Control;
@@ -18,7 +21,7 @@ use crate::report::model::HashdLat;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Idle workers exit after this long.
@@ -27,10 +30,11 @@ const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const PARAMS_SETTLE: Duration = Duration::from_secs(1);
 /// Counters in the published `Stat` are refreshed at least this often.
 const COUNTER_REFRESH: Duration = Duration::from_millis(200);
+/// The longest the dispatcher sleeps.
+const DISPATCH_WAKE: Duration = Duration::from_millis(100);
 
 /// Messages to the dispatcher.
 pub enum Msg {
-    Done { lat: f64, out: request::Outcome },
     Params(Box<Params>),
     Stop,
 }
@@ -69,9 +73,62 @@ struct Job {
     cfg: Arc<ReqConfig>,
 }
 
+/// What the dispatcher and the workers share: what a finishing worker needs to account its
+/// request and to draw the next one.
+struct Flow {
+    req_cfg: Arc<ReqConfig>,
+    rng: Rng,
+    /// Requests to keep in flight: floor(concurrency), at least 1.
+    target: u64,
+    file_addr_frac: f64,
+    anon_addr_frac: f64,
+    /// Hash-log line padding of the current params.
+    padding: usize,
+    stopped: bool,
+    nr_in_flight: u64,
+    nr_done: u64,
+    io_errors: u64,
+    bytes_hashed: u64,
+    hash_cpu: f64,
+    /// Latencies of the requests completed in the current control period.
+    window_lats: Vec<f64>,
+}
+
+impl Flow {
+    fn draw(&mut self) -> Job {
+        let req = Request::draw(
+            &self.req_cfg,
+            &mut self.rng,
+            self.file_addr_frac,
+            self.anon_addr_frac,
+        );
+        self.nr_in_flight += 1;
+        Job {
+            req,
+            cfg: self.req_cfg.clone(),
+        }
+    }
+
+    fn complete(&mut self, lat: f64, out: &request::Outcome) {
+        self.nr_in_flight = self.nr_in_flight.saturating_sub(1);
+        self.nr_done += 1;
+        self.io_errors += out.io_errors as u64;
+        self.bytes_hashed += out.hashed;
+        self.hash_cpu += out.hash_cpu;
+        self.window_lats.push(lat);
+    }
+
+    /// The next request to run, while fewer than the target are in flight.
+    fn next(&mut self) -> Option<Job> {
+        (!self.stopped && self.nr_in_flight < self.target).then(|| self.draw())
+    }
+}
+
 struct PoolState {
     queue: VecDeque<Job>,
     idle: u64,
+    /// Dispatching has stopped: idle workers exit.
+    stopped: bool,
 }
 
 /// The worker pool.
@@ -81,32 +138,19 @@ pub struct Pool {
     nr_workers: AtomicU64,
     files: Arc<TestFiles>,
     area: Arc<AnonArea>,
-    done: Sender<Msg>,
+    flow: Arc<Mutex<Flow>>,
+    logger: Option<Arc<Logger>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Pool {
-    fn new(files: Arc<TestFiles>, area: Arc<AnonArea>, done: Sender<Msg>) -> Arc<Pool> {
-        Arc::new(Pool {
-            state: Mutex::new(PoolState {
-                queue: VecDeque::new(),
-                idle: 0,
-            }),
-            cv: Condvar::new(),
-            nr_workers: AtomicU64::new(0),
-            files,
-            area,
-            done,
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Queues a job, starting a worker when none is idle to take it.
     fn submit(self: &Arc<Self>, job: Job) {
         let spawn = {
-            let mut st = self.lock();
+            let mut st = lock(&self.state);
             st.queue.push_back(job);
             st.queue.len() as u64 > st.idle
         };
@@ -128,35 +172,53 @@ impl Pool {
     }
 
     fn counts(&self) -> (u64, u64) {
-        (self.nr_workers.load(Ordering::Relaxed), self.lock().idle)
+        (
+            self.nr_workers.load(Ordering::Relaxed),
+            lock(&self.state).idle,
+        )
+    }
+
+    /// The next queued job, waiting for one for at most the idle timeout.
+    fn wait_job(&self) -> Option<Job> {
+        let mut st = lock(&self.state);
+        loop {
+            if let Some(job) = st.queue.pop_front() {
+                return Some(job);
+            }
+            if st.stopped {
+                return None;
+            }
+            st.idle += 1;
+            let (guard, to) = self
+                .cv
+                .wait_timeout(st, WORKER_IDLE_TIMEOUT)
+                .unwrap_or_else(|e| e.into_inner());
+            st = guard;
+            st.idle -= 1;
+            if (to.timed_out() || st.stopped) && st.queue.is_empty() {
+                return None;
+            }
+        }
     }
 
     fn worker(self: Arc<Self>) {
         let mut ws = Workspace::default();
-        loop {
-            let job = {
-                let mut st = self.lock();
-                loop {
-                    if let Some(job) = st.queue.pop_front() {
-                        break Some(job);
-                    }
-                    st.idle += 1;
-                    let (guard, to) = self
-                        .cv
-                        .wait_timeout(st, WORKER_IDLE_TIMEOUT)
-                        .unwrap_or_else(|e| e.into_inner());
-                    st = guard;
-                    st.idle -= 1;
-                    if to.timed_out() && st.queue.is_empty() {
-                        break None;
-                    }
+        while let Some(mut job) = self.wait_job() {
+            loop {
+                let out = request::run(&job.req, &job.cfg, &self.files, &self.area, &mut ws);
+                let lat = job.req.start.elapsed().as_secs_f64();
+                let (next, padding) = {
+                    let mut fl = lock(&self.flow);
+                    fl.complete(lat, &out);
+                    (fl.next(), fl.padding)
+                };
+                if let Some(lg) = &self.logger {
+                    lg.log(out.digest, lat, padding);
                 }
-            };
-            let Some(job) = job else { break };
-            let out = request::run(&job.req, &job.cfg, &self.files, &self.area, &mut ws);
-            let lat = job.req.start.elapsed().as_secs_f64();
-            if self.done.send(Msg::Done { lat, out }).is_err() {
-                break;
+                match next {
+                    Some(j) => job = j,
+                    None => break,
+                }
             }
         }
         self.nr_workers.fetch_sub(1, Ordering::Relaxed);
@@ -198,9 +260,8 @@ impl Dispatcher {
         logger: Option<Arc<Logger>>,
     ) -> anyhow::Result<Dispatcher> {
         let (tx, rx) = channel();
-        let pool = Pool::new(files.clone(), area.clone(), tx.clone());
         let published = Arc::new(Mutex::new(Published::default()));
-        let mut st = State::new(cfg, params, files, area, logger, pool, published.clone());
+        let mut st = State::new(cfg, params, files, area, logger, published.clone());
         let thread = std::thread::Builder::new()
             .name("hashd-dispatch".into())
             .spawn(move || st.run(rx))?;
@@ -233,18 +294,14 @@ impl Drop for Dispatcher {
 struct State {
     cfg: DispatchCfg,
     params: Params,
-    req_cfg: Arc<ReqConfig>,
     files: Arc<TestFiles>,
     area: Arc<AnonArea>,
-    logger: Option<Arc<Logger>>,
     pool: Arc<Pool>,
+    flow: Arc<Mutex<Flow>>,
     published: Arc<Mutex<Published>>,
     ctl: Control,
-    rng: Rng,
     stat: Stat,
-    padding: usize,
     window_start: Instant,
-    window_lats: Vec<f64>,
     ignore_until: Instant,
     last_refresh: Instant,
 }
@@ -256,26 +313,49 @@ impl State {
         files: Arc<TestFiles>,
         area: Arc<AnonArea>,
         logger: Option<Arc<Logger>>,
-        pool: Arc<Pool>,
         published: Arc<Mutex<Published>>,
     ) -> State {
         let ctl = Control::new(cfg.nr_cpus, &params);
+        let flow = Arc::new(Mutex::new(Flow {
+            req_cfg: Arc::new(ReqConfig::new(&params, 0, 0)),
+            rng: Rng::from_entropy(),
+            target: 1,
+            file_addr_frac: ctl.file_addr_frac,
+            anon_addr_frac: ctl.anon_addr_frac,
+            padding: 0,
+            stopped: false,
+            nr_in_flight: 0,
+            nr_done: 0,
+            io_errors: 0,
+            bytes_hashed: 0,
+            hash_cpu: 0.0,
+            window_lats: Vec::new(),
+        }));
+        let pool = Arc::new(Pool {
+            state: Mutex::new(PoolState {
+                queue: VecDeque::new(),
+                idle: 0,
+                stopped: false,
+            }),
+            cv: Condvar::new(),
+            nr_workers: AtomicU64::new(0),
+            files: files.clone(),
+            area: area.clone(),
+            flow: flow.clone(),
+            logger,
+        });
         let now = Instant::now();
         let mut st = State {
-            req_cfg: Arc::new(ReqConfig::new(&params, 0, 0)),
             cfg,
             params: params.clone(),
             files,
             area,
-            logger,
             pool,
+            flow,
             published,
             ctl,
-            rng: Rng::from_entropy(),
             stat: Stat::default(),
-            padding: 0,
             window_start: now,
-            window_lats: Vec::new(),
             ignore_until: now,
             last_refresh: now,
         };
@@ -290,16 +370,20 @@ impl State {
         if let Err(e) = self.area.resize(fp.anon_bytes) {
             log::warn!("resizing the anon area: {:#}", e);
         }
-        self.req_cfg = Arc::new(ReqConfig::new(&p, fp.file_pages, fp.anon_bytes));
-        self.padding = p.log_padding();
         if running {
             self.ctl.reset(&p);
             self.ignore_until = Instant::now() + PARAMS_SETTLE;
         }
+        {
+            let mut fl = lock(&self.flow);
+            fl.req_cfg = Arc::new(ReqConfig::new(&p, fp.file_pages, fp.anon_bytes));
+            fl.padding = p.log_padding();
+        }
+        self.steer();
         self.stat.file_size = fp.file_pages * PAGE;
         self.stat.anon_size = fp.anon_bytes;
         {
-            let mut pb = self.published.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pb = lock(&self.published);
             pb.params_at = Some(std::time::SystemTime::now());
             pb.footprint_total = fp.total;
             pb.lat_pct = p.lat_target_pct;
@@ -308,60 +392,55 @@ impl State {
         self.params = p;
     }
 
+    /// Hands the controller's concurrency and address spreads to the workers.
+    fn steer(&mut self) {
+        let mut fl = lock(&self.flow);
+        fl.target = (self.ctl.concurrency.floor() as u64).max(1);
+        fl.file_addr_frac = self.ctl.file_addr_frac;
+        fl.anon_addr_frac = self.ctl.anon_addr_frac;
+    }
+
+    /// Starts requests until the target is in flight (workers keep it there as they finish,
+    /// but not when it rises).
+    fn top_up(&mut self) {
+        loop {
+            let Some(job) = lock(&self.flow).next() else {
+                break;
+            };
+            self.pool.submit(job);
+        }
+    }
+
     fn run(&mut self, rx: Receiver<Msg>) {
         loop {
-            let target = (self.ctl.concurrency.floor() as u64).max(1);
-            while self.stat.nr_in_flight < target {
-                let req = Request::draw(
-                    &self.req_cfg,
-                    &mut self.rng,
-                    self.ctl.file_addr_frac,
-                    self.ctl.anon_addr_frac,
-                );
-                self.pool.submit(Job {
-                    req,
-                    cfg: self.req_cfg.clone(),
-                });
-                self.stat.nr_in_flight += 1;
-            }
+            self.top_up();
             let period = Duration::from_secs_f64(self.params.control_period);
             let wait = (self.window_start + period)
                 .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(100));
+                .min(DISPATCH_WAKE);
             match rx.recv_timeout(wait) {
-                Ok(Msg::Done { lat, out }) => self.complete(lat, out),
                 Ok(Msg::Params(p)) => self.apply_params(*p, true),
                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {}
             }
             self.tick();
         }
+        lock(&self.flow).stopped = true;
+        lock(&self.pool.state).stopped = true;
+        self.pool.cv.notify_all();
         self.publish();
-    }
-
-    fn complete(&mut self, lat: f64, out: request::Outcome) {
-        self.stat.nr_in_flight = self.stat.nr_in_flight.saturating_sub(1);
-        self.stat.nr_done += 1;
-        self.stat.io_errors += out.io_errors as u64;
-        self.stat.bytes_hashed += out.hashed;
-        self.stat.hash_cpu += out.hash_cpu;
-        self.window_lats.push(lat);
-        if let Some(lg) = &self.logger {
-            lg.log(out.digest, lat, self.padding);
-        }
     }
 
     fn tick(&mut self) {
         let now = Instant::now();
         if now < self.ignore_until {
             self.window_start = now;
-            self.window_lats.clear();
+            lock(&self.flow).window_lats.clear();
         } else {
             let dur = now.duration_since(self.window_start).as_secs_f64();
             if dur >= self.params.control_period {
                 self.control(dur);
                 self.window_start = now;
-                self.window_lats.clear();
                 self.publish();
                 return;
             }
@@ -372,24 +451,29 @@ impl State {
     }
 
     fn control(&mut self, dur: f64) {
+        let (mut lats, in_flight) = {
+            let mut fl = lock(&self.flow);
+            (std::mem::take(&mut fl.window_lats), fl.nr_in_flight)
+        };
         let p = &self.params;
-        let rps = self.window_lats.len() as f64 / dur;
-        let lat = if self.window_lats.is_empty() {
+        let rps = lats.len() as f64 / dur;
+        let lat = if lats.is_empty() {
             let mut l = HashdLat::default();
-            if self.stat.nr_in_flight > 0 {
+            if in_flight > 0 {
                 // Requests are stuck: slam on the brakes.
                 l.ctl = 10.0 * p.lat_target;
                 log::warn!(
                     "hashd: no completions in {:.1}s with {} in flight",
                     dur,
-                    self.stat.nr_in_flight
+                    in_flight
                 );
             }
             l
         } else {
-            lat_stats(&mut self.window_lats, p.lat_target_pct)
+            lat_stats(&mut lats, p.lat_target_pct)
         };
         self.ctl.update(p, lat.ctl, rps);
+        self.steer();
         self.stat.rps = rps;
         self.stat.lat = lat;
     }
@@ -403,10 +487,18 @@ impl State {
         self.stat.concurrency_max = self.ctl.concurrency_max;
         self.stat.file_addr_frac = self.ctl.file_addr_frac;
         self.stat.anon_addr_frac = self.ctl.anon_addr_frac;
-        if let Some(lg) = &self.logger {
+        {
+            let fl = lock(&self.flow);
+            self.stat.nr_in_flight = fl.nr_in_flight;
+            self.stat.nr_done = fl.nr_done;
+            self.stat.io_errors = fl.io_errors;
+            self.stat.bytes_hashed = fl.bytes_hashed;
+            self.stat.hash_cpu = fl.hash_cpu;
+        }
+        if let Some(lg) = &self.pool.logger {
             self.stat.log_dropped = lg.dropped();
         }
-        let mut pb = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pb = lock(&self.published);
         pb.stat = self.stat.clone();
     }
 }
@@ -414,6 +506,62 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn flow(target: u64) -> Flow {
+        Flow {
+            req_cfg: Arc::new(ReqConfig::new(&Params::default(), 1000, 1 << 20)),
+            rng: Rng::seeded(3),
+            target,
+            file_addr_frac: 1.0,
+            anon_addr_frac: 1.0,
+            padding: 0,
+            stopped: false,
+            nr_in_flight: 0,
+            nr_done: 0,
+            io_errors: 0,
+            bytes_hashed: 0,
+            hash_cpu: 0.0,
+            window_lats: Vec::new(),
+        }
+    }
+
+    fn outcome() -> request::Outcome {
+        request::Outcome {
+            digest: [0; 20],
+            hashed: 100,
+            hash_cpu: 0.5,
+            io_errors: 1,
+        }
+    }
+
+    #[test]
+    fn a_finishing_worker_continues_while_below_the_target() {
+        let mut fl = flow(3);
+        let started: Vec<Job> = std::iter::from_fn(|| fl.next()).collect();
+        assert_eq!(started.len(), 3, "topped up to the target");
+        assert_eq!(fl.nr_in_flight, 3);
+        // Steady target: each completion draws its successor, in flight stays at 3.
+        fl.complete(0.02, &outcome());
+        assert!(fl.next().is_some());
+        assert_eq!(fl.nr_in_flight, 3);
+        // The target falls: completions drain until it is met.
+        fl.target = 1;
+        fl.complete(0.03, &outcome());
+        assert!(fl.next().is_none());
+        fl.complete(0.04, &outcome());
+        assert!(fl.next().is_none());
+        assert_eq!(fl.nr_in_flight, 1);
+        fl.complete(0.05, &outcome());
+        assert!(fl.next().is_some());
+        // Stopped: nothing more is drawn.
+        fl.stopped = true;
+        fl.complete(0.06, &outcome());
+        assert!(fl.next().is_none());
+        assert_eq!(fl.nr_done, 5);
+        assert_eq!(fl.window_lats, vec![0.02, 0.03, 0.04, 0.05, 0.06]);
+        assert_eq!((fl.bytes_hashed, fl.io_errors), (500, 5));
+        assert!((fl.hash_cpu - 2.5).abs() < 1e-9);
+    }
 
     #[test]
     fn footprint_splits_size_between_files_and_anon() {
