@@ -160,7 +160,7 @@ pub struct Workspace {
     sha: Sha1,
     /// Bytes of the first pass fed into `sha` so far.
     fed: usize,
-    /// Seconds the current request spent hashing (see `Stat::hash_cpu`).
+    /// Thread CPU seconds the current request spent hashing.
     hash_cpu: f64,
     /// (testfile, offset, bytes) of each chunk read, for the tests to rebuild the bytes.
     #[cfg(test)]
@@ -214,7 +214,7 @@ pub struct Outcome {
     pub digest: [u8; 20],
     /// Bytes hashed (0 in fake-CPU mode).
     pub hashed: u64,
-    /// Seconds the hashing took (monotonic clock; see `Stat::hash_cpu`).
+    /// CPU seconds the hashing took (this thread).
     pub hash_cpu: f64,
     pub io_errors: u32,
 }
@@ -270,9 +270,9 @@ pub fn run(
         sleep_secs(ws.len() as f64 * cfg.cpu_ratio * cfg.fake_tpb);
         ([0u8; 20], 0, 0.0)
     } else {
-        let t0 = Instant::now();
+        let t0 = thread_cpu();
         let (d, n) = hash_request(ws, area, cfg.chunk_pages, cfg.cpu_ratio);
-        (d, n, ws.hash_cpu + t0.elapsed().as_secs_f64())
+        (d, n, ws.hash_cpu + thread_cpu() - t0)
     };
     sleep_secs(req.sleep / 3.0);
     Outcome {
@@ -344,10 +344,10 @@ fn feed_early(ws: &mut Workspace, early: &Early) {
     let len = ws.file_len + early.anon_len;
     let to = pass(len, early.cpu_ratio).0.min(ws.file_len);
     if to > ws.fed {
-        let t0 = Instant::now();
+        let t0 = thread_cpu();
         let bytes = &ws.buf[ws.fed - ws.buf_base..to - ws.buf_base];
         ws.sha.update(bytes);
-        ws.hash_cpu += t0.elapsed().as_secs_f64();
+        ws.hash_cpu += thread_cpu() - t0;
         ws.fed = to;
     }
     if !early.more && ws.fed == ws.file_len {
