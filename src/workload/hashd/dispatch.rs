@@ -95,6 +95,24 @@ struct Flow {
 }
 
 impl Flow {
+    fn new(req_cfg: Arc<ReqConfig>, rng: Rng, target: u64, addr_fracs: (f64, f64)) -> Flow {
+        Flow {
+            req_cfg,
+            rng,
+            target,
+            file_addr_frac: addr_fracs.0,
+            anon_addr_frac: addr_fracs.1,
+            padding: 0,
+            stopped: false,
+            nr_in_flight: 0,
+            nr_done: 0,
+            io_errors: 0,
+            bytes_hashed: 0,
+            hash_cpu: 0.0,
+            window_lats: Vec::new(),
+        }
+    }
+
     fn draw(&mut self) -> Job {
         let req = Request::draw(
             &self.req_cfg,
@@ -316,21 +334,12 @@ impl State {
         published: Arc<Mutex<Published>>,
     ) -> State {
         let ctl = Control::new(cfg.nr_cpus, &params);
-        let flow = Arc::new(Mutex::new(Flow {
-            req_cfg: Arc::new(ReqConfig::new(&params, 0, 0)),
-            rng: Rng::from_entropy(),
-            target: 1,
-            file_addr_frac: ctl.file_addr_frac,
-            anon_addr_frac: ctl.anon_addr_frac,
-            padding: 0,
-            stopped: false,
-            nr_in_flight: 0,
-            nr_done: 0,
-            io_errors: 0,
-            bytes_hashed: 0,
-            hash_cpu: 0.0,
-            window_lats: Vec::new(),
-        }));
+        let flow = Arc::new(Mutex::new(Flow::new(
+            Arc::new(ReqConfig::new(&params, 0, 0)),
+            Rng::from_entropy(),
+            1,
+            (ctl.file_addr_frac, ctl.anon_addr_frac),
+        )));
         let pool = Arc::new(Pool {
             state: Mutex::new(PoolState {
                 queue: VecDeque::new(),
@@ -508,21 +517,8 @@ mod tests {
     use super::*;
 
     fn flow(target: u64) -> Flow {
-        Flow {
-            req_cfg: Arc::new(ReqConfig::new(&Params::default(), 1000, 1 << 20)),
-            rng: Rng::seeded(3),
-            target,
-            file_addr_frac: 1.0,
-            anon_addr_frac: 1.0,
-            padding: 0,
-            stopped: false,
-            nr_in_flight: 0,
-            nr_done: 0,
-            io_errors: 0,
-            bytes_hashed: 0,
-            hash_cpu: 0.0,
-            window_lats: Vec::new(),
-        }
+        let cfg = ReqConfig::new(&Params::default(), 1000, 1 << 20);
+        Flow::new(Arc::new(cfg), Rng::seeded(3), target, (1.0, 1.0))
     }
 
     fn outcome() -> request::Outcome {
