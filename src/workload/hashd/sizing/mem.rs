@@ -11,9 +11,10 @@
 //!    half a window; as the warm-up is capped, a failing first probe is measured once more.
 //! 2. **bisect** — halve the bracket (highest pass, lowest fail) until it is narrower than
 //!    `rel_tol` of its upper end.
-//! 3. **confirm** — probe the highest pass again with the long probe (unless a recheck during
-//!    bisection already measured it passing with the long probe); if it now fails, step down
-//!    by `rel_tol` until one passes.
+//! 3. **confirm** — probe the highest pass again with the long probe (unless the last probe
+//!    was a recheck that measured it passing with the long probe); if it now fails, step down
+//!    by `rel_tol` until one passes. The result's probe is the last one, so the final period
+//!    and memory usage are the result footprint's.
 //!
 //! After a failing probe the next one first lets the workload recover the same way, for at most
 //! two windows: the footprint it couldn't sustain has pushed its hot pages out to swap, and
@@ -43,9 +44,10 @@ struct Search<'a> {
     probes: u32,
     /// The last probe failed: the next one settles for a window first.
     last_failed: bool,
-    /// Footprints a long probe, on its own, has measured as sustainable (a recheck during
-    /// bisection): confirming them again would only repeat that probe.
-    long_passes: Vec<f64>,
+    /// The footprint the last probe was, when it was a long one that on its own measured it
+    /// as sustainable (a recheck during bisection): confirming it would repeat that probe.
+    /// Any later probe clears it — the confirmation also measures the result after them.
+    long_pass_at: Option<f64>,
 }
 
 impl Search<'_> {
@@ -90,6 +92,7 @@ impl Search<'_> {
             if pass { "pass" } else { "fail" }
         );
         self.last_failed = !pass;
+        self.long_pass_at = None;
         self.hist.push(ProbeRecord {
             pass: Some(pass),
             ..rec
@@ -113,10 +116,11 @@ impl Search<'_> {
         let r = (r1 + again.ratio) / 2.0;
         let still_close = (r - th.pass).abs() < th.margin;
         let pass = r >= th.pass && !(still_close && !c1 && !again.converged);
-        if pass && again.ratio >= th.pass {
-            self.long_passes.push(p);
-        }
+        let long_pass = pass && again.ratio >= th.pass;
         self.record(again, pass);
+        if long_pass {
+            self.long_pass_at = Some(p);
+        }
         Ok(pass)
     }
 
@@ -199,9 +203,9 @@ impl Search<'_> {
             }
         }
         while lo > 0.0 && self.probes < t.max_probes {
-            if self.long_passes.contains(&lo) {
+            if self.long_pass_at == Some(lo) {
                 log::info!(
-                    "[ Memory search: {:.2}% already passed a long probe; confirmed ]",
+                    "[ Memory search: {:.2}% just passed a long probe; confirmed ]",
                     lo * 100.0
                 );
                 return Ok(lo);
@@ -246,7 +250,7 @@ pub fn search(
         hist,
         probes: 0,
         last_failed: false,
-        long_passes: Vec::new(),
+        long_pass_at: None,
     }
     .run()
 }

@@ -408,7 +408,7 @@ fn sim_knobs() -> Knobs {
 }
 
 #[test]
-fn a_result_rechecked_during_bisection_is_not_confirmed_again() {
+fn a_result_rechecked_by_the_last_bisection_probe_is_not_confirmed_again() {
     let th = Thresholds::default();
     let mut skipped = 0;
     for (i, &io) in SPEEDS.iter().enumerate() {
@@ -419,35 +419,40 @@ fn a_result_rechecked_during_bisection_is_not_confirmed_again() {
             sim.steep = 1.0;
             let res = run(&mut sim, &fake(true)).unwrap();
             let h = &res.mem_history;
-            let at = |r: &ProbeRecord| r.mem_frac == res.mem_frac;
             let long_pass = |r: &ProbeRecord| {
                 matches!(r.phase, Phase::MemConfirm | Phase::MemRecheck)
                     && r.pass == Some(true)
                     && r.ratio >= th.pass
             };
+            // The result is the footprint of the last probe, a long one that passed (a
+            // recheck of a close confirmation passes on the mean of the two).
+            let last = h.last().unwrap();
             assert!(
-                h.iter().any(|r| at(r) && long_pass(r)),
-                "the result never passed a long probe:\n{:#?}",
+                last.mem_frac == res.mem_frac
+                    && matches!(last.phase, Phase::MemConfirm | Phase::MemRecheck)
+                    && last.pass == Some(true),
+                "the result's probe isn't the last one:\n{:#?}",
                 h
             );
-            let rechecked = h.windows(2).position(|w| {
-                w[0].phase == Phase::MemBisect
-                    && at(&w[1])
+            for w in h.windows(3) {
+                let rechecked = w[0].phase == Phase::MemBisect
                     && w[1].phase == Phase::MemRecheck
-                    && long_pass(&w[1])
-            });
-            if let Some(k) = rechecked {
-                skipped += 1;
+                    && long_pass(&w[1]);
                 assert!(
-                    !h[k..].iter().any(|r| at(r) && r.phase == Phase::MemConfirm),
-                    "confirmed again:\n{:#?}",
+                    !(rechecked
+                        && w[2].phase == Phase::MemConfirm
+                        && w[2].mem_frac == w[1].mem_frac),
+                    "confirmed right after a passing recheck:\n{:#?}",
                     h
                 );
+            }
+            if last.phase == Phase::MemRecheck && h[h.len() - 2].phase == Phase::MemBisect {
+                skipped += 1;
             }
         }
     }
     assert!(
         skipped > 0,
-        "no search had its result rechecked during bisection"
+        "no search ended on a passing bisection recheck"
     );
 }
