@@ -2,14 +2,14 @@
 //! checkpoint → study → solve → save → print the summary. `study` and `solve` take the same path
 //! but never run anything: they re-derive results of completed entries.
 
-use crate::bench::{self, Bench, FormatOpts};
+use crate::bench::{self, Apply, Bench, FormatOpts};
 use crate::error::UsageError;
 use crate::format::job_name;
 use crate::report::reporter::ReporterHandle;
 use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
-use crate::system::bench_file::{BenchKnobs, HashdKnobs};
+use crate::system::bench_file::BenchKnobs;
 use crate::system::iocost::IoCostKnobs;
 use crate::system::session::{Needs, Session, SessionOpts};
 use crate::system::sysreqs::Enforce;
@@ -160,12 +160,6 @@ impl RunCtx<'_> {
     pub fn apply_iocost_knobs(&mut self, knobs: IoCostKnobs, commit: bool) -> Result<()> {
         self.session_for("applying io.cost parameters")?
             .apply_iocost(knobs, commit)
-    }
-
-    /// New hashd parameters (`apply`; bench.json too when `commit`).
-    pub fn apply_hashd_knobs(&mut self, knobs: HashdKnobs, commit: bool) -> Result<()> {
-        self.session_for("applying hashd parameters")?
-            .apply_hashd(knobs, commit)
     }
 
     /// Asks for the parameters of this job's start to come back when the job ends (however it
@@ -352,7 +346,7 @@ fn run_job(
     idx: usize,
     reports_dir: &Path,
     sysinfo: &RawValue,
-    session: Option<&mut Session>,
+    mut session: Option<&mut Session>,
 ) -> Result<ResultFile> {
     let name = job_name(&spec);
     let desc = bench.desc();
@@ -364,6 +358,7 @@ fn run_job(
         file.entries[idx].spec = spec.clone();
     }
 
+    let mut to_apply = None;
     if *mode == Mode::Solve {
         let Some(old) = file.entries[idx].result.as_deref().filter(|_| complete) else {
             crate::usage_bail!("{} isn't complete; solve needs a finished run", name);
@@ -375,6 +370,7 @@ fn run_job(
             .with_context(|| format!("{}: solve failed", name))?;
         file.entries[idx].result = Some(to_raw(&result)?);
     } else {
+        let mut reused = false;
         let record = match (mode, prev) {
             (Mode::Study { .. }, Some(prev)) if complete => prev,
             (Mode::Study { .. }, _) => {
@@ -382,10 +378,11 @@ fn run_job(
             }
             (_, Some(prev)) if complete && !desc.incremental => {
                 log::info!("{}: {}", name, REUSING);
+                reused = true;
                 prev
             }
             (_, prev) => {
-                let src = match (desc.system, session) {
+                let src = match (desc.system, session.as_deref_mut()) {
                     (Some(needs), Some(s)) => {
                         // A bench that measures avail sets its balloon once it knows it.
                         let balloon = needs.mem_profile
@@ -422,11 +419,59 @@ fn run_job(
                 return Err(e);
             }
         }
+        if *mode == Mode::Run {
+            to_apply = Some((record, reused));
+        }
     }
     file.touch(idx);
     file.save()?;
+    // After the save: a failure to apply doesn't lose the finished record.
+    if let Some((record, reused)) = to_apply {
+        apply_record(&name, bench, &spec, &record, session, reused)?;
+    }
     print_summary(&file.entries[idx])?;
     Ok(file)
+}
+
+/// Applies what a finished record hands to the later jobs (see [`Bench::applies`]), after its
+/// run or when it is reused.
+fn apply_record(
+    name: &str,
+    bench: &dyn Bench,
+    spec: &JobSpec,
+    record: &RawValue,
+    session: Option<&mut Session>,
+    reused: bool,
+) -> Result<()> {
+    let Some(apply) = bench
+        .applies(spec, record)
+        .with_context(|| format!("{}: reading the parameters to apply", name))?
+    else {
+        return Ok(());
+    };
+    let Some(session) = session else {
+        // Only a reused record gets here (a bench that applies needs the host to run): no job
+        // of this invocation touches the host, so none would see the parameters, and a commit
+        // wrote them to bench.json when the record was made.
+        log::info!(
+            "{}: parameters not applied again: no job of this run uses them",
+            name
+        );
+        return Ok(());
+    };
+    match apply {
+        Apply::Hashd { knobs, commit } => {
+            log::info!(
+                "{}: {} hashd parameters{}",
+                name,
+                if commit { "committing" } else { "applying" },
+                if reused { " of the reused record" } else { "" }
+            );
+            session
+                .apply_hashd(knobs, commit)
+                .with_context(|| format!("{}: applying the hashd parameters", name))
+        }
+    }
 }
 
 /// What a re-run of a job whose record is already complete logs, incremental or not.
@@ -588,4 +633,100 @@ pub fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
     }
     pack::pack(&cfg.result, &cfg.dir, Path::new("."))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::bench_file::{read_knobs, HashdKnobs};
+    use crate::system::session::testhost::{host, needs, opts};
+
+    fn knobs() -> HashdKnobs {
+        HashdKnobs {
+            hash_size: 1258291,
+            rps_max: 167,
+            mem_size: 4 << 30,
+            mem_frac: 0.375,
+            chunk_pages: 25,
+            fake_cpu_load: true,
+        }
+    }
+
+    /// `run` of `spec` against a result file holding a finished hashd-params entry, with the
+    /// fake host's session when `with_session`; returns the host paths.
+    fn rerun_finished_hashd_params(
+        spec: &str,
+        with_session: bool,
+    ) -> (tempfile::TempDir, HostPaths) {
+        let (t, hp) = host();
+        let o = opts(&hp);
+        let mut session = Session::start(hp.clone(), &o, &needs()).unwrap();
+        session.prepare_job(Enforce::all(), false).unwrap();
+        let path = hp.path("work/r.json");
+        let mut file = ResultFile::load(&path).unwrap();
+        let raw = to_raw(&knobs()).unwrap();
+        let spec = JobSpec::parse(spec).unwrap();
+        let idx = file.push(Entry {
+            spec: spec.clone(),
+            period: (1700000000, 1700001200),
+            sysinfo: to_raw(&serde_json::json!({})).unwrap(),
+            record: Some(raw.clone()),
+            result: Some(raw),
+            incomplete: false,
+        });
+        let cfg = RunConfig {
+            result: path,
+            dir: hp.path("work"),
+            bench_args: None,
+            system: Some(o),
+            quick: false,
+        };
+        let bench = bench::implementation("hashd-params").unwrap();
+        let sysinfo = to_raw(&serde_json::json!({})).unwrap();
+        let file = run_job(
+            &cfg,
+            &Mode::Run,
+            file,
+            spec,
+            bench,
+            idx,
+            &hp.path("work/report.d"),
+            &sysinfo,
+            with_session.then_some(&mut session),
+        )
+        .unwrap();
+        // Reused as it was.
+        assert_eq!(
+            file.entries[idx].record.as_ref().unwrap().get(),
+            to_raw(&knobs()).unwrap().get()
+        );
+        session.finish().unwrap();
+        (t, hp)
+    }
+
+    #[test]
+    fn a_reused_record_applies_its_parameters_again() {
+        let (_t, hp) = rerun_finished_hashd_params("hashd-params", true);
+        let rb = read_knobs(&hp.path("work/rb-bench.json")).unwrap().unwrap();
+        assert_eq!((rb.hashd.clone(), rb.hashd_seq), (knobs(), 1));
+        // hashd-params commits by default.
+        let stored = read_knobs(&hp.path("work/bench.json")).unwrap().unwrap();
+        assert_eq!((stored.hashd, stored.hashd_seq), (knobs(), 1));
+
+        let (_t, hp) = rerun_finished_hashd_params("hashd-params:commit=false", true);
+        let rb = read_knobs(&hp.path("work/rb-bench.json")).unwrap().unwrap();
+        assert_eq!(rb.hashd, knobs());
+        assert!(!hp.path("work/bench.json").exists());
+
+        let (_t, hp) = rerun_finished_hashd_params("hashd-params:apply=false", true);
+        let rb = read_knobs(&hp.path("work/rb-bench.json")).unwrap().unwrap();
+        assert_eq!(rb.hashd_seq, 0);
+        assert!(!hp.path("work/bench.json").exists());
+
+        // Without a session (no job of the run touches the host) nothing is written.
+        let (_t, hp) = rerun_finished_hashd_params("hashd-params", false);
+        let rb = read_knobs(&hp.path("work/rb-bench.json")).unwrap().unwrap();
+        assert_eq!(rb.hashd_seq, 0);
+        assert!(!hp.path("work/bench.json").exists());
+    }
 }

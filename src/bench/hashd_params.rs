@@ -9,7 +9,7 @@
 
 use crate::bench::hashd_bench::{self, HashdBenchCfg};
 use crate::bench::storage::run::dfl_rps_max;
-use crate::bench::{Bench, BenchDesc, FormatOpts, ValueKind};
+use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, ValueKind};
 use crate::format::prop_f64;
 use crate::result::sysinfo::MemInfo;
 use crate::result::Entry;
@@ -200,11 +200,6 @@ impl Bench for HashdParams {
                 fake_cpu_load: run.knobs.fake_cpu_load,
             })
         );
-        // Upstream applies in the study stage; ours has no host session, so it happens here.
-        if props.apply {
-            ctx.apply_hashd_knobs(run.knobs.clone(), props.commit)
-                .context("applying the hashd parameters")?;
-        }
         let rec = Record {
             knobs: run.knobs,
             period: (start, now()),
@@ -212,6 +207,25 @@ impl Bench for HashdParams {
             sizing: run.sizing,
         };
         Ok(serde_json::to_value(&rec)?)
+    }
+
+    fn applies(&self, spec: &JobSpec, record: &RawValue) -> Result<Option<Apply>> {
+        let props = Props::parse(spec)?;
+        if !props.apply {
+            return Ok(None);
+        }
+        let knobs: HashdKnobs =
+            serde_json::from_str(record.get()).context("parsing the hashd-params record")?;
+        if knobs.hash_size == 0 || knobs.rps_max == 0 || knobs.mem_size == 0 {
+            anyhow::bail!(
+                "the hashd-params record holds no hashd parameters: {:?}",
+                knobs
+            );
+        }
+        Ok(Some(Apply::Hashd {
+            knobs,
+            commit: props.commit,
+        }))
     }
 
     /// The result is the knobs alone, as upstream stores it.
@@ -489,6 +503,34 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(mem_actual(&k), 334.0);
+    }
+
+    #[test]
+    fn the_record_applies_and_commits_its_knobs_unless_told_not_to() {
+        let raw = serde_json::value::to_raw_value(&record()).unwrap();
+        let applies = |spec: &str| HashdParams.applies(&JobSpec::parse(spec).unwrap(), &raw);
+        assert_eq!(
+            applies("hashd-params").unwrap(),
+            Some(Apply::Hashd {
+                knobs: knobs(),
+                commit: true
+            })
+        );
+        assert_eq!(
+            applies("hashd-params:commit=false").unwrap(),
+            Some(Apply::Hashd {
+                knobs: knobs(),
+                commit: false
+            })
+        );
+        assert_eq!(applies("hashd-params:apply=false").unwrap(), None);
+        // An upstream record is the knobs alone.
+        let upstream = serde_json::value::to_raw_value(&knobs()).unwrap();
+        let spec = JobSpec::parse("hashd-params").unwrap();
+        assert!(HashdParams.applies(&spec, &upstream).unwrap().is_some());
+        let empty = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
+        let e = HashdParams.applies(&spec, &empty).unwrap_err();
+        assert!(e.to_string().contains("no hashd parameters"), "{}", e);
     }
 
     #[test]

@@ -415,6 +415,16 @@ pub struct FormatOpts {
     pub props: crate::spec::PropSet,
 }
 
+/// Benchmark parameters a finished record hands to the jobs after it (`apply`); `commit`
+/// also writes them to bench.json.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Apply {
+    Hashd {
+        knobs: crate::system::bench_file::HashdKnobs,
+        commit: bool,
+    },
+}
+
 /// A bench implementation. `run` touches the system and returns the record; `study` turns a
 /// record plus per-second reports into the result; `solve` post-processes a result; `format`
 /// renders an entry's result (after the common header).
@@ -422,6 +432,18 @@ pub trait Bench: Sync {
     fn desc(&self) -> &'static BenchDesc;
 
     fn run(&self, ctx: &mut crate::run::RunCtx) -> anyhow::Result<serde_json::Value>;
+
+    /// What a finished record applies for the later jobs, as the spec's `apply`/`commit` ask.
+    /// `run` calls it after the bench ran and again when it reuses the finished record, so the
+    /// parameters reach later jobs either way (upstream applies in its study stage, which a
+    /// reused record goes through too).
+    fn applies(
+        &self,
+        _spec: &crate::spec::JobSpec,
+        _record: &serde_json::value::RawValue,
+    ) -> anyhow::Result<Option<Apply>> {
+        Ok(None)
+    }
 
     fn study(
         &self,

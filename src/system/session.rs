@@ -630,15 +630,17 @@ fn log_mem(m: &MemInfo, src: AvailSource) {
     }
 }
 
+/// A fake host for tests of code that needs a [`Session`]: a good host tree with the bench
+/// slices' knob files, session options working in `<root>/work`, and every requirement.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testhost {
     use super::*;
     use crate::system::blockdev::testutil::put;
     use crate::system::sysreqs::testhost::good_host;
 
     /// The fake host with the knob files of the root and of pre-existing bench slices (the
     /// fake tree can't create knob files like the kernel does).
-    fn host() -> (tempfile::TempDir, HostPaths) {
+    pub(crate) fn host() -> (tempfile::TempDir, HostPaths) {
         let (t, hp) = good_host();
         let cg = hp.cgroup();
         put(&cg.join("cgroup.subtree_control"), "memory\n");
@@ -662,7 +664,7 @@ mod tests {
         (t, hp)
     }
 
-    fn opts(hp: &HostPaths) -> SessionOpts {
+    pub(crate) fn opts(hp: &HostPaths) -> SessionOpts {
         SessionOpts {
             dir: hp.path("work"),
             dev: Some("nvme0n1".into()),
@@ -679,13 +681,20 @@ mod tests {
         }
     }
 
-    fn needs() -> Needs {
+    pub(crate) fn needs() -> Needs {
         Needs {
             sysreqs: SysReq::ALL.to_vec(),
             mem_profile: true,
             enforce: Enforce::all(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testhost::{host, needs, opts};
+    use super::*;
+    use crate::system::blockdev::testutil::put;
 
     fn get(p: &std::path::Path) -> String {
         std::fs::read_to_string(p).unwrap().trim().to_string()

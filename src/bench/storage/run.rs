@@ -4,7 +4,7 @@
 
 use super::{DFL_HASH_SIZE, DFL_LOOPS};
 use crate::bench::hashd_bench::{self, HashdBenchCfg};
-use crate::bench::{Bench, BenchDesc, FormatOpts, ValueKind};
+use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, ValueKind};
 use crate::format::prop_f64;
 use crate::result::sysinfo::MemInfo;
 use crate::run::{now, RunCtx, StudyCtx};
@@ -409,17 +409,27 @@ impl Bench for Storage {
             }
         }
         rec.period.1 = now();
-
-        if props.apply {
-            let (size, _) = mean_stdev(&rec.mem_sizes);
-            let mut knobs = rec.base_hashd_knobs.clone();
-            if knobs.mem_size > 0 {
-                knobs.mem_frac = size / knobs.mem_size as f64;
-            }
-            ctx.apply_hashd_knobs(knobs, props.commit)
-                .context("applying the hashd parameters")?;
-        }
         Ok(serde_json::to_value(&rec)?)
+    }
+
+    /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
+    /// (spec §4.6).
+    fn applies(&self, spec: &JobSpec, record: &RawValue) -> Result<Option<Apply>> {
+        let props = Props::parse(spec)?;
+        if !props.apply {
+            return Ok(None);
+        }
+        let rec: Record =
+            serde_json::from_str(record.get()).context("parsing the storage record")?;
+        let mut knobs = rec.base_hashd_knobs;
+        if knobs.mem_size == 0 || rec.mem_sizes.is_empty() {
+            anyhow::bail!("the storage record holds no hashd parameters to apply");
+        }
+        knobs.mem_frac = mean_stdev(&rec.mem_sizes).0 / knobs.mem_size as f64;
+        Ok(Some(Apply::Hashd {
+            knobs,
+            commit: props.commit,
+        }))
     }
 
     fn study(&self, ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
@@ -463,6 +473,49 @@ impl Bench for Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn apply_hands_on_the_knobs_with_the_mean_size() {
+        let base = HashdKnobs {
+            hash_size: 1258291,
+            rps_max: 167,
+            mem_size: 4 << 30,
+            mem_frac: 0.375,
+            chunk_pages: 25,
+            fake_cpu_load: true,
+        };
+        let rec = Record {
+            base_hashd_knobs: base.clone(),
+            mem_sizes: vec![1.0 * (1 << 30) as f64, 2.0 * (1 << 30) as f64],
+            mem_usages: vec![1e9, 1e9],
+            ..Record::default()
+        };
+        let raw = serde_json::value::to_raw_value(&rec).unwrap();
+        let applies = |spec: &str| Storage.applies(&JobSpec::parse(spec).unwrap(), &raw);
+        // storage applies nothing unless asked (upstream's defaults).
+        assert_eq!(applies("storage").unwrap(), None);
+        let want = HashdKnobs {
+            mem_frac: 1.5 / 4.0,
+            ..base
+        };
+        assert_eq!(
+            applies("storage:apply").unwrap(),
+            Some(Apply::Hashd {
+                knobs: want.clone(),
+                commit: false
+            })
+        );
+        assert_eq!(
+            applies("storage:commit").unwrap(),
+            Some(Apply::Hashd {
+                knobs: want,
+                commit: true
+            })
+        );
+        let empty = serde_json::value::to_raw_value(&Record::default()).unwrap();
+        let spec = JobSpec::parse("storage:apply").unwrap();
+        assert!(Storage.applies(&spec, &empty).is_err());
+    }
 
     fn mem() -> MemInfo {
         MemInfo {
