@@ -224,7 +224,11 @@ fn implementations(mode: &Mode, specs: &[JobSpec]) -> Result<Vec<&'static dyn Be
                 );
             };
             match bench::implementation(&spec.kind) {
-                Some(b) if *mode != Mode::Run || desc.runnable => Ok(b),
+                Some(b) if *mode == Mode::Run && desc.runnable => {
+                    b.check(spec)?;
+                    Ok(b)
+                }
+                Some(b) if *mode != Mode::Run => Ok(b),
                 _ if *mode == Mode::Run => crate::usage_bail!(
                     "{:?} can't run in this version yet; format/summary of existing results work",
                     spec.kind

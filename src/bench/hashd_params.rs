@@ -209,6 +209,10 @@ impl Bench for HashdParams {
         Ok(serde_json::to_value(&rec)?)
     }
 
+    fn check(&self, spec: &JobSpec) -> Result<()> {
+        Props::parse(spec).map(|_| ())
+    }
+
     fn applies(&self, spec: &JobSpec, record: &RawValue) -> Result<Option<Apply>> {
         let props = Props::parse(spec)?;
         if !props.apply {

@@ -433,6 +433,12 @@ pub trait Bench: Sync {
 
     fn run(&self, ctx: &mut crate::run::RunCtx) -> anyhow::Result<serde_json::Value>;
 
+    /// Checks the spec's property values before anything runs, so a bad one is reported as
+    /// itself (exit 2) rather than after the host setup, or after hours of earlier jobs.
+    fn check(&self, _spec: &crate::spec::JobSpec) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// What a finished record applies for the later jobs, as the spec's `apply`/`commit` ask.
     /// `run` calls it after the bench ran and again when it reuses the finished record, so the
     /// parameters reach later jobs either way (upstream applies in its study stage, which a

@@ -412,6 +412,10 @@ impl Bench for Storage {
         Ok(serde_json::to_value(&rec)?)
     }
 
+    fn check(&self, spec: &JobSpec) -> Result<()> {
+        Props::parse(spec).map(|_| ())
+    }
+
     /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
     /// (spec §4.6).
     fn applies(&self, spec: &JobSpec, record: &RawValue) -> Result<Option<Apply>> {
