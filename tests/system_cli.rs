@@ -1,5 +1,6 @@
 //! The host setup of `run` as far as it can be checked without changing this host: a memory
-//! profile that doesn't fit stops the run with one line (exit 2) before anything is changed.
+//! profile that doesn't fit, or a bad bench property value, stops the run with one line (exit 2)
+//! before anything is changed.
 
 use assert_cmd::Command;
 
