@@ -7,9 +7,10 @@
 //! * for unthrottled the same command with `loops=2` is SIGKILLed once its first loop is
 //!   checkpointed, and re-running it finishes with that loop kept (CI time allows four loops in
 //!   all, so this run also gives the unthrottled MOF);
-//! * re-running a finished command reuses the entry without measuring;
-//! * `hashd-params:fake-cpu-load` sizes hashd and records upstream's knobs (given the avail the
-//!   unthrottled run measured, which saves measuring it again);
+//! * re-running it reuses the finished entry without measuring and, with `apply`, applies its
+//!   parameters again for the job after it in the same invocation: `hashd-params:fake-cpu-load`,
+//!   which sizes hashd and records upstream's knobs (given the avail the unthrottled run
+//!   measured, which saves measuring it again);
 //! * the MOFs follow the device speed: hdd (6 ms per IO, 150 IOPS) below both SSDs, and
 //!   sata-ssd (1 ms per IO) not above unthrottled by more than the quick search resolves
 //!   (`RESOLUTION`): the footprint it finds is within one 5 % bracket of the boundary, so
@@ -195,37 +196,48 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     eprintln!("{}", report);
     save(&report);
 
-    // A finished entry is reused.
+    // A finished entry is reused, and with `apply` its parameters are applied again for the
+    // jobs after it: here hashd-params with fake CPU load (the same sizing, its knobs as the
+    // record and result), given the avail the unthrottled run measured.
     let before = entries(&result);
-    let (out, secs) = run_vm(&cwd, "unthrottled", &args, "unthrottled-reused");
-    assert_ok(&out);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("reusing"), "{}", stderr);
-    assert!(
-        !stderr.contains("loop 1/"),
-        "nothing measured again:\n{}",
-        stderr
-    );
-    let after = entries(&result);
-    assert_eq!(before[0]["record"], after[0]["record"]);
-    assert_eq!(before[0]["result"], after[0]["result"]);
-    report += &format!("re-run reused the entry in {:.0}s\n", secs);
-
-    // hashd-params with fake CPU load: the same sizing, its knobs as the record and result.
     let avail = rec["mem"]["avail"].as_u64().unwrap().to_string();
-    let hp_args = [
+    let args = [
         "--quick",
         "--mem-profile",
         "2",
         "--mem-avail",
         &avail,
         "-r",
-        "hp.json",
+        "r.json",
         "run",
+        "storage:loops=2,apply",
         "hashd-params:fake-cpu-load",
     ];
-    let (out, secs) = run_vm(&cwd, "unthrottled", &hp_args, "hashd-params");
+    let (out, secs) = run_vm(&cwd, "unthrottled", &args, "reused-and-hashd-params");
     assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("reusing"), "{}", stderr);
+    assert!(
+        !stderr.contains("storage: loop 1/"),
+        "nothing measured again:\n{}",
+        stderr
+    );
+    assert!(
+        stderr.contains("applying hashd parameters of the reused record"),
+        "{}",
+        stderr
+    );
+    assert!(stderr.contains("committing hashd parameters"), "{}", stderr);
+    let after = entries(&result);
+    let by_kind = |e: &[Value], kind: &str| -> Value {
+        e.iter()
+            .find(|e| e["spec"]["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {} entry: {:?}", kind, e))
+            .clone()
+    };
+    let (b, a) = (by_kind(&before, "storage"), by_kind(&after, "storage"));
+    assert_eq!(b["record"], a["record"]);
+    assert_eq!(b["result"], a["result"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
         .lines()
@@ -233,13 +245,15 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
         .unwrap_or_else(|| panic!("no Result line:\n{}", stdout))
         .to_string();
     assert!(line.ends_with(" fake_cpu_load"), "{}", line);
-    let e = entries(&cwd.join("hp.json"));
-    let res = &e[0]["result"];
+    let res = &by_kind(&after, "hashd-params")["result"];
     let frac = res["mem_frac"].as_f64().unwrap();
     assert!(frac > 0.0 && frac <= 1.0, "{}", res);
     assert_eq!(res["rps_max"], 167, "{}", res);
     assert_eq!(res["fake_cpu_load"], true, "{}", res);
-    report += &format!("hashd-params:fake-cpu-load in {:.0}s: {}\n", secs, line);
+    report += &format!(
+        "re-run reused the storage entry and ran hashd-params:fake-cpu-load in {:.0}s: {}\n",
+        secs, line
+    );
     save(&report);
 
     let mut mofs = vec![un];
