@@ -10,7 +10,6 @@ use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
 use crate::system::bench_file::BenchKnobs;
-use crate::system::iocost::IoCostKnobs;
 use crate::system::session::{Needs, Session, SessionOpts};
 use crate::system::sysreqs::Enforce;
 use crate::system::HostPaths;
@@ -146,20 +145,6 @@ impl RunCtx<'_> {
             SysinfoSrc::Session { session, .. } => session.bench_knobs(),
             SysinfoSrc::Fixed(_) => None,
         }
-    }
-
-    fn session_for(&mut self, what: &str) -> Result<&mut Session> {
-        match self.session() {
-            Some(s) => Ok(s),
-            None => anyhow::bail!("{}: this bench has no host session", what),
-        }
-    }
-
-    /// New io.cost parameters (`apply`; bench.json too when `commit`), written to the kernel
-    /// when the job enforces io.
-    pub fn apply_iocost_knobs(&mut self, knobs: IoCostKnobs, commit: bool) -> Result<()> {
-        self.session_for("applying io.cost parameters")?
-            .apply_iocost(knobs, commit)
     }
 
     /// Asks for the parameters of this job's start to come back when the job ends (however it
