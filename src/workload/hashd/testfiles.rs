@@ -27,10 +27,9 @@ const FILES_PER_DIR: u64 = 4096;
 /// At most 2^28 files.
 const MAX_FILES: u64 = 1 << 28;
 /// The system page size we lay out by.
+pub const PAGE: u64 = 4096;
 /// Bytes per read when preloading a testfile.
 const PRELOAD_READ: usize = 2 << 20;
-
-pub const PAGE: u64 = 4096;
 
 /// What `prepare` did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
