@@ -244,12 +244,13 @@ fn preload(files: &TestFiles, bytes: u64, sf: &mut StatusFile, stop: &AtomicBool
     let started = Instant::now();
     let mut last = Instant::now();
     let (mut nr, mut pages) = (0u64, 0u64);
+    let mut buf = Vec::new();
     for i in files.preload_order(bytes) {
         if stop.load(Ordering::Relaxed) {
             log::info!("hashd: interrupted while preloading testfiles");
             return Ok(());
         }
-        pages += files.preload_file(i)?;
+        pages += files.preload_file(i, &mut buf)?;
         nr += 1;
         if last.elapsed() >= Duration::from_secs(1) {
             last = Instant::now();

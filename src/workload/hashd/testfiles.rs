@@ -218,11 +218,10 @@ impl TestFiles {
         (0..(bytes / self.unit).min(self.nr_files())).rev()
     }
 
-    /// Reads file `i` into the page cache, charging it to the calling process's cgroup:
-    /// `posix_fadvise(WILLNEED)` starts the whole file's readahead, then one byte of every
-    /// page is read so that pages the readahead skipped are loaded too. Returns the pages
-    /// touched.
-    pub fn preload_file(&self, i: u64) -> Result<u64> {
+    /// Reads file `i` into the page cache, charging it to the calling process's cgroup, in
+    /// [`PRELOAD_READ`]-sized reads into `buf` (scratch the caller keeps across files, so each
+    /// file doesn't fault in a fresh buffer). Returns the pages read.
+    pub fn preload_file(&self, i: u64, buf: &mut Vec<u8>) -> Result<u64> {
         let Some(f) = self.file(i) else {
             bail!("can't open testfile {}", self.path(i).display());
         };
@@ -231,7 +230,7 @@ impl TestFiles {
         // readahead issues IOs up to the device's largest, where page-sized reads keep it at
         // its 128 KiB window (and WILLNEED reads only the first such IO). The pages cached are
         // the same; an IOPS-bound disk loads them several times faster.
-        let mut buf = vec![0u8; (PRELOAD_READ as u64).min(size) as usize];
+        buf.resize(PRELOAD_READ, 0);
         let mut pos = 0;
         while pos < size {
             let n = (size - pos).min(buf.len() as u64) as usize;
@@ -317,14 +316,18 @@ mod tests {
         assert_eq!(order(100 * unit), vec![2, 1, 0], "capped at nr_files");
         tf.prepare(&mut |_| true).unwrap();
         tf.drop_cache();
-        assert_eq!(tf.preload_file(0).unwrap(), 4);
-        assert_eq!(tf.preload_file(2).unwrap(), 2, "the last file is short");
+        assert_eq!(tf.preload_file(0, &mut Vec::new()).unwrap(), 4);
+        assert_eq!(
+            tf.preload_file(2, &mut Vec::new()).unwrap(),
+            2,
+            "the last file is short"
+        );
         assert!(
             (0..4).all(|p| cached(&tf.path(0), p)),
             "every page of file 0 is in the page cache"
         );
         let missing = TestFiles::with_unit(&dir.path().join("none"), unit, 0.0, unit).unwrap();
-        assert!(missing.preload_file(0).is_err());
+        assert!(missing.preload_file(0, &mut Vec::new()).is_err());
     }
 
     #[test]
@@ -335,7 +338,7 @@ mod tests {
         tf.prepare(&mut |_| true).unwrap();
         tf.drop_cache();
         let pages = unit / PAGE;
-        assert_eq!(tf.preload_file(0).unwrap(), pages);
+        assert_eq!(tf.preload_file(0, &mut Vec::new()).unwrap(), pages);
         let buf_pages = PRELOAD_READ as u64 / PAGE;
         for p in [0, buf_pages - 1, buf_pages, 2 * buf_pages, pages - 1] {
             assert!(cached(&tf.path(0), p), "page {} of {} is cached", p, pages);
