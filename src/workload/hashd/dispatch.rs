@@ -89,7 +89,9 @@ struct Flow {
     nr_done: u64,
     io_errors: u64,
     bytes_hashed: u64,
-    hash_cpu: f64,
+    /// Bytes hashed and the thread CPU seconds it took, over the requests that timed it.
+    timed_bytes: u64,
+    timed_cpu: f64,
     /// Latencies of the requests completed in the current control period.
     window_lats: Vec<f64>,
 }
@@ -108,7 +110,8 @@ impl Flow {
             nr_done: 0,
             io_errors: 0,
             bytes_hashed: 0,
-            hash_cpu: 0.0,
+            timed_bytes: 0,
+            timed_cpu: 0.0,
             window_lats: Vec::new(),
         }
     }
@@ -132,8 +135,19 @@ impl Flow {
         self.nr_done += 1;
         self.io_errors += out.io_errors as u64;
         self.bytes_hashed += out.hashed;
-        self.hash_cpu += out.hash_cpu;
+        if let Some(cpu) = out.hash_cpu {
+            self.timed_bytes += out.hashed;
+            self.timed_cpu += cpu;
+        }
         self.window_lats.push(lat);
+    }
+
+    /// CPU seconds hashing `bytes_hashed` took, at the rate of the timed requests.
+    fn hash_cpu(&self) -> f64 {
+        if self.timed_bytes == 0 {
+            return 0.0;
+        }
+        self.bytes_hashed as f64 * self.timed_cpu / self.timed_bytes as f64
     }
 
     /// The next request to run, while fewer than the target are in flight.
@@ -502,7 +516,7 @@ impl State {
             self.stat.nr_done = fl.nr_done;
             self.stat.io_errors = fl.io_errors;
             self.stat.bytes_hashed = fl.bytes_hashed;
-            self.stat.hash_cpu = fl.hash_cpu;
+            self.stat.hash_cpu = fl.hash_cpu();
         }
         if let Some(lg) = &self.pool.logger {
             self.stat.log_dropped = lg.dropped();
@@ -525,7 +539,7 @@ mod tests {
         request::Outcome {
             digest: [0; 20],
             hashed: 100,
-            hash_cpu: 0.5,
+            hash_cpu: Some(0.5),
             io_errors: 1,
         }
     }
@@ -556,7 +570,17 @@ mod tests {
         assert_eq!(fl.nr_done, 5);
         assert_eq!(fl.window_lats, vec![0.02, 0.03, 0.04, 0.05, 0.06]);
         assert_eq!((fl.bytes_hashed, fl.io_errors), (500, 5));
-        assert!((fl.hash_cpu - 2.5).abs() < 1e-9);
+        assert!((fl.hash_cpu() - 2.5).abs() < 1e-9);
+        // Untimed requests count at the timed ones' rate.
+        fl.complete(
+            0.07,
+            &request::Outcome {
+                hash_cpu: None,
+                ..outcome()
+            },
+        );
+        assert_eq!(fl.bytes_hashed, 600);
+        assert!((fl.hash_cpu() - 3.0).abs() < 1e-9);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! over odd ones for files — so scaling the amplitude grows or shrinks the touched region
 //! around a fixed hot centre.
 
-use super::anon::{self, AnonArea};
+use super::anon::{self, AnonArea, AnonPages};
 use super::dist::{ClampedNormal, Rng};
 use super::params::Params;
 use super::testfiles::{TestFiles, PAGE};
@@ -160,11 +160,18 @@ pub struct Workspace {
     sha: Sha1,
     /// Bytes of the first pass fed into `sha` so far.
     fed: usize,
-    /// Thread CPU seconds the current request spent hashing.
+    /// Whether the current request times its hashing (see [`TIMED_EVERY`]).
+    timed: bool,
+    /// Requests this workspace has run.
+    nr_runs: u64,
+    /// Thread CPU seconds the current request spent hashing (timed requests only).
     hash_cpu: f64,
     /// (testfile, offset, bytes) of each chunk read, for the tests to rebuild the bytes.
     #[cfg(test)]
     reads: Vec<(u64, u64, u64)>,
+    /// The anon pages' bytes as each chunk left them right after its touches.
+    #[cfg(test)]
+    touched: Vec<u8>,
 }
 
 impl Default for Workspace {
@@ -178,9 +185,13 @@ impl Default for Workspace {
             anon_len: 0,
             sha: Sha1::new(),
             fed: 0,
+            timed: false,
+            nr_runs: 0,
             hash_cpu: 0.0,
             #[cfg(test)]
             reads: Vec::new(),
+            #[cfg(test)]
+            touched: Vec::new(),
         }
     }
 }
@@ -208,14 +219,21 @@ impl Workspace {
     }
 }
 
+/// Every this many requests a worker times its hashing with the thread CPU clock: a read is
+/// a system call (~0.4 µs on a VM) and a timed request makes two per chunk, about 1 % of
+/// its CPU; timing one in eight keeps that to ~0.1 % and still yields thousands of samples a
+/// minute.
+pub const TIMED_EVERY: u64 = 8;
+
 /// What a finished request reports.
 #[derive(Debug, Clone, Copy)]
 pub struct Outcome {
     pub digest: [u8; 20],
     /// Bytes hashed (0 in fake-CPU mode).
     pub hashed: u64,
-    /// CPU seconds the hashing took (this thread).
-    pub hash_cpu: f64,
+    /// CPU seconds the hashing took (this thread), for the requests that time it (one in
+    /// [`TIMED_EVERY`]).
+    pub hash_cpu: Option<f64>,
     pub io_errors: u32,
 }
 
@@ -225,22 +243,27 @@ fn sleep_secs(s: f64) {
     }
 }
 
-/// How the file phase feeds the first hash pass early (real hashing only).
+/// How the file and anon phases feed the first hash pass early (real hashing only).
 struct Early {
     /// Anon bytes the request will touch: `anon_chunks` whole chunks.
     anon_len: usize,
     cpu_ratio: f64,
-    /// Whether a later pass hashes the bytes again (so the buffer must keep them).
+    /// Whether a later pass hashes the bytes again (so the buffer must keep them, and the
+    /// anon phase leaves its pages to the hash step, which reads them all at one time).
     more: bool,
 }
 
-/// Runs `req`: file phase, sleep, anon phase, sleep, hash, sleep.
+/// Runs `req`: file phase, sleep, anon phase, sleep, hash, sleep (the last two sleeps as one
+/// when the phases did all the hashing).
 ///
 /// With real hashing the first hash pass takes each file chunk right after its read, while it
 /// is still in the CPU cache, as far as the pass surely covers it (its truncation point only
-/// depends on the file bytes read so far and the anon length, known from the draw). The digest
-/// and the bytes hashed are the same as hashing after the anon phase; part of the hashing CPU
-/// time just moves before the first sleep, and the request's total is unchanged.
+/// depends on the file bytes read so far and the anon length, known from the draw). When that
+/// pass is the only one, it also takes each anon chunk right after its touches — as upstream,
+/// which copies a page into the hash buffer when it touches it — so the hash step only
+/// finishes the digest. The digest and the bytes hashed are those of hashing the bytes as the
+/// phases left them; part of the hashing CPU time just moves before the sleeps, and the
+/// request's total is unchanged.
 pub fn run(
     req: &Request,
     cfg: &ReqConfig,
@@ -254,9 +277,14 @@ pub fn run(
     ws.anon_bases.clear();
     ws.fed = 0;
     ws.hash_cpu = 0.0;
+    ws.timed = ws.nr_runs % TIMED_EVERY == 0;
+    ws.nr_runs += 1;
     Digest::reset(&mut ws.sha);
     #[cfg(test)]
-    ws.reads.clear();
+    {
+        ws.reads.clear();
+        ws.touched.clear();
+    }
     let early = (!cfg.fake_cpu_load && cfg.cpu_ratio > 0.01).then(|| Early {
         anon_len: (req.anon_chunks * cfg.chunk_pages * PAGE) as usize,
         cpu_ratio: cfg.cpu_ratio,
@@ -264,17 +292,22 @@ pub fn run(
     });
     let io_errors = file_phase(req, cfg, files, ws, early.as_ref());
     sleep_secs(req.sleep / 3.0);
-    anon_phase(req, cfg, area, ws);
-    sleep_secs(req.sleep / 3.0);
+    anon_phase(req, cfg, area, ws, early.as_ref());
+    // When the phases fed the only hash pass, the hash step just finishes the digest: the
+    // sleeps before and after it become one, which spares a wakeup.
+    let fed_all = early.as_ref().is_some_and(|e| !e.more);
+    sleep_secs(req.sleep / 3.0 * if fed_all { 2.0 } else { 1.0 });
     let (digest, hashed, hash_cpu) = if cfg.fake_cpu_load {
         sleep_secs(ws.len() as f64 * cfg.cpu_ratio * cfg.fake_tpb);
-        ([0u8; 20], 0, 0.0)
+        ([0u8; 20], 0, None)
     } else {
-        let t0 = thread_cpu();
+        let t0 = ws.timed.then(thread_cpu);
         let (d, n) = hash_request(ws, area, cfg.chunk_pages, cfg.cpu_ratio);
-        (d, n, ws.hash_cpu + thread_cpu() - t0)
+        (d, n, t0.map(|t0| ws.hash_cpu + thread_cpu() - t0))
     };
-    sleep_secs(req.sleep / 3.0);
+    if !fed_all {
+        sleep_secs(req.sleep / 3.0);
+    }
     Outcome {
         digest,
         hashed,
@@ -344,10 +377,12 @@ fn feed_early(ws: &mut Workspace, early: &Early) {
     let len = ws.file_len + early.anon_len;
     let to = pass(len, early.cpu_ratio).0.min(ws.file_len);
     if to > ws.fed {
-        let t0 = thread_cpu();
+        let t0 = ws.timed.then(thread_cpu);
         let bytes = &ws.buf[ws.fed - ws.buf_base..to - ws.buf_base];
         ws.sha.update(bytes);
-        ws.hash_cpu += thread_cpu() - t0;
+        if let Some(t0) = t0 {
+            ws.hash_cpu += thread_cpu() - t0;
+        }
         ws.fed = to;
     }
     if !early.more && ws.fed == ws.file_len {
@@ -355,50 +390,71 @@ fn feed_early(ws: &mut Workspace, early: &Early) {
     }
 }
 
+/// In the anon phase of a one-pass request, after a chunk's touches: feeds the pass what it
+/// covers of the bytes so far (the file's final length is known now, so the cut is exact).
+fn feed_anon(ws: &mut Workspace, pages: &AnonPages, chunk_pages: u64, early: &Early) {
+    let cut = pass(ws.file_len + early.anon_len, early.cpu_ratio).0;
+    let to = cut.min(ws.len());
+    if to > ws.fed {
+        let t0 = ws.timed.then(thread_cpu);
+        let mut h = std::mem::take(&mut ws.sha);
+        feed_bytes(&mut h, ws, pages, chunk_pages, ws.fed, to);
+        ws.sha = h;
+        if let Some(t0) = t0 {
+            ws.hash_cpu += thread_cpu() - t0;
+        }
+        ws.fed = to;
+    }
+}
+
+/// Feeds `h` the request's bytes `[from, to)` — its file bytes followed by its anon pages —
+/// reading the anon pages in place.
+fn feed_bytes(
+    h: &mut Sha1,
+    ws: &Workspace,
+    pages: &AnonPages,
+    chunk_pages: u64,
+    from: usize,
+    to: usize,
+) {
+    let file_len = ws.file_len;
+    if from < file_len {
+        h.update(ws.file_bytes(from, to.min(file_len)));
+    }
+    let page = PAGE as usize;
+    let (mut a, end) = (from.max(file_len) - file_len, to.max(file_len) - file_len);
+    let mut scratch = [0u8; PAGE as usize];
+    while a < end {
+        let i = a / page;
+        let pg = ws.anon_bases[i / chunk_pages as usize] + (i as u64 % chunk_pages);
+        let at = i * page;
+        let (s, e) = (a - at, (end - at).min(page));
+        let (head, rest) = anon::page_bytes(pages.page(pg), &mut scratch);
+        if s < anon::HEAD {
+            h.update(&head[s..e.min(anon::HEAD)]);
+        }
+        if e > anon::HEAD {
+            h.update(&rest[s.max(anon::HEAD) - anon::HEAD..e - anon::HEAD]);
+        }
+        a = at + e;
+    }
+}
+
 /// [`hash`] of the request's bytes — its file pages followed by its anon pages — reading the
-/// anon pages in place, continuing the first pass from what [`feed_early`] fed.
+/// anon pages in place, continuing the first pass from what the phases fed.
 fn hash_request(
     ws: &Workspace,
     area: &AnonArea,
     chunk_pages: u64,
     cpu_ratio: f64,
 ) -> ([u8; 20], u64) {
-    let file_len = ws.file_len;
     area.with_pages(|pages| {
-        let mut scratch = [0u8; PAGE as usize];
         hash_scaled(
             ws.sha.clone(),
             ws.fed,
             ws.len(),
             cpu_ratio,
-            |h, from, to| {
-                if from < file_len {
-                    h.update(ws.file_bytes(from, to.min(file_len)));
-                }
-                // The anon bytes [a0, a1), page by page.
-                let (a0, a1) = (from.max(file_len) - file_len, to.max(file_len) - file_len);
-                let anon = ws
-                    .anon_bases
-                    .iter()
-                    .flat_map(|b| (0..chunk_pages).map(move |i| b + i));
-                for (i, pg) in anon.enumerate() {
-                    let at = i * PAGE as usize;
-                    if at >= a1 {
-                        break;
-                    }
-                    if at + PAGE as usize <= a0 {
-                        continue;
-                    }
-                    let (s, e) = (a0.max(at) - at, (a1 - at).min(PAGE as usize));
-                    let (head, rest) = anon::page_bytes(pages.page(pg), &mut scratch);
-                    if s < anon::HEAD {
-                        h.update(&head[s..e.min(anon::HEAD)]);
-                    }
-                    if e > anon::HEAD {
-                        h.update(&rest[s.max(anon::HEAD) - anon::HEAD..e - anon::HEAD]);
-                    }
-                }
-            },
+            |h, from, to| feed_bytes(h, ws, pages, chunk_pages, from, to),
         )
     })
 }
@@ -489,10 +545,17 @@ fn page_done(
     }
 }
 
-fn anon_phase(req: &Request, cfg: &ReqConfig, area: &AnonArea, ws: &mut Workspace) {
+fn anon_phase(
+    req: &Request,
+    cfg: &ReqConfig,
+    area: &AnonArea,
+    ws: &mut Workspace,
+    early: Option<&Early>,
+) {
     if req.anon_chunks == 0 {
         return;
     }
+    let early = early.filter(|e| !e.more);
     area.with_pages(|pages| {
         let bytes = cfg.anon_bytes.min(pages.nr_pages() * PAGE);
         for _ in 0..req.anon_chunks {
@@ -511,9 +574,18 @@ fn anon_phase(req: &Request, cfg: &ReqConfig, area: &AnonArea, ws: &mut Workspac
                 }
             }
             ws.anon_len += (cfg.chunk_pages * PAGE) as usize;
+            #[cfg(test)]
+            for i in 0..cfg.chunk_pages {
+                let mut copy = vec![0u8; PAGE as usize];
+                anon::copy_page(pages.page(base + i), &mut copy);
+                ws.touched.extend_from_slice(&copy);
+            }
             if !cfg.fake_cpu_load {
                 // The hash reads these pages in place.
                 ws.anon_bases.push(base);
+                if let Some(early) = early {
+                    feed_anon(ws, pages, cfg.chunk_pages, early);
+                }
             }
         }
     });
@@ -701,15 +773,22 @@ mod tests {
                 assert_eq!(ws.reads.len() as u64, req.file_chunks);
                 most_chunks = most_chunks.max(req.file_chunks);
                 reused |= ws.buf_base > 0;
-                area.with_pages(|pages| {
-                    for b in &ws.anon_bases {
-                        for i in 0..p.chunk_pages as u64 {
-                            let mut copy = vec![0u8; PAGE as usize];
-                            anon::copy_page(pages.page(b + i), &mut copy);
-                            c.extend_from_slice(&copy);
+                // A one-pass request hashes the anon pages as each chunk's touches left them;
+                // with more passes the hash step reads them all (later chunks of the request
+                // may have bumped pages of earlier ones).
+                if pass(0, ratio).1 <= 0.01 {
+                    c.extend_from_slice(&ws.touched);
+                } else {
+                    area.with_pages(|pages| {
+                        for b in &ws.anon_bases {
+                            for i in 0..p.chunk_pages as u64 {
+                                let mut copy = vec![0u8; PAGE as usize];
+                                anon::copy_page(pages.page(b + i), &mut copy);
+                                c.extend_from_slice(&copy);
+                            }
                         }
-                    }
-                });
+                    });
+                }
                 assert_eq!(c.len(), ws.len());
                 assert_eq!(out.digest, hash(&c, ratio).0, "cpu_ratio {ratio}");
                 assert_eq!(out.hashed, hash(&c, ratio).1, "cpu_ratio {ratio}");

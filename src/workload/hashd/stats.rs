@@ -67,9 +67,10 @@ pub struct Stat {
     pub log_dropped: u64,
     /// Cumulative bytes hashed.
     pub bytes_hashed: u64,
-    /// Cumulative CPU seconds spent hashing them (the thread's CPU clock around each hash
-    /// step: a system call, ~15 per request, about 0.5 % of hashd's CPU; the monotonic clock
-    /// would be cheaper but counts time the thread was descheduled, 2 % more on a VM).
+    /// Cumulative CPU seconds spent hashing them, at the rate measured on one request in
+    /// eight: those read the thread's CPU clock around each piece they hash (a system call,
+    /// two per chunk; timing every request would cost ~1 % of hashd's CPU). The monotonic
+    /// clock would be cheaper but counts time the thread was descheduled, 2 % more on a VM.
     pub hash_cpu: f64,
 }
 
