@@ -2,9 +2,11 @@
 //!
 //! 1. Real hashing: bytes SHA-1-hashed per CPU-second of the whole `__hashd` process (every
 //!    thread, everything a request does: page-cache reads, anon touches, sleeps, bookkeeping),
-//!    against the `sha1` crate alone hashing buffers of the same sizes on one thread. The
-//!    target is >= 90 %; the hash step alone is printed too. The reference is measured
-//!    between hashd's windows, with hashd stopped, and averaged.
+//!    against the `sha1` crate alone hashing buffers of the same sizes on one thread. Measured
+//!    at full load — no RPS limit, the latency controller keeping the CPUs busy, as the benches
+//!    run hashd — where the target is >= 90 %, and at a light load (150 RPS) for reference.
+//!    The hash step alone is printed too. The reference is measured between hashd's windows,
+//!    with hashd stopped, and averaged.
 //! 2. Fake CPU: CPU time per request against the nominal 15 ms it stands for.
 //!
 //! The testfiles are small enough to stay in the page cache and the anon area is warmed up
@@ -14,7 +16,7 @@ use anyhow::{Context, Result};
 use resctl_bench::workload::hashd::dist::Rng;
 use resctl_bench::workload::hashd::request::{self, thread_cpu, ReqConfig, Request};
 use resctl_bench::workload::hashd::{Hashd, HashdOpts, HashdStatus, Params};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
@@ -94,8 +96,8 @@ fn sample(hd: &Hashd) -> Sample {
     }
 }
 
-/// Starts hashd with `p` in `dir` and waits until it runs.
-fn start_hashd(dir: &Path, p: &Params) -> Result<Hashd> {
+/// Starts hashd with `p` in `dir` and waits until it runs; returns it and its params file.
+fn start_hashd(dir: &Path, p: &Params) -> Result<(Hashd, PathBuf)> {
     let opts = HashdOpts {
         exe: BIN.into(),
         keep_cache: true,
@@ -106,11 +108,11 @@ fn start_hashd(dir: &Path, p: &Params) -> Result<Hashd> {
     p.save(&opts.params)?;
     let mut hd = Hashd::start(&opts, None)?;
     hd.wait_running(Duration::from_secs(60))?;
-    Ok(hd)
+    Ok((hd, opts.params))
 }
 
 fn run_hashd(dir: &Path, p: &Params, warm: u64, secs: u64) -> Result<(Sample, Sample)> {
-    let hd = start_hashd(dir, p)?;
+    let (hd, _) = start_hashd(dir, p)?;
     std::thread::sleep(Duration::from_secs(warm));
     let a = sample(&hd);
     std::thread::sleep(Duration::from_secs(secs));
@@ -147,27 +149,49 @@ struct RealRun {
     last: Sample,
 }
 
-fn run_real(dir: &Path, p: &Params, warm: u64, secs: u64, rounds: u64) -> Result<RealRun> {
-    let hd = start_hashd(dir, p)?;
-    std::thread::sleep(Duration::from_secs(warm));
-    let mut refs = vec![sha1_between(&hd, p, 2.0)];
+/// Real hashing under each of `loads` in turn, one hashd: the first after a warm-up of `warm`
+/// seconds, each later one `warm` seconds after its params were written (hashd reloads them
+/// within a second; the controllers then settle). The later loads find the anon area as the
+/// earlier ones filled it, so a light load isn't measured while it still fills fresh pages.
+fn run_real(
+    dir: &Path,
+    loads: &[Params],
+    warm: u64,
+    secs: u64,
+    rounds: u64,
+) -> Result<Vec<RealRun>> {
+    let first = loads.first().context("no load to measure")?;
+    let (hd, params) = start_hashd(dir, first)?;
+    let mut runs = Vec::new();
+    for (i, p) in loads.iter().enumerate() {
+        if i > 0 {
+            p.save(&params)?;
+        }
+        std::thread::sleep(Duration::from_secs(warm));
+        runs.push(measure_real(&hd, p, secs, rounds)?);
+    }
+    hd.stop()?;
+    Ok(runs)
+}
+
+fn measure_real(hd: &Hashd, p: &Params, secs: u64, rounds: u64) -> Result<RealRun> {
+    let mut refs = vec![sha1_between(hd, p, 2.0)];
     let (mut hashed, mut cpu, mut hash_cpu, mut done) = (0.0, 0.0, 0.0, 0);
     let window = (secs / rounds).max(1);
     let mut last = None;
     for _ in 0..rounds {
         // A second for the requests the stop held up to drain.
         std::thread::sleep(Duration::from_secs(1));
-        let a = sample(&hd);
+        let a = sample(hd);
         std::thread::sleep(Duration::from_secs(window));
-        let b = sample(&hd);
+        let b = sample(hd);
         hashed += (b.st.stat.bytes_hashed - a.st.stat.bytes_hashed) as f64;
         cpu += b.cpu - a.cpu;
         hash_cpu += b.st.stat.hash_cpu - a.st.stat.hash_cpu;
         done += b.st.stat.nr_done - a.st.stat.nr_done;
         last = Some(b);
-        refs.push(sha1_between(&hd, p, 2.0));
+        refs.push(sha1_between(hd, p, 2.0));
     }
-    hd.stop()?;
     Ok(RealRun {
         refs,
         hashed,
@@ -179,17 +203,8 @@ fn run_real(dir: &Path, p: &Params, warm: u64, secs: u64, rounds: u64) -> Result
     })
 }
 
-fn main() -> Result<()> {
-    let secs = env_secs("HASHD_BENCH_SECS", 30);
-    let warm = env_secs("HASHD_BENCH_WARMUP", 8);
-    let rounds = env_secs("HASHD_BENCH_ROUNDS", 3).max(1);
-    let dir = tempfile::tempdir().context("creating a temp dir")?;
-
-    let real = Params {
-        rps_target: env_secs("HASHD_BENCH_RPS", 150) as u32,
-        ..Params::default()
-    };
-    let r = run_real(dir.path(), &real, warm, secs, rounds)?;
+/// Prints one real-hashing run; returns the whole process's rate against the reference.
+fn report_real(what: &str, r: &RealRun, note: &str) -> f64 {
     let alone = r.refs.iter().sum::<f64>() / r.refs.len() as f64;
     let (lo, hi) = r
         .refs
@@ -198,9 +213,9 @@ fn main() -> Result<()> {
     let rate = r.hashed / r.cpu;
     let hash_rate = r.hashed / r.hash_cpu;
     println!(
-        "real hashing ({} requests in {} windows, {:.1} rps, {:.2} busy cores, p95 {:.1} ms):",
+        "real hashing, {what} ({} requests in {} windows, {:.1} rps, {:.2} busy cores, p95 {:.1} ms):",
         r.done,
-        rounds,
+        r.refs.len() - 1,
         r.last.st.stat.rps,
         r.cpu / r.secs,
         r.last.st.stat.lat.p95 * 1000.0
@@ -218,10 +233,38 @@ fn main() -> Result<()> {
         hash_rate / alone * 100.0
     );
     println!(
-        "  hashd whole process:     {:6.0} MB/s per busy core = {:5.1}% of sha1 alone \
-         (target >= 90%; reads, anon touches, threads, sleeps, log included)",
+        "  hashd whole process:     {:6.0} MB/s per busy core = {:5.1}% of sha1 alone ({note})",
         rate / 1e6,
         rate / alone * 100.0
+    );
+    rate / alone
+}
+
+fn main() -> Result<()> {
+    let secs = env_secs("HASHD_BENCH_SECS", 30);
+    let warm = env_secs("HASHD_BENCH_WARMUP", 8);
+    let rounds = env_secs("HASHD_BENCH_ROUNDS", 3).max(1);
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
+
+    // As the benches run it: no RPS limit, so the latency controller keeps the CPUs busy.
+    let full = Params {
+        rps_target: env_secs("HASHD_BENCH_RPS", Params::default().rps_target as u64) as u32,
+        ..Params::default()
+    };
+    let light = Params {
+        rps_target: env_secs("HASHD_BENCH_LIGHT_RPS", 150) as u32,
+        ..Params::default()
+    };
+    let runs = run_real(dir.path(), &[full, light.clone()], warm, secs, rounds)?;
+    let full_ratio = report_real(
+        "full load",
+        &runs[0],
+        "target >= 90%; reads, anon touches, threads, sleeps, log included",
+    );
+    report_real(
+        &format!("light load ({} RPS)", light.rps_target),
+        &runs[1],
+        "no target; idle cores between requests make every wakeup and miss dearer",
     );
 
     let fake = Params {
@@ -246,10 +289,10 @@ fn main() -> Result<()> {
         per_req / request::FAKE_CPU_LAT * 100.0,
         request::FAKE_CPU_LAT * 1000.0
     );
-    let ok_real = rate / alone >= 0.9;
+    let ok_real = full_ratio >= 0.9;
     let ok_fake = per_req <= 0.05 * request::FAKE_CPU_LAT;
     println!(
-        "targets: whole-process hashing >= 90% of sha1 alone: {}; fake CPU <= 5% of 15 ms: {}",
+        "targets: whole-process hashing at full load >= 90% of sha1 alone: {}; fake CPU <= 5% of 15 ms: {}",
         if ok_real { "met" } else { "MISSED" },
         if ok_fake { "met" } else { "MISSED" }
     );

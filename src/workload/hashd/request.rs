@@ -253,8 +253,9 @@ struct Early {
     more: bool,
 }
 
-/// Runs `req`: file phase, sleep, anon phase, sleep, hash, sleep (the last two sleeps as one
-/// when the phases did all the hashing).
+/// Runs `req`: file phase, sleep, anon phase, sleep, hash, sleep. Adjacent sleeps are slept
+/// as one: with fake CPU load the last three, and the last two when the phases did all the
+/// hashing.
 ///
 /// With real hashing the first hash pass takes each file chunk right after its read, while it
 /// is still in the CPU cache, as far as the pass surely covers it (its truncation point only
@@ -293,18 +294,25 @@ pub fn run(
     let io_errors = file_phase(req, cfg, files, ws, early.as_ref());
     sleep_secs(req.sleep / 3.0);
     anon_phase(req, cfg, area, ws, early.as_ref());
+    if cfg.fake_cpu_load {
+        // Nothing runs between the last three sleeps (the second stands for the hashing):
+        // one sleep for all three spares two wakeups.
+        let fake = ws.len() as f64 * cfg.cpu_ratio * cfg.fake_tpb;
+        sleep_secs(2.0 * req.sleep / 3.0 + fake);
+        return Outcome {
+            digest: [0; 20],
+            hashed: 0,
+            hash_cpu: None,
+            io_errors,
+        };
+    }
     // When the phases fed the only hash pass, the hash step just finishes the digest: the
     // sleeps before and after it become one, which spares a wakeup.
     let fed_all = early.as_ref().is_some_and(|e| !e.more);
     sleep_secs(req.sleep / 3.0 * if fed_all { 2.0 } else { 1.0 });
-    let (digest, hashed, hash_cpu) = if cfg.fake_cpu_load {
-        sleep_secs(ws.len() as f64 * cfg.cpu_ratio * cfg.fake_tpb);
-        ([0u8; 20], 0, None)
-    } else {
-        let t0 = ws.timed.then(thread_cpu);
-        let (d, n) = hash_request(ws, area, cfg.chunk_pages, cfg.cpu_ratio);
-        (d, n, t0.map(|t0| ws.hash_cpu + thread_cpu() - t0))
-    };
+    let t0 = ws.timed.then(thread_cpu);
+    let (digest, hashed) = hash_request(ws, area, cfg.chunk_pages, cfg.cpu_ratio);
+    let hash_cpu = t0.map(|t0| ws.hash_cpu + thread_cpu() - t0);
     if !fed_all {
         sleep_secs(req.sleep / 3.0);
     }
