@@ -153,7 +153,10 @@ fn start(session: &mut Session, dir: &Path, cfg: &HashdBenchCfg) -> Result<Start
     let (cg, mem) = if session.has_slices() {
         session.create_cgroup(BENCH_CG)?;
         let fs = CgroupFs::new(session.hp());
-        let mem = MemSource::Cgroup(fs.path(BENCH_CG).join("memory.current"));
+        let mem = MemSource::Cgroup {
+            fs: fs.clone(),
+            cg: BENCH_CG.to_string(),
+        };
         (Some(fs), mem)
     } else {
         (None, MemSource::Rss)

@@ -4,6 +4,7 @@
 use super::probe::Phase;
 use crate::report::model::Timestamp;
 use crate::report::reporter::SharedReport;
+use crate::system::cgroup::CgroupFs;
 use crate::workload::hashd::{Hashd, Params};
 use anyhow::{bail, Result};
 use std::time::{Duration, Instant};
@@ -74,8 +75,9 @@ pub const WARMUP_LAT_MULT: f64 = 10.0;
 pub enum MemSource {
     /// hashd's resident set (page cache isn't in it): for runs outside cgroups.
     Rss,
-    /// `memory.current` of hashd's cgroup (this file): anon, page cache and kernel memory.
-    Cgroup(std::path::PathBuf),
+    /// `memory.current` of hashd's cgroup (`cg` below `fs`): anon, page cache and kernel
+    /// memory.
+    Cgroup { fs: CgroupFs, cg: String },
 }
 
 /// What a probe is doing, handed to the [`Watch`] hook with every sample.
@@ -110,13 +112,6 @@ pub struct HashdTarget {
     probe_at: f64,
 }
 
-fn read_u64(path: &std::path::Path) -> u64 {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// How long to wait for a fresh status before giving up on hashd.
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -140,14 +135,16 @@ impl HashdTarget {
     fn mem_bytes(&self) -> u64 {
         match &self.mem {
             MemSource::Rss => self.rss(),
-            MemSource::Cgroup(path) => read_u64(path),
+            // The cgroup exists while hashd runs in it; a failed read counts as 0 rather
+            // than aborting the probe.
+            MemSource::Cgroup { fs, cg } => fs.read_memory_current(cg).unwrap_or(0),
         }
     }
 
     fn swap_bytes(&self) -> u64 {
         match &self.mem {
             MemSource::Rss => 0,
-            MemSource::Cgroup(path) => read_u64(&path.with_file_name("memory.swap.current")),
+            MemSource::Cgroup { fs, cg } => fs.read_swap_current(cg).unwrap_or(0),
         }
     }
 
