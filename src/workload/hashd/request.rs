@@ -217,6 +217,18 @@ impl Workspace {
     fn len(&self) -> usize {
         self.file_len + self.anon_len
     }
+
+    /// The thread CPU clock before a piece of hashing, if this request is timed.
+    fn hash_clock(&self) -> Option<f64> {
+        self.timed.then(thread_cpu)
+    }
+
+    /// Adds the CPU time since `t0` (from [`Workspace::hash_clock`]) to the request's hashing.
+    fn charge_hash(&mut self, t0: Option<f64>) {
+        if let Some(t0) = t0 {
+            self.hash_cpu += thread_cpu() - t0;
+        }
+    }
 }
 
 /// Every this many requests a worker times its hashing with the thread CPU clock: a read is
@@ -310,9 +322,10 @@ pub fn run(
     // sleeps before and after it become one, which spares a wakeup.
     let fed_all = early.as_ref().is_some_and(|e| !e.more);
     sleep_secs(req.sleep / 3.0 * if fed_all { 2.0 } else { 1.0 });
-    let t0 = ws.timed.then(thread_cpu);
+    let t0 = ws.hash_clock();
     let (digest, hashed) = hash_request(ws, area, cfg.chunk_pages, cfg.cpu_ratio);
-    let hash_cpu = t0.map(|t0| ws.hash_cpu + thread_cpu() - t0);
+    ws.charge_hash(t0);
+    let hash_cpu = ws.timed.then_some(ws.hash_cpu);
     if !fed_all {
         sleep_secs(req.sleep / 3.0);
     }
@@ -385,12 +398,10 @@ fn feed_early(ws: &mut Workspace, early: &Early) {
     let len = ws.file_len + early.anon_len;
     let to = pass(len, early.cpu_ratio).0.min(ws.file_len);
     if to > ws.fed {
-        let t0 = ws.timed.then(thread_cpu);
+        let t0 = ws.hash_clock();
         let bytes = &ws.buf[ws.fed - ws.buf_base..to - ws.buf_base];
         ws.sha.update(bytes);
-        if let Some(t0) = t0 {
-            ws.hash_cpu += thread_cpu() - t0;
-        }
+        ws.charge_hash(t0);
         ws.fed = to;
     }
     if !early.more && ws.fed == ws.file_len {
@@ -400,30 +411,34 @@ fn feed_early(ws: &mut Workspace, early: &Early) {
 
 /// In the anon phase of a one-pass request, after a chunk's touches: feeds the pass what it
 /// covers of the bytes so far (the file's final length is known now, so the cut is exact).
-fn feed_anon(ws: &mut Workspace, pages: &AnonPages, chunk_pages: u64, early: &Early) {
+fn feed_anon(
+    ws: &mut Workspace,
+    pages: &AnonPages,
+    chunk_pages: u64,
+    early: &Early,
+    scratch: &mut [u8; PAGE as usize],
+) {
     let cut = pass(ws.file_len + early.anon_len, early.cpu_ratio).0;
     let to = cut.min(ws.len());
     if to > ws.fed {
-        let t0 = ws.timed.then(thread_cpu);
+        let t0 = ws.hash_clock();
         let mut h = std::mem::take(&mut ws.sha);
-        feed_bytes(&mut h, ws, pages, chunk_pages, ws.fed, to);
+        feed_bytes(&mut h, ws, pages, chunk_pages, (ws.fed, to), scratch);
         ws.sha = h;
-        if let Some(t0) = t0 {
-            ws.hash_cpu += thread_cpu() - t0;
-        }
+        ws.charge_hash(t0);
         ws.fed = to;
     }
 }
 
 /// Feeds `h` the request's bytes `[from, to)` — its file bytes followed by its anon pages —
-/// reading the anon pages in place.
+/// reading the anon pages in place (`scratch` holds a copy of a page that isn't filled yet).
 fn feed_bytes(
     h: &mut Sha1,
     ws: &Workspace,
     pages: &AnonPages,
     chunk_pages: u64,
-    from: usize,
-    to: usize,
+    (from, to): (usize, usize),
+    scratch: &mut [u8; PAGE as usize],
 ) {
     let file_len = ws.file_len;
     if from < file_len {
@@ -431,13 +446,12 @@ fn feed_bytes(
     }
     let page = PAGE as usize;
     let (mut a, end) = (from.max(file_len) - file_len, to.max(file_len) - file_len);
-    let mut scratch = [0u8; PAGE as usize];
     while a < end {
         let i = a / page;
         let pg = ws.anon_bases[i / chunk_pages as usize] + (i as u64 % chunk_pages);
         let at = i * page;
         let (s, e) = (a - at, (end - at).min(page));
-        let (head, rest) = anon::page_bytes(pages.page(pg), &mut scratch);
+        let (head, rest) = anon::page_bytes(pages.page(pg), scratch);
         if s < anon::HEAD {
             h.update(&head[s..e.min(anon::HEAD)]);
         }
@@ -456,13 +470,14 @@ fn hash_request(
     chunk_pages: u64,
     cpu_ratio: f64,
 ) -> ([u8; 20], u64) {
+    let mut scratch = [0u8; PAGE as usize];
     area.with_pages(|pages| {
         hash_scaled(
             ws.sha.clone(),
             ws.fed,
             ws.len(),
             cpu_ratio,
-            |h, from, to| feed_bytes(h, ws, pages, chunk_pages, from, to),
+            |h, from, to| feed_bytes(h, ws, pages, chunk_pages, (from, to), &mut scratch),
         )
     })
 }
@@ -564,6 +579,7 @@ fn anon_phase(
         return;
     }
     let early = early.filter(|e| !e.more);
+    let mut scratch = [0u8; PAGE as usize];
     area.with_pages(|pages| {
         let bytes = cfg.anon_bytes.min(pages.nr_pages() * PAGE);
         for _ in 0..req.anon_chunks {
@@ -592,7 +608,7 @@ fn anon_phase(
                 // The hash reads these pages in place.
                 ws.anon_bases.push(base);
                 if let Some(early) = early {
-                    feed_anon(ws, pages, cfg.chunk_pages, early);
+                    feed_anon(ws, pages, cfg.chunk_pages, early, &mut scratch);
                 }
             }
         }
