@@ -9,8 +9,15 @@
 //!    workload warms up at that footprint (cold page cache, unfilled anon area), unjudged and
 //!    with a loose latency target, until it has held the pass level at the real target for
 //!    half a window; as the warm-up is capped, a failing first probe is measured once more.
-//! 2. **bisect** — halve the bracket (highest pass, lowest fail) until it is narrower than
-//!    `rel_tol` of its upper end.
+//! 2. **bisect** — narrow the bracket (highest pass, lowest fail) until it is narrower than
+//!    `rel_tol` of its upper end, by halving it, unless the ends' measured RPS shares place the
+//!    boundary within one tolerance of an end: where the line through them crosses the pass
+//!    level (a fail far below the pass level says the boundary lies close to the passing end).
+//!    Then the probe one tolerance from that end closes the bracket if its verdict comes out as
+//!    the line expects — in TCG guests, where RPS falls off gently past the boundary, one probe
+//!    instead of three or four. A guided probe that didn't at least halve the bracket is
+//!    followed by a halving, so a fall-off too steep for the line (which then aims short)
+//!    costs at most every other probe.
 //! 3. **confirm** — probe the highest pass again with the long probe (unless the last probe
 //!    was a recheck that measured it passing with the long probe); if it now fails, step down
 //!    by `rel_tol` until one passes. The result's probe is the last one, so the final period
@@ -48,6 +55,8 @@ struct Search<'a> {
     /// as sustainable (a recheck during bisection): confirming it would repeat that probe.
     /// Any later probe clears it — the confirmation also measures the result after them.
     long_pass_at: Option<f64>,
+    /// Bisection may take the guided closing probe (tests compare with plain halving).
+    guided: bool,
 }
 
 impl Search<'_> {
@@ -100,7 +109,8 @@ impl Search<'_> {
     }
 
     /// Judges footprint `p`: one probe, repeated with the long probe when too close to call.
-    fn judge(&mut self, phase: Phase, p: f64, cfg: ConvergeCfg, fast: bool) -> Result<bool> {
+    /// Returns the verdict and the RPS share it rests on (both probes' mean for a repeat).
+    fn judge(&mut self, phase: Phase, p: f64, cfg: ConvergeCfg, fast: bool) -> Result<(bool, f64)> {
         let th = *self.th;
         let first = self.probe(phase, p, cfg, fast)?;
         let (r1, c1) = (first.ratio, first.converged);
@@ -108,7 +118,7 @@ impl Search<'_> {
         if decisive || self.probes >= self.timing.max_probes {
             let pass = r1 >= th.pass;
             self.record(first, pass);
-            return Ok(pass);
+            return Ok((pass, r1));
         }
         self.record(first, r1 >= th.pass);
         let confirm = self.timing.confirm;
@@ -121,7 +131,7 @@ impl Search<'_> {
         if long_pass {
             self.long_pass_at = Some(p);
         }
-        Ok(pass)
+        Ok((pass, r))
     }
 
     /// Runs footprint `p` unjudged, with a loose latency target, until the last half window
@@ -166,21 +176,46 @@ impl Search<'_> {
         Ok(warm)
     }
 
+    /// A probe inside the bracket (`lo`, `hi`), whose ends measured RPS shares `r_lo` and
+    /// `r_hi`, that is expected to close it (see the module comment), or `None` to halve it.
+    fn closing_probe(&self, (lo, r_lo): (f64, f64), (hi, r_hi): (f64, f64)) -> Option<f64> {
+        let (t, pass) = (self.timing, self.th.pass);
+        // A fail at x leaves [lo, x] within tolerance; a pass at y leaves [y, hi] within it.
+        // Pulled in by a hair so rounding can't leave the bracket a whisker too wide.
+        let x = (lo / (1.0 - t.rel_tol)).max(lo + t.abs_tol);
+        let x = x - (x - lo) * 1e-6;
+        let y = (hi * (1.0 - t.rel_tol)).min(hi - t.abs_tol);
+        let y = y + (hi - y) * 1e-6;
+        let (r_lo, r_hi) = (r_lo.max(pass), r_hi.min(pass));
+        if x >= y || r_lo - r_hi < 1e-9 {
+            return None;
+        }
+        let guess = lo + (hi - lo) * (r_lo - pass) / (r_lo - r_hi);
+        if guess <= x {
+            Some(x)
+        } else if guess >= y {
+            Some(y)
+        } else {
+            None
+        }
+    }
+
     fn run(&mut self) -> Result<f64> {
         let t = *self.timing;
         let step = self.th.up_step.clamp(0.01, 1.0);
-        let (mut lo, mut hi) = (0.0_f64, None::<f64>);
+        // The bracket's ends with their RPS shares; no footprint at all is served in full.
+        let (mut lo, mut hi) = ((0.0_f64, 1.0_f64), None::<(f64, f64)>);
         let mut p = step;
         self.recover(p, t.warmup_max, "warmed up")?;
         while hi.is_none() && self.probes < t.max_probes {
-            let mut pass = self.judge(Phase::MemUp, p, t.up, true)?;
-            if !pass && self.probes == 1 {
+            let mut verdict = self.judge(Phase::MemUp, p, t.up, true)?;
+            if !verdict.0 && self.probes == 1 {
                 // The warm-up may have ended before the workload was warm (it is capped).
                 log::info!("[ Memory search: the first probe failed; measuring it again ]");
-                pass = self.judge(Phase::MemUp, p, t.up, true)?;
+                verdict = self.judge(Phase::MemUp, p, t.up, true)?;
             }
-            if pass {
-                lo = p;
+            if verdict.0 {
+                lo = (p, verdict.1);
                 if p >= 1.0 {
                     log::info!(
                         "[ Memory search: 100% is sustainable, the workload doesn't saturate ]"
@@ -189,19 +224,27 @@ impl Search<'_> {
                 }
                 p = (p + step).min(1.0);
             } else {
-                hi = Some(p);
+                hi = Some((p, verdict.1));
             }
         }
         if let Some(mut h) = hi {
-            while h - lo > (t.rel_tol * h).max(t.abs_tol) && self.probes < t.max_probes {
-                let mid = (lo + h) / 2.0;
-                if self.judge(Phase::MemBisect, mid, t.bisect, true)? {
-                    lo = mid;
+            let mut halved = true;
+            while h.0 - lo.0 > (t.rel_tol * h.0).max(t.abs_tol) && self.probes < t.max_probes {
+                let width = h.0 - lo.0;
+                let mid = (self.guided && halved)
+                    .then(|| self.closing_probe(lo, h))
+                    .flatten()
+                    .unwrap_or((lo.0 + h.0) / 2.0);
+                let (pass, r) = self.judge(Phase::MemBisect, mid, t.bisect, true)?;
+                if pass {
+                    lo = (mid, r);
                 } else {
-                    h = mid;
+                    h = (mid, r);
                 }
+                halved = h.0 - lo.0 <= width / 2.0 * (1.0 + 1e-9);
             }
         }
+        let mut lo = lo.0;
         while lo > 0.0 && self.probes < t.max_probes {
             if self.long_pass_at == Some(lo) {
                 log::info!(
@@ -210,7 +253,7 @@ impl Search<'_> {
                 );
                 return Ok(lo);
             }
-            if self.judge(Phase::MemConfirm, lo, t.confirm, false)? {
+            if self.judge(Phase::MemConfirm, lo, t.confirm, false)?.0 {
                 return Ok(lo);
             }
             lo *= 1.0 - t.rel_tol;
@@ -242,6 +285,18 @@ pub fn search(
     th: &Thresholds,
     hist: &mut Vec<ProbeRecord>,
 ) -> Result<f64> {
+    search_by(target, rps_max, timing, th, hist, true)
+}
+
+/// [`search`], with (`guided`) or without the guided closing probes.
+pub(crate) fn search_by(
+    target: &mut dyn SizingTarget,
+    rps_max: u32,
+    timing: &Timing,
+    th: &Thresholds,
+    hist: &mut Vec<ProbeRecord>,
+    guided: bool,
+) -> Result<f64> {
     Search {
         target,
         rps_max: rps_max.max(1),
@@ -251,6 +306,7 @@ pub fn search(
         probes: 0,
         last_failed: false,
         long_pass_at: None,
+        guided,
     }
     .run()
 }
