@@ -248,6 +248,8 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     let res = &by_kind(&after, "hashd-params")["result"];
     let frac = res["mem_frac"].as_f64().unwrap();
     assert!(frac > 0.0 && frac <= 1.0, "{}", res);
+    // Fake CPU load takes rps_max from the memory profile, as storage does:
+    // round(share_GiB × 166.67), and profile 2's share is 1 GiB.
     assert_eq!(res["rps_max"], 167, "{}", res);
     assert_eq!(res["fake_cpu_load"], true, "{}", res);
     report += &format!(
