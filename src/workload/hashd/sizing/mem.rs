@@ -203,7 +203,7 @@ impl Search<'_> {
     fn run(&mut self) -> Result<f64> {
         let t = *self.timing;
         let step = self.th.up_step.clamp(0.01, 1.0);
-        // The bracket's ends with their RPS shares; no footprint at all is served in full.
+        // The bracket's ends with their RPS shares (a footprint of zero is served in full).
         let (mut lo, mut hi) = ((0.0_f64, 1.0_f64), None::<(f64, f64)>);
         let mut p = step;
         self.recover(p, t.warmup_max, "warmed up")?;
