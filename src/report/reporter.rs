@@ -59,7 +59,7 @@ pub struct ReportShared {
     /// hashd A and B as the workload layer last saw them.
     pub hashd: [HashdReport; 2],
     /// Extra cgroups to report usages of (relative to the cgroup2 root, e.g.
-    /// `workload.slice/hashd-A.service`), under their own names.
+    /// `workload.slice/hashd-A.service`), under their unit names (`hashd-A.service`).
     pub units: Vec<String>,
 }
 
@@ -277,8 +277,10 @@ impl Sampler {
                 if let Some(r) =
                     usage::read_cgroup(&mut self.rd, &self.cgfs, &unit, &base, devnr, issues)
                 {
-                    rep.usages
-                        .insert(unit.clone(), self.tracker.update(&unit, at, r));
+                    // Keyed by the unit's own name, as upstream's agent reports
+                    // `rd-hashd-bench.service`, not by its path.
+                    let name = unit.rsplit('/').next().unwrap_or(&unit).to_string();
+                    rep.usages.insert(name, self.tracker.update(&unit, at, r));
                     seen.push(unit);
                 }
             }
@@ -922,7 +924,8 @@ mod tests {
             ..Default::default()
         };
         let rep = s.build(0, &shared);
-        assert_eq!(rep.usages["workload.slice/hashd-A.service"].cpu_usage, 7e-6);
+        assert_eq!(rep.usages["hashd-A.service"].cpu_usage, 7e-6);
+        assert!(!rep.usages.contains_key("workload.slice/hashd-A.service"));
         // Without a device: no io.stat lines, no iocost.
         assert!(rep.io_stat.is_empty());
         std::fs::remove_dir_all(hp.cgroup().join("workload.slice")).unwrap();
