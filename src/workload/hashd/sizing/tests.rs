@@ -468,7 +468,8 @@ fn a_result_rechecked_by_the_last_bisection_probe_is_not_confirmed_again() {
     );
 }
 
-/// Every probe of one memory search of `sim` (the warm-up included: `sim.secs`).
+/// One memory search of `sim` at `RPS_MAX`: its result and probes (`sim.secs` counts every
+/// simulated second, the warm-up's too).
 fn mem_search(sim: &mut SimDevice, quick: bool, guided: bool) -> (f64, Vec<ProbeRecord>) {
     let mut hist = Vec::new();
     let timing = Timing::new(quick);
