@@ -246,14 +246,19 @@ fn main() -> Result<()> {
     let rounds = env_secs("HASHD_BENCH_ROUNDS", 3).max(1);
     let dir = tempfile::tempdir().context("creating a temp dir")?;
 
+    // Every run with the access histograms when asked, to measure what they cost.
+    let base = Params {
+        acc_dist_slots: env_secs("HASHD_BENCH_ACC_DIST_SLOTS", 0) as usize,
+        ..Params::default()
+    };
     // As the benches run it: no RPS limit, so the latency controller keeps the CPUs busy.
     let full = Params {
-        rps_target: env_secs("HASHD_BENCH_RPS", Params::default().rps_target as u64) as u32,
-        ..Params::default()
+        rps_target: env_secs("HASHD_BENCH_RPS", base.rps_target as u64) as u32,
+        ..base.clone()
     };
     let light = Params {
         rps_target: env_secs("HASHD_BENCH_LIGHT_RPS", 150) as u32,
-        ..Params::default()
+        ..base.clone()
     };
     let runs = run_real(dir.path(), &[full, light.clone()], warm, secs, rounds)?;
     let full_ratio = report_real(
@@ -270,7 +275,7 @@ fn main() -> Result<()> {
     let fake = Params {
         rps_target: env_secs("HASHD_BENCH_FAKE_RPS", 100) as u32,
         fake_cpu_load: true,
-        ..Params::default()
+        ..base
     };
     let (a, b) = run_hashd(dir.path(), &fake, warm.min(5), secs)?;
     let cpu = b.cpu - a.cpu;

@@ -85,16 +85,31 @@ fn hashd_runs_reloads_params_and_stops_on_sigterm() {
     assert_eq!(std::fs::metadata(&tf).unwrap().modified().unwrap(), mtime);
 
     for fake in [true, false] {
-        light_params(fake).save(&o.params).unwrap();
+        // The fake-CPU run collects access histograms, the real one doesn't.
+        let slots = if fake { 16 } else { 0 };
+        Params {
+            acc_dist_slots: slots,
+            ..light_params(fake)
+        }
+        .save(&o.params)
+        .unwrap();
         let mut hd = Hashd::start(&o, None).unwrap();
         let st = check_running(&mut hd, fake);
         assert_eq!(st.mem_probe_size, (32u64 << 20) * 4 / 5);
+        for d in [&st.stat.file_dist, &st.stat.anon_dist] {
+            assert_eq!(d.len(), slots, "{d:?}");
+            if fake {
+                // Centred on the hottest page: the first slot beats the last.
+                assert!(d[0] > d[slots - 1], "{d:?}");
+            }
+        }
 
         if fake {
             // Live reload: a smaller footprint shows up as a new memory probe.
             let before = st.params_modified;
             let p = Params {
                 mem_frac: 0.5,
+                acc_dist_slots: 8,
                 ..light_params(true)
             };
             hd.set_params(&p).unwrap();
@@ -104,6 +119,9 @@ fn hashd_runs_reloads_params_and_stops_on_sigterm() {
                 now.params_modified > before
             });
             assert_eq!(now.mem_probe_size, 16 << 20);
+            // The histograms start over with the new params (and their slot count).
+            assert_eq!(now.stat.file_dist.len(), 8);
+            assert_eq!(now.stat.anon_dist.len(), 8);
             assert!(now.mem_probe_at > st.mem_probe_at);
         }
 

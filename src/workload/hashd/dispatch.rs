@@ -9,6 +9,7 @@
 //! dispatcher thread tops up the requests in flight when the target rises, runs the control
 //! loop and publishes the statistics.
 
+use super::accdist::AccDist;
 use super::anon::AnonArea;
 use super::control::Control;
 use super::dist::Rng;
@@ -413,6 +414,8 @@ impl State {
             pb.rps_max = p.rps_max;
         }
         self.params = p;
+        // The new footprint and the fresh histograms go out with the new params_modified.
+        self.publish();
     }
 
     /// Hands the controller's concurrency and address spreads to the workers.
@@ -517,6 +520,9 @@ impl State {
             self.stat.io_errors = fl.io_errors;
             self.stat.bytes_hashed = fl.bytes_hashed;
             self.stat.hash_cpu = fl.hash_cpu();
+            let counts = |d: &Option<AccDist>| d.as_ref().map_or_else(Vec::new, AccDist::counts);
+            self.stat.file_dist = counts(&fl.req_cfg.file_dist);
+            self.stat.anon_dist = counts(&fl.req_cfg.anon_dist);
         }
         if let Some(lg) = &self.pool.logger {
             self.stat.log_dropped = lg.dropped();

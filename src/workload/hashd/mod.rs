@@ -10,6 +10,7 @@
 //! * [`testfiles`] — the testfile set (layout, reuse, page-cache drop)
 //! * [`dist`] — random numbers and the clamped-normal distribution
 //! * [`anon`] — the lazily filled anonymous area
+//! * [`accdist`] — the per-page access histograms (`acc_dist_slots`)
 //! * [`request`] — what one request does, the address mapping, hashing and fake-CPU mode
 //! * [`control`] — the PID controllers
 //! * [`dispatch`] — worker pool, completions, control periods
@@ -17,6 +18,7 @@
 //! * [`logger`] — the hash log at `log_bps`
 //! * [`sizing`] — the sizing bench: rps_max and the sustainable memory footprint
 
+pub mod accdist;
 pub mod anon;
 pub mod cmd;
 pub mod control;

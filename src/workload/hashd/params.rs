@@ -5,6 +5,7 @@
 //! missing fields (defaults); values are validated so a typo can't make hashd spin or divide
 //! by zero.
 
+use super::accdist::MAX_SLOTS;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -61,7 +62,7 @@ pub struct Params {
     pub log_bps: u64,
     /// Sleep instead of hashing.
     pub fake_cpu_load: bool,
-    /// Access histogram slots (0 = off). Accepted for compatibility; not collected.
+    /// Slots of the per-page access histograms in the status file (0 = off; see `accdist`).
     pub acc_dist_slots: usize,
     pub lat_pid: PidParams,
     pub rps_pid: PidParams,
@@ -215,6 +216,13 @@ impl Params {
         if self.chunk_pages == 0 {
             bail!("chunk_pages must be at least 1");
         }
+        if self.acc_dist_slots > MAX_SLOTS {
+            bail!(
+                "acc_dist_slots = {} is too many (accepted: 0 to {}, 0 turns the histograms off)",
+                self.acc_dist_slots,
+                MAX_SLOTS
+            );
+        }
         if self.file_size_mean == 0 {
             bail!("file_size_mean must be at least 1");
         }
@@ -326,6 +334,10 @@ mod tests {
             ("{\"mem_frac\": -0.1}", "mem_frac"),
             ("{\"control_period\": 0}", "control_period"),
             ("{\"rps_target\": \"fast\"}", "invalid type"),
+            (
+                "{\"acc_dist_slots\": 1000000}",
+                "acc_dist_slots = 1000000 is too many",
+            ),
         ] {
             let e = format!("{:#}", Params::parse(text).unwrap_err());
             assert!(e.contains(what), "{text}: {e}");

@@ -8,6 +8,7 @@
 //! over odd ones for files — so scaling the amplitude grows or shrinks the touched region
 //! around a fixed hot centre.
 
+use super::accdist::AccDist;
 use super::anon::{self, AnonArea, AnonPages};
 use super::dist::{ClampedNormal, Rng};
 use super::params::Params;
@@ -44,7 +45,7 @@ pub fn anon_chunk_page(rel: f64, anon_bytes: u64, chunk_pages: u64) -> u64 {
 }
 
 /// Everything a request needs that only changes with the params; rebuilt on a reload.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ReqConfig {
     pub file_size: ClampedNormal,
     pub anon_size: ClampedNormal,
@@ -62,6 +63,9 @@ pub struct ReqConfig {
     pub file_pages: u64,
     /// Bytes of anon area in the footprint.
     pub anon_bytes: u64,
+    /// Access histograms over the file pages and the anon pages (off without acc_dist_slots).
+    pub file_dist: Option<AccDist>,
+    pub anon_dist: Option<AccDist>,
 }
 
 impl ReqConfig {
@@ -104,6 +108,8 @@ impl ReqConfig {
             },
             file_pages,
             anon_bytes,
+            file_dist: AccDist::new(p.acc_dist_slots, file_pages),
+            anon_dist: AccDist::new(p.acc_dist_slots, anon_bytes / PAGE),
         }
     }
 
@@ -505,6 +511,9 @@ fn file_phase(
             continue;
         };
         let end = (off + cfg.chunk_pages * PAGE).min(fsize);
+        if let Some(dist) = &cfg.file_dist {
+            dist.add_run(page, (end - off).div_ceil(PAGE));
+        }
         if cfg.fake_cpu_load {
             let mut pos = off;
             while pos < end {
@@ -586,6 +595,9 @@ fn anon_phase(
             let rel = cfg.anon_addr.sample(&mut ws.rng) * req.anon_addr_frac;
             let base = anon_chunk_page(rel, bytes, cfg.chunk_pages);
             let write = ws.rng.chance(cfg.anon_write_frac);
+            if let Some(dist) = &cfg.anon_dist {
+                dist.add_run(base, cfg.chunk_pages);
+            }
             for i in 0..cfg.chunk_pages {
                 let pg = pages.page(base + i);
                 anon::fill_if_new(pg, &mut ws.rng);
@@ -883,6 +895,44 @@ mod tests {
         // Fake CPU: a mean request sleeps 15 ms for its buffer.
         let mean_len = p.file_size_mean as f64 * (1.0 + p.anon_size_ratio);
         assert!((mean_len * cfg.cpu_ratio * cfg.fake_tpb - FAKE_CPU_LAT).abs() < 1e-9);
+    }
+
+    #[test]
+    fn access_histograms_count_every_page_with_the_hot_slot_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let tf = TestFiles::with_unit(dir.path(), 256 * PAGE, 0.0, 64 * PAGE).unwrap();
+        tf.prepare(&mut |_| true).unwrap();
+        let area = AnonArea::with_unit(256 * PAGE, 64 * PAGE as usize).unwrap();
+        for fake in [false, true] {
+            let p = Params {
+                file_size_mean: 16 * PAGE as usize,
+                chunk_pages: 4,
+                sleep_mean: 0.0,
+                fake_cpu_load: fake,
+                acc_dist_slots: 8,
+                ..Params::default()
+            };
+            let cfg = ReqConfig::new(&p, 256, 256 * PAGE);
+            let mut ws = Workspace::default();
+            let (mut file_pages, mut anon_pages) = (0, 0);
+            for _ in 0..100 {
+                let req = Request::draw(&cfg, &mut ws.rng, 1.0, 1.0);
+                run(&req, &cfg, &tf, &area, &mut ws);
+                file_pages += ws.file_len as u64 / PAGE;
+                anon_pages += req.anon_chunks * p.chunk_pages as u64;
+            }
+            for (dist, pages) in [(&cfg.file_dist, file_pages), (&cfg.anon_dist, anon_pages)] {
+                let c = dist.as_ref().unwrap().counts();
+                assert_eq!(c.len(), 8);
+                assert_eq!(c.iter().sum::<u64>(), pages, "fake {fake}: {c:?}");
+                // The address distribution is centred on page 0 and falls off outward.
+                assert!(c.iter().all(|&n| n <= c[0]), "{c:?}");
+                assert!(c[0] > 4 * c[7], "{c:?}");
+            }
+        }
+        // Off by default: nothing is allocated or counted.
+        let cfg = ReqConfig::new(&Params::default(), 256, 256 * PAGE);
+        assert!(cfg.file_dist.is_none() && cfg.anon_dist.is_none());
     }
 
     #[test]

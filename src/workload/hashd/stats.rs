@@ -61,6 +61,10 @@ pub struct Stat {
     /// Testfile / anon bytes in the footprint (the anon area is mapped in whole units).
     pub file_size: u64,
     pub anon_size: u64,
+    /// Page accesses per slot of the file / anon footprint since the params were loaded,
+    /// hottest slot first; empty without `acc_dist_slots`.
+    pub file_dist: Vec<u64>,
+    pub anon_dist: Vec<u64>,
     /// Cumulative testfile IO errors (logged, not fatal).
     pub io_errors: u64,
     /// Cumulative hash-log lines dropped because the log writer fell behind.
