@@ -165,7 +165,9 @@ fn start(session: &mut Session, dir: &Path, cfg: &HashdBenchCfg) -> Result<Start
     hashd
         .wait_running(START_TIMEOUT)
         .context("waiting for hashd to start")?;
-    let rotational = session.scratch_dev().is_some_and(|d| d.rotational);
+    // As upstream: the testfiles' device or the swap device (spec §1.11).
+    let rotational = session.scratch_dev().is_some_and(|d| d.rotational)
+        || crate::system::sysreqs::swap_rotational(session.hp());
     Ok(Started {
         hashd,
         mem,

@@ -786,6 +786,19 @@ pub fn read_swaps(hp: &HostPaths) -> std::result::Result<Vec<(String, String)>, 
     Ok(out)
 }
 
+/// Whether any active swap area lives on a rotational disk (hashd's rotational mode counts the
+/// swap device as well as the testfiles'). Swaps whose disk can't be found don't count.
+pub fn swap_rotational(hp: &HostPaths) -> bool {
+    read_swaps(hp)
+        .unwrap_or_default()
+        .iter()
+        .any(|(file, kind)| {
+            swap_disk(hp, file, kind)
+                .and_then(|disk| blockdev::DevInfo::read(hp, &disk))
+                .is_ok_and(|d| d.rotational)
+        })
+}
+
 /// The whole disk a swap area lives on: a partition's disk, or for a swap file the disk of the
 /// filesystem holding it.
 fn swap_disk(hp: &HostPaths, file: &str, kind: &str) -> Result<String> {
@@ -1239,7 +1252,15 @@ mod tests {
             "swap /dev/sda1 is on sda, not on the scratch device nvme0n1",
         );
         assert_eq!(c.missed.len(), 1);
+        // hashd's rotational mode looks at every swap disk.
+        assert!(!swap_rotational(&hp));
+        put(
+            &hp.path("sys/devices/pci0000:00/block/sda/queue/rotational"),
+            "1\n",
+        );
+        assert!(swap_rotational(&hp));
         put(&hp.path("proc/swaps"), "Filename Type Size Used Priority\n");
+        assert!(!swap_rotational(&hp));
         assert!(check(&hp, SysReq::SwapOnScratch).satisfied());
         put(
             &hp.path("proc/swaps"),
