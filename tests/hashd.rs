@@ -56,6 +56,11 @@ fn check_running(hd: &mut Hashd, fake: bool) -> HashdStatus {
     assert!(lat.p50 > lo && lat.p50 < 0.5, "p50 {}", lat.p50);
     assert_eq!(lat.ctl, lat.p95);
     assert_eq!(last.phase, "Running");
+    // Not forced: rotational mode follows the testfiles' and the swap devices.
+    assert_eq!(
+        last.rotational,
+        last.rotational_testfiles || last.rotational_swap
+    );
     assert_eq!(last.testfiles_progress, 1.0);
     assert!(s.nr_workers >= 1 && s.nr_in_flight <= s.nr_workers);
     assert_eq!(s.io_errors, 0);
@@ -187,4 +192,32 @@ fn hashd_exit_status_and_bad_input() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--size"));
+}
+
+#[test]
+fn hashd_status_reports_rotational_mode_and_its_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let prepare = |force: Option<&str>| {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(["__hashd", "--size", "8M", "--prepare", "--testfiles"])
+            .arg(dir.path().join("tf"))
+            .arg("--report")
+            .arg(&report);
+        if let Some(f) = force {
+            cmd.args(["--rotational", f]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{:?}", out);
+        HashdStatus::load(&report).unwrap()
+    };
+    // Detected: either device; forced: whatever the option says, the detection still shown.
+    let st = prepare(None);
+    assert_eq!(st.rotational, st.rotational_testfiles || st.rotational_swap);
+    for (force, want) in [("true", true), ("false", false)] {
+        let forced = prepare(Some(force));
+        assert_eq!(forced.rotational, want);
+        assert_eq!(forced.rotational_testfiles, st.rotational_testfiles);
+        assert_eq!(forced.rotational_swap, st.rotational_swap);
+    }
 }

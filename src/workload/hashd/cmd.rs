@@ -71,6 +71,10 @@ pub struct HashdArgs {
     /// Don't drop the testfiles from the page cache after laying them out
     #[arg(long)]
     pub keep_cache: bool,
+    /// Rotational mode in the status file: on when the testfiles' or a swap device is
+    /// rotational; true or false forces it
+    #[arg(long, value_name = "BOOL")]
+    pub rotational: Option<bool>,
     /// Before running, read this much of the testfiles into the page cache (charged to
     /// hashd's cgroup): whole 32M files, the highest index first so the hottest files load
     /// last; the status phase stays "prep" meanwhile. 0: none
@@ -161,10 +165,30 @@ pub fn run(a: &HashdArgs) -> Result<()> {
         testfiles_size(size, a.file_max_frac),
         a.compressibility,
     )?;
+    let hp = crate::system::HostPaths::real();
+    // The testfiles' disk (their parent's before they exist); an undetectable device counts
+    // as not rotational.
+    let tf_dir = if a.testfiles.exists() {
+        a.testfiles.as_path()
+    } else {
+        a.testfiles
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."))
+    };
+    let rotational_testfiles = crate::system::blockdev::device_of_path(&hp, tf_dir)
+        .and_then(|d| crate::system::blockdev::DevInfo::read(&hp, &d.disk))
+        .is_ok_and(|d| d.rotational);
+    let rotational_swap = crate::system::sysreqs::swap_rotational(&hp);
     let mut sf = StatusFile {
         path: a.report.clone(),
         status: HashdStatus {
             phase: PHASE_PREP.into(),
+            rotational: a
+                .rotational
+                .unwrap_or(rotational_testfiles || rotational_swap),
+            rotational_testfiles,
+            rotational_swap,
             ..HashdStatus::default()
         },
         warned: false,

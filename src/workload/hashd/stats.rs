@@ -94,6 +94,11 @@ pub struct HashdStatus {
     /// The controlled percentile and the reference maximum RPS of the params in effect.
     pub lat_pct: f64,
     pub rps_max: u32,
+    /// Whether the testfiles' disk / a swap disk is rotational (`queue/rotational`), and the
+    /// rotational mode that follows: either of them, unless `--rotational` forces it.
+    pub rotational: bool,
+    pub rotational_testfiles: bool,
+    pub rotational_swap: bool,
     #[serde(flatten)]
     pub stat: Stat,
 }
