@@ -345,7 +345,7 @@ fn run_workload(
         sf.write();
         summary.add(&sf.status);
         if a.interval > 0 && summary.n >= a.interval {
-            summary.log();
+            log::info!("{}", summary.line(log::log_enabled!(log::Level::Debug)));
             summary = Summary::default();
         }
     }
@@ -380,7 +380,8 @@ fn update_status(st: &mut HashdStatus, disp: &Dispatcher) {
     }
 }
 
-/// Averages of the per-second stats for the console line.
+/// Averages of the per-second stats for the console line (with -v also the concurrency cap's
+/// average and the latest counters).
 #[derive(Default)]
 struct Summary {
     n: u64,
@@ -390,6 +391,8 @@ struct Summary {
     p99: f64,
     rps: f64,
     con: f64,
+    con_max: f64,
+    last: super::stats::Stat,
 }
 
 impl Summary {
@@ -402,12 +405,14 @@ impl Summary {
         self.p99 += s.lat.p99;
         self.rps += s.rps;
         self.con += s.concurrency;
+        self.con_max += s.concurrency_max;
+        self.last = s.clone();
     }
 
-    fn log(&self) {
+    fn line(&self, verbose: bool) -> String {
         let n = self.n.max(1) as f64;
         let ms = |v: f64| v / n * 1000.0;
-        log::info!(
+        let mut line = format!(
             "hashd: p50:{:5.1} p84:{:5.1} p90:{:5.1} p99:{:5.1} rps:{:7.1} con:{:6.1}",
             ms(self.p50),
             ms(self.p84),
@@ -416,10 +421,54 @@ impl Summary {
             self.rps / n,
             self.con / n
         );
+        if verbose {
+            let l = &self.last;
+            line += &format!(
+                "/{:.1} infl:{} workers:{}/{} done:{}",
+                self.con_max / n,
+                l.nr_in_flight,
+                l.nr_workers.saturating_sub(l.nr_idle_workers),
+                l.nr_workers,
+                l.nr_done
+            );
+        }
+        line
     }
 }
 
 /// Bytes of testfiles `__hashd` lays out for `size` and `file_max_frac`.
 pub fn testfiles_size(size: u64, file_max_frac: f64) -> u64 {
     (size as f64 * file_max_frac).ceil() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_line_averages_and_verbose_counters() {
+        let mut sum = Summary::default();
+        for (p50, rps, con_max, done) in [(0.040, 100.0, 8.0, 10), (0.060, 300.0, 12.0, 30)] {
+            let mut st = HashdStatus::default();
+            st.stat.lat.p50 = p50;
+            st.stat.rps = rps;
+            st.stat.concurrency = 4.0;
+            st.stat.concurrency_max = con_max;
+            st.stat.nr_in_flight = 3;
+            st.stat.nr_workers = 5;
+            st.stat.nr_idle_workers = 1;
+            st.stat.nr_done = done;
+            sum.add(&st);
+        }
+        assert_eq!(
+            sum.line(false),
+            "hashd: p50: 50.0 p84:  0.0 p90:  0.0 p99:  0.0 rps:  200.0 con:   4.0"
+        );
+        assert!(
+            sum.line(true)
+                .ends_with("con:   4.0/10.0 infl:3 workers:4/5 done:30"),
+            "{}",
+            sum.line(true)
+        );
+    }
 }
