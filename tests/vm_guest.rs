@@ -3,31 +3,26 @@
 //! Everything is in one test so the CPU-hungry guests boot one after another, three in all,
 //! plus two short ones stopped with SIGINT.
 
+mod common;
+
+use common::{enabled, vm_output, BIN};
 use serde_json::Value;
 use std::process::Output;
 use std::time::Instant;
 
-const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
-
-fn enabled() -> bool {
-    if std::env::var("RESCTL_BENCH_VM_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipped: set RESCTL_BENCH_VM_TESTS=1 to boot VM guests");
-    false
-}
-
 /// `resctl-bench vm` with small, fast guests, run in `cwd`.
 fn vm(cwd: &std::path::Path, vm_opts: &[&str], args: &[&str]) -> Output {
     let t = Instant::now();
-    let out = std::process::Command::new(BIN)
-        .current_dir(cwd)
-        .args(["vm", "-v", "--mem", "1G", "--disk-size", "4G"])
-        .args(vm_opts)
-        .arg("--")
-        .args(args)
-        .output()
-        .unwrap();
+    let out = vm_output(|| {
+        let mut c = std::process::Command::new(BIN);
+        c.current_dir(cwd)
+            .args(["vm", "-v", "--mem", "1G", "--disk-size", "4G"])
+            .args(["--timeout", "3min"])
+            .args(vm_opts)
+            .arg("--")
+            .args(args);
+        c
+    });
     let stderr = String::from_utf8_lossy(&out.stderr);
     let boot = stderr
         .lines()

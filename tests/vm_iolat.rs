@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{enabled, ok_json, BIN};
+use common::{enabled, ok_json, vm_output, BIN};
 use serde_json::Value;
 use std::time::Instant;
 
@@ -15,23 +15,26 @@ const SECS: &str = "10";
 /// options); its JSON summary.
 fn iolat(cwd: &std::path::Path, profile: &str, extra: &[&str], secs: &str) -> Value {
     let t = Instant::now();
-    let out = std::process::Command::new(BIN)
-        .current_dir(cwd)
-        .args([
-            "vm",
-            "--mem",
-            "1G",
-            "--disk-size",
-            "4G",
-            "--disk-profile",
-            profile,
-        ])
-        .args(extra)
-        .args([
-            "--", "__iolat", "--secs", secs, "--load", "randread", "--jobs", "4",
-        ])
-        .output()
-        .unwrap();
+    let out = vm_output(|| {
+        let mut c = std::process::Command::new(BIN);
+        c.current_dir(cwd)
+            .args([
+                "vm",
+                "--mem",
+                "1G",
+                "--disk-size",
+                "4G",
+                "--timeout",
+                "3min",
+                "--disk-profile",
+                profile,
+            ])
+            .args(extra)
+            .args([
+                "--", "__iolat", "--secs", secs, "--load", "randread", "--jobs", "4",
+            ]);
+        c
+    });
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!(
         "{}: {:?} in {:.1}s\n{}",

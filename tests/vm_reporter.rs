@@ -2,19 +2,13 @@
 //! spinner and an O_DIRECT random-read + fdatasync-write load on the scratch disk must leave a
 //! report for at least 98 % of the seconds. One boot. Runs only with RESCTL_BENCH_VM_TESTS=1.
 
+mod common;
+
+use common::{enabled, vm_output, BIN};
 use serde_json::Value;
 use std::time::Instant;
 
-const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
 const SECS: u64 = 60;
-
-fn enabled() -> bool {
-    if std::env::var("RESCTL_BENCH_VM_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipped: set RESCTL_BENCH_VM_TESTS=1 to boot VM guests");
-    false
-}
 
 #[test]
 fn vm_reporter_covers_98_percent_of_seconds_under_cpu_and_io_load() {
@@ -23,13 +17,15 @@ fn vm_reporter_covers_98_percent_of_seconds_under_cpu_and_io_load() {
     }
     let t = Instant::now();
     let cwd = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(BIN)
-        .current_dir(cwd.path())
-        .args(["vm", "-v", "--mem", "2G", "--disk-size", "4G", "--"])
-        .args(["__reporter", "--dir", "bench", "--secs", &SECS.to_string()])
-        .args(["--load", "cpu,io"])
-        .output()
-        .unwrap();
+    let out = vm_output(|| {
+        let mut c = std::process::Command::new(BIN);
+        c.current_dir(cwd.path())
+            .args(["vm", "-v", "--mem", "2G", "--disk-size", "4G"])
+            .args(["--timeout", "5min", "--"])
+            .args(["__reporter", "--dir", "bench", "--secs", &SECS.to_string()])
+            .args(["--load", "cpu,io"]);
+        c
+    });
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{}", stderr);
     let j: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

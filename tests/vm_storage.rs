@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::enabled;
+use common::{enabled, vm_output};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -44,7 +44,7 @@ fn release_bin() -> PathBuf {
 fn vm_cmd(cwd: &Path, profile: &str, args: &[&str]) -> Command {
     let mut c = Command::new(release_bin());
     c.current_dir(cwd)
-        .args(["vm", "--disk-profile", profile, "--timeout", "20min", "--"])
+        .args(["vm", "--disk-profile", profile, "--timeout", "15min", "--"])
         .args(args);
     c
 }
@@ -59,7 +59,7 @@ fn logs_dir() -> PathBuf {
 /// `target/vm-storage-logs/<label>.log`, so a slow or odd run can be read afterwards.
 fn run_vm(cwd: &Path, profile: &str, args: &[&str], label: &str) -> (Output, f64) {
     let t = Instant::now();
-    let out = vm_cmd(cwd, profile, args).output().unwrap();
+    let out = vm_output(|| vm_cmd(cwd, profile, args));
     let secs = t.elapsed().as_secs_f64();
     let _ = std::fs::write(logs_dir().join(format!("{}.log", label)), &out.stderr);
     eprintln!(

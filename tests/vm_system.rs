@@ -5,28 +5,29 @@
 
 mod common;
 
-use common::{enabled, ok_json, BIN};
+use common::{enabled, ok_json, vm_output, BIN};
 use serde_json::Value;
 use std::process::Output;
 use std::time::Instant;
 
 fn vm(cwd: &std::path::Path, mem: &str, args: &[&str]) -> Output {
     let t = Instant::now();
-    let out = std::process::Command::new(BIN)
-        .current_dir(cwd)
-        .args([
-            "vm",
-            "--mem",
-            mem,
-            "--disk-size",
-            "4G",
-            "--timeout",
-            "3min",
-            "--",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
+    let out = vm_output(|| {
+        let mut c = std::process::Command::new(BIN);
+        c.current_dir(cwd)
+            .args([
+                "vm",
+                "--mem",
+                mem,
+                "--disk-size",
+                "4G",
+                "--timeout",
+                "3min",
+                "--",
+            ])
+            .args(args);
+        c
+    });
     eprintln!(
         "vm --mem {} -- {:?}: {:?} in {:.1}s",
         mem,
