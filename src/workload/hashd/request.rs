@@ -772,15 +772,21 @@ mod tests {
         }
     }
 
+    /// Testfiles and an anon area of `pages` pages each, in units of a quarter of that.
+    fn fixture(pages: u64) -> (tempfile::TempDir, TestFiles, AnonArea) {
+        let dir = tempfile::tempdir().unwrap();
+        let tf = TestFiles::with_unit(dir.path(), pages * PAGE, 0.0, pages / 4 * PAGE).unwrap();
+        tf.prepare(&mut |_| true).unwrap();
+        let area = AnonArea::with_unit(pages * PAGE, (pages / 4 * PAGE) as usize).unwrap();
+        (dir, tf, area)
+    }
+
     /// Runs real requests with `p` at each cpu_ratio (several per workspace, so a reused one
     /// starts clean) and checks the digest and the bytes hashed against SHA-1 over the
     /// concatenation rebuilt from the testfiles and the anon area. Returns the largest
     /// number of file chunks a request read and whether one reused its buffer.
     fn check_real_requests(p: &Params, ratios: &[f64]) -> (u64, bool) {
-        let dir = tempfile::tempdir().unwrap();
-        let tf = TestFiles::with_unit(dir.path(), 64 * PAGE, 0.0, 16 * PAGE).unwrap();
-        tf.prepare(&mut |_| true).unwrap();
-        let area = AnonArea::with_unit(64 * PAGE, 16 * PAGE as usize).unwrap();
+        let (_dir, tf, area) = fixture(64);
         let (mut most_chunks, mut reused) = (0, false);
         for &ratio in ratios {
             let cfg = ReqConfig::new(
@@ -899,10 +905,7 @@ mod tests {
 
     #[test]
     fn access_histograms_count_every_page_with_the_hot_slot_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let tf = TestFiles::with_unit(dir.path(), 256 * PAGE, 0.0, 64 * PAGE).unwrap();
-        tf.prepare(&mut |_| true).unwrap();
-        let area = AnonArea::with_unit(256 * PAGE, 64 * PAGE as usize).unwrap();
+        let (_dir, tf, area) = fixture(256);
         for fake in [false, true] {
             let p = Params {
                 file_size_mean: 16 * PAGE as usize,
@@ -937,10 +940,7 @@ mod tests {
 
     #[test]
     fn a_request_reads_files_and_fills_anon_pages() {
-        let dir = tempfile::tempdir().unwrap();
-        let tf = TestFiles::with_unit(dir.path(), 64 * PAGE, 0.0, 16 * PAGE).unwrap();
-        tf.prepare(&mut |_| true).unwrap();
-        let area = AnonArea::with_unit(64 * PAGE, 16 * PAGE as usize).unwrap();
+        let (_dir, tf, area) = fixture(64);
         let p = Params {
             file_size_mean: 8 * PAGE as usize,
             chunk_pages: 4,
