@@ -406,6 +406,9 @@ impl State {
         self.steer();
         self.stat.file_size = fp.file_pages * PAGE;
         self.stat.anon_size = fp.anon_bytes;
+        // The new footprint and the fresh histograms go out before the new params_modified,
+        // so a status that shows the latter shows them too.
+        self.publish();
         {
             let mut pb = lock(&self.published);
             pb.params_at = Some(std::time::SystemTime::now());
@@ -414,8 +417,6 @@ impl State {
             pb.rps_max = p.rps_max;
         }
         self.params = p;
-        // The new footprint and the fresh histograms go out with the new params_modified.
-        self.publish();
     }
 
     /// Hands the controller's concurrency and address spreads to the workers.
