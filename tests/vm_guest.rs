@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{enabled, vm_output, BIN};
+use common::{enabled, vm_command, vm_output, BIN};
 use serde_json::Value;
 use std::process::Output;
 use std::time::Instant;
@@ -14,13 +14,8 @@ use std::time::Instant;
 fn vm(cwd: &std::path::Path, vm_opts: &[&str], args: &[&str]) -> Output {
     let t = Instant::now();
     let out = vm_output(|| {
-        let mut c = std::process::Command::new(BIN);
-        c.current_dir(cwd)
-            .args(["vm", "-v", "--mem", "1G", "--disk-size", "4G"])
-            .args(["--timeout", "3min"])
-            .args(vm_opts)
-            .arg("--")
-            .args(args);
+        let mut c = vm_command(cwd, "1G", "3min");
+        c.arg("-v").args(vm_opts).arg("--").args(args);
         c
     });
     let stderr = String::from_utf8_lossy(&out.stderr);

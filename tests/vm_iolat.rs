@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{enabled, ok_json, vm_output, BIN};
+use common::{enabled, ok_json, vm_command, vm_output};
 use serde_json::Value;
 use std::time::Instant;
 
@@ -16,23 +16,10 @@ const SECS: &str = "10";
 fn iolat(cwd: &std::path::Path, profile: &str, extra: &[&str], secs: &str) -> Value {
     let t = Instant::now();
     let out = vm_output(|| {
-        let mut c = std::process::Command::new(BIN);
-        c.current_dir(cwd)
-            .args([
-                "vm",
-                "--mem",
-                "1G",
-                "--disk-size",
-                "4G",
-                "--timeout",
-                "3min",
-                "--disk-profile",
-                profile,
-            ])
-            .args(extra)
-            .args([
-                "--", "__iolat", "--secs", secs, "--load", "randread", "--jobs", "4",
-            ]);
+        let mut c = vm_command(cwd, "1G", "3min");
+        c.args(["--disk-profile", profile]).args(extra).args([
+            "--", "__iolat", "--secs", secs, "--load", "randread", "--jobs", "4",
+        ]);
         c
     });
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{enabled, vm_output, BIN};
+use common::{enabled, vm_command, vm_output};
 use serde_json::Value;
 use std::time::Instant;
 
@@ -18,10 +18,8 @@ fn vm_reporter_covers_98_percent_of_seconds_under_cpu_and_io_load() {
     let t = Instant::now();
     let cwd = tempfile::tempdir().unwrap();
     let out = vm_output(|| {
-        let mut c = std::process::Command::new(BIN);
-        c.current_dir(cwd.path())
-            .args(["vm", "-v", "--mem", "2G", "--disk-size", "4G"])
-            .args(["--timeout", "5min", "--"])
+        let mut c = vm_command(cwd.path(), "2G", "5min");
+        c.args(["-v", "--"])
             .args(["__reporter", "--dir", "bench", "--secs", &SECS.to_string()])
             .args(["--load", "cpu,io"]);
         c

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{enabled, ok_json, vm_output, BIN};
+use common::{enabled, ok_json, vm_command, vm_output};
 use serde_json::Value;
 use std::process::Output;
 use std::time::Instant;
@@ -13,19 +13,8 @@ use std::time::Instant;
 fn vm(cwd: &std::path::Path, mem: &str, args: &[&str]) -> Output {
     let t = Instant::now();
     let out = vm_output(|| {
-        let mut c = std::process::Command::new(BIN);
-        c.current_dir(cwd)
-            .args([
-                "vm",
-                "--mem",
-                mem,
-                "--disk-size",
-                "4G",
-                "--timeout",
-                "3min",
-                "--",
-            ])
-            .args(args);
+        let mut c = vm_command(cwd, mem, "3min");
+        c.arg("--").args(args);
         c
     });
     eprintln!(

@@ -30,6 +30,23 @@ pub fn ok_json(out: &Output) -> Value {
     })
 }
 
+/// `resctl-bench vm --mem MEM --disk-size 4G --timeout TIMEOUT` run in `cwd`; the caller adds
+/// its own vm options, `--` and the command.
+#[allow(dead_code)]
+pub fn vm_command(cwd: &std::path::Path, mem: &str, timeout: &str) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(cwd).args([
+        "vm",
+        "--mem",
+        mem,
+        "--disk-size",
+        "4G",
+        "--timeout",
+        timeout,
+    ]);
+    c
+}
+
 /// What `resctl-bench vm` says when the VM itself, not the command in it, failed: a guest that
 /// froze (under TCG a guest kernel has stalled for good once in a few hundred boots, its
 /// timers no longer firing), crashed or never got going.
