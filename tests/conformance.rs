@@ -256,7 +256,7 @@ type Mangle = fn(&mut serde_json::Value);
 fn malformed_result_entry_is_one_line_usage_error() {
     let text = std::fs::read_to_string(layout_2_1_file()).unwrap();
     let base: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let cases: [(&str, Mangle, &str); 4] = [
+    let cases: [(&str, Mangle, &str); 5] = [
         (
             "runs of the wrong type",
             |e| e["result"]["runs"] = "oops".into(),
@@ -271,6 +271,14 @@ fn malformed_result_entry_is_one_line_usage_error() {
             "no baseline run",
             |e| e["result"]["runs"][0] = serde_json::Value::Null,
             "the first run isn't the iocost-off baseline",
+        ),
+        (
+            "no runs yet",
+            |e| {
+                e["result"]["runs"] = serde_json::json!([]);
+                e["record"]["runs"] = serde_json::json!([]);
+            },
+            "the entry has no finished runs yet; re-run the same command to continue it",
         ),
         (
             "absurd vrate grid",
@@ -298,4 +306,78 @@ fn malformed_result_entry_is_one_line_usage_error() {
         assert_eq!(stderr.lines().count(), 1, "{}: {}", what, stderr);
         assert!(stderr.contains(msg), "{}: {}", what, stderr);
     }
+}
+
+/// The 2.1 layout file with its mem-hog-tune records judged at another percentile, as 2.1-era
+/// files are (`"isol_pct": "01"`); the p01 isolation of the tuned run is 0.91.
+fn layout_2_1_with_isol_pct(dir: &std::path::Path, pct: &str) -> PathBuf {
+    let text = std::fs::read_to_string(layout_2_1_file()).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for run in v[0]["record"]["runs"].as_array_mut().unwrap() {
+        run["prot"]["scenarios"][0]["MemHogTune"]["isol_pct"] = pct.into();
+    }
+    v[0]["result"]["runs"][1]["prot"]["scenarios"][0]["MemHogTune"]["final_run"]["isol"]["01"] =
+        0.91.into();
+    let path = dir.join("isol-01.json");
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    path
+}
+
+fn output_ok(path: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::cargo_bin("resctl-bench")
+        .unwrap()
+        .env("TZ", "UTC")
+        .arg("-r")
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Upstream printed the isolation column at the percentile the records were judged at (`01` in
+/// 2.1-era files), not at today's default `05`.
+#[test]
+fn isolation_percentile_comes_from_the_mem_hog_tune_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = layout_2_1_with_isol_pct(dir.path(), "01");
+    let out = output_ok(&path, &["summary", "iocost-qos:id=ssd-2.1"]);
+    assert!(
+        out.contains("         MOF     aMOF  isol-01%       lat-imp%  work-csv%  missing%\n"),
+        "{}",
+        out
+    );
+    assert!(
+        out.contains("[01]   1.200    1.100      91.0     2.0:   5.0       80.0       5.0\n"),
+        "{}",
+        out
+    );
+    assert!(!out.contains("isol-05"), "{}", out);
+    let out = output_ok(&path, &["format", "iocost-qos:id=ssd-2.1,sub-full"]);
+    for want in [
+        "            aMOF=1.100@16(0.733x) isol-01=91.00% lat_imp=2.00%:5.00 work_csv=80.00%\n",
+        "        hashd memory size 11.3G/12.3G can be protected at isol-01 >= 90.00%\n",
+    ] {
+        assert!(out.contains(want), "missing {:?} in:\n{}", want, out);
+    }
+    assert!(!out.contains("isol-05"), "{}", out);
+}
+
+/// 2.1-layout resource stats have no `swap_bytes`: upstream 2.1 printed no swap row.
+#[test]
+fn layout_2_1_rstat_tables_have_no_swap_row() {
+    let out = run_ok(&[
+        "format",
+        "--rstat",
+        "--rstat",
+        "iocost-qos:id=ssd-2.1,sub-full",
+    ]);
+    assert!(out.contains("\nmem "), "{}", out);
+    assert!(!out.contains("\nswap "), "{}", out);
 }

@@ -131,10 +131,10 @@ pub static IO_STAT_KEYS: &[StatKey] = &[
 ];
 
 /// `/proc/vmstat` keys in print order (the kernel's own order, plus `nr_unstable` of older
-/// kernels at the end). Page counts and event counts alike print as sizes unless marked COUNT.
-/// Which keys are shown at level 1 follows upstream; CUM on the hidden keys is inferred from
-/// the kernel's semantics (events are counters, `nr_*` are levels as upstream treats them) and
-/// matters only to the study, not to formatting.
+/// kernels at the end). Page counts print as sizes, as upstream prints them; the events that
+/// count things other than pages (inode steals, slab scans, watermark hits, drops, OOM kills,
+/// balloon operations) are COUNT. Which keys are shown at level 1, which are cumulative and
+/// which are counts follow upstream's report.
 pub static VMSTAT_KEYS: &[StatKey] = &[
     key("nr_free_pages", LEVEL),
     key("nr_zone_inactive_anon", HIDDEN),
@@ -231,13 +231,13 @@ pub static VMSTAT_KEYS: &[StatKey] = &[
     key("pginodesteal", CUM | COUNT),
     key("slabs_scanned", CUM | COUNT | HIDDEN),
     key("kswapd_inodesteal", CUM | COUNT),
-    key("kswapd_low_wmark_hit_quickly", CUM | HIDDEN),
-    key("kswapd_high_wmark_hit_quickly", CUM | HIDDEN),
+    key("kswapd_low_wmark_hit_quickly", CUM | COUNT | HIDDEN),
+    key("kswapd_high_wmark_hit_quickly", CUM | COUNT | HIDDEN),
     key("pageoutrun", CUM | HIDDEN),
     key("pgrotated", CUM | HIDDEN),
-    key("drop_pagecache", CUM | HIDDEN),
-    key("drop_slab", CUM | HIDDEN),
-    key("oom_kill", CUM | HIDDEN),
+    key("drop_pagecache", CUM | COUNT | HIDDEN),
+    key("drop_slab", CUM | COUNT | HIDDEN),
+    key("oom_kill", CUM | COUNT | HIDDEN),
     key("numa_pte_updates", CUM | HIDDEN),
     key("numa_huge_pte_updates", CUM | HIDDEN),
     key("numa_hint_faults", CUM | HIDDEN),
@@ -284,9 +284,9 @@ pub static VMSTAT_KEYS: &[StatKey] = &[
     key("thp_zero_page_alloc_failed", CUM | HIDDEN),
     key("thp_swpout", CUM | HIDDEN),
     key("thp_swpout_fallback", CUM | HIDDEN),
-    key("balloon_inflate", CUM | HIDDEN),
-    key("balloon_deflate", CUM | HIDDEN),
-    key("balloon_migrate", CUM | HIDDEN),
+    key("balloon_inflate", CUM | COUNT | HIDDEN),
+    key("balloon_deflate", CUM | COUNT | HIDDEN),
+    key("balloon_migrate", CUM | COUNT | HIDDEN),
     key("swap_ra", CUM | HIDDEN),
     key("swap_ra_hit", CUM | HIDDEN),
     key("nr_unstable", HIDDEN),
@@ -338,7 +338,8 @@ pub struct ResourceStat {
     pub cpu_util: Dist,
     pub cpu_sys: Dist,
     pub mem_bytes: Dist,
-    pub swap_bytes: Dist,
+    /// `None` in 2.1-layout results, which predate the swap row; it isn't printed then.
+    pub swap_bytes: Option<Dist>,
     pub io_util: Dist,
     /// read, write
     pub io_bps: [Dist; 2],
@@ -361,20 +362,20 @@ impl ResourceStat {
         Ok(rs)
     }
 
-    fn main_rows(&self) -> [&Dist; 12] {
+    fn main_rows(&self) -> [Option<&Dist>; 12] {
         [
-            &self.cpu_util,
-            &self.cpu_sys,
-            &self.mem_bytes,
-            &self.swap_bytes,
-            &self.io_util,
-            &self.io_bps[0],
-            &self.io_bps[1],
-            &self.psi_cpu,
-            &self.psi_mem[0],
-            &self.psi_mem[1],
-            &self.psi_io[0],
-            &self.psi_io[1],
+            Some(&self.cpu_util),
+            Some(&self.cpu_sys),
+            Some(&self.mem_bytes),
+            self.swap_bytes.as_ref(),
+            Some(&self.io_util),
+            Some(&self.io_bps[0]),
+            Some(&self.io_bps[1]),
+            Some(&self.psi_cpu),
+            Some(&self.psi_mem[0]),
+            Some(&self.psi_mem[1]),
+            Some(&self.psi_io[0]),
+            Some(&self.psi_io[1]),
         ]
     }
 
@@ -386,6 +387,7 @@ impl ResourceStat {
 
         pct_table_header(out, &format!("[{}]", title), width, PCT_LABELS);
         for ((name, fmt), dist) in MAIN_ROWS.iter().zip(self.main_rows()) {
+            let Some(dist) = dist else { continue };
             match fmt {
                 RowFmt::Pct => pct_table_row(out, name, width, dist, format_pct),
                 RowFmt::Size => pct_table_row(out, name, width, dist, format_size),
@@ -555,7 +557,7 @@ impl<'de> Visitor<'de> for ResourceStatVisitor {
                 "cpu_util" => &mut rs.cpu_util,
                 "cpu_sys" => &mut rs.cpu_sys,
                 "mem_bytes" => &mut rs.mem_bytes,
-                "swap_bytes" => &mut rs.swap_bytes,
+                "swap_bytes" => rs.swap_bytes.insert([0.0; NR_PCTS]),
                 "io_util" => &mut rs.io_util,
                 "psi_cpu" => &mut rs.psi_cpu,
                 "io_bps" => {
@@ -862,6 +864,40 @@ mod tests {
         assert!(!out.contains("not_a_vmstat_key"));
     }
 
+    /// Event counters upstream prints base 10 (`1030` → `1.0k`), and a rate that overflowed
+    /// the units (a counter reset reads as 2^64) prints `INF`.
+    #[test]
+    fn event_counts_print_base_10_and_overflowed_values_inf() {
+        let json = format!(
+            "{{\"mem_bytes\": {big}, \"swap_bytes\": {d}, \"vmstat\": {{\
+             \"kswapd_high_wmark_hit_quickly\": {c}, \"kswapd_low_wmark_hit_quickly\": {c}, \
+             \"drop_pagecache\": {c}, \"oom_kill\": {c}, \"balloon_migrate\": {c}, \
+             \"pageoutrun\": {c}, \"pgrotated\": {big}}}}}",
+            big = dist_json(u64::MAX as f64),
+            d = dist_json(2048.0),
+            c = dist_json(1030.0)
+        );
+        let mut out = String::new();
+        format_table(&mut out, "ALL", &RawValue::from_string(json).unwrap(), 2).unwrap();
+        let row = |name: &str, cell: &str| {
+            format!("{:<30}  {}\n", name, format!("{:>5} ", cell).repeat(13))
+        };
+        for name in [
+            "kswapd_high_wmark_hit_quickly",
+            "kswapd_low_wmark_hit_quickly",
+            "drop_pagecache",
+            "oom_kill",
+            "balloon_migrate",
+        ] {
+            assert!(out.contains(&row(name, "1.0k")), "{} in\n{}", name, out);
+        }
+        // A page-event counter stays a size, as upstream prints it.
+        assert!(out.contains(&row("pageoutrun", "1030")));
+        assert!(out.contains(&row("pgrotated", "INF")));
+        assert!(out.contains(&row("mem", "INF")));
+        assert!(out.contains(&row("swap", "2048")));
+    }
+
     #[test]
     fn slices_without_vmstat_have_no_vmstat_table() {
         let mut out = String::new();
@@ -887,13 +923,15 @@ mod tests {
             lines[1],
             format!("{:<30}  25.00 {}", "cpu%", "    0 ".repeat(12))
         );
-        for l in &lines[2..13] {
+        // No `swap_bytes` (the 2.1 layout): no swap row, as upstream 2.1 printed it.
+        assert!(!out.contains("\nswap "));
+        for l in &lines[2..12] {
             assert!(l.ends_with(&dashes), "{}", l);
         }
-        assert_eq!(lines[13], "");
+        assert_eq!(lines[12], "");
         // Every memory.stat, io.stat and (present but with unknown keys only) vmstat key.
         let rows = out.lines().filter(|l| l.ends_with(&dashes)).count();
-        assert_eq!(rows, 11 + 39 + 11 + 154);
+        assert_eq!(rows, 10 + 39 + 11 + 154);
         assert!(out.contains("[ROOT - vmstat]"));
     }
 

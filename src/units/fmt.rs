@@ -12,7 +12,8 @@ fn scaled(v: f64, unit: &str) -> String {
 }
 
 /// Binary size of the value truncated to an integer: `0`, plain bytes below 9999, then K/M/G
-/// and — as upstream prints them — `P` for 2^40 and `E` for 2^50.
+/// and — as upstream prints them — `P` for 2^40 and `E` for 2^50; `INF` from 1024E (2^60) up,
+/// where the units run out.
 pub fn format_size(size: f64) -> String {
     // Upstream converts to an integer byte count first: 35379.6 prints as 34.5K, not 34.6K.
     let size = size.trunc();
@@ -23,17 +24,16 @@ pub fn format_size(size: f64) -> String {
         return format!("{}", size as i64);
     }
     const UNITS: [(&str, u32); 5] = [("K", 10), ("M", 20), ("G", 30), ("P", 40), ("E", 50)];
-    for (i, (unit, shift)) in UNITS.iter().enumerate() {
-        let next = 2f64.powi(*shift as i32 + 10);
-        if size.abs() < next || i == UNITS.len() - 1 {
-            return scaled(size / 2f64.powi(*shift as i32), unit);
+    for (unit, shift) in UNITS {
+        if size.abs() < 2f64.powi(shift as i32 + 10) {
+            return scaled(size / 2f64.powi(shift as i32), unit);
         }
     }
-    unreachable!()
+    "INF".into()
 }
 
 /// Decimal count of the value truncated to an integer: plain below 1000, then k/m/g/p/e in steps
-/// of 1000.
+/// of 1000; `INF` from 1000e (10^18) up.
 pub fn format_count(cnt: f64) -> String {
     // Like format_size, the value is truncated to an integer first.
     let cnt = cnt.trunc();
@@ -45,13 +45,13 @@ pub fn format_count(cnt: f64) -> String {
     }
     const UNITS: [&str; 5] = ["k", "m", "g", "p", "e"];
     let mut v = cnt;
-    for (i, unit) in UNITS.iter().enumerate() {
+    for unit in UNITS {
         v /= 1000.0;
-        if v.abs() < 1000.0 || i == UNITS.len() - 1 {
+        if v.abs() < 1000.0 {
             return scaled(v, unit);
         }
     }
-    unreachable!()
+    "INF".into()
 }
 
 /// Duration in seconds: n/u/m below a second, then s, M(inutes), H, D, Y.
@@ -128,6 +128,18 @@ mod tests {
         assert_eq!(format_size(961.0 * (1u64 << 20) as f64), "961M");
         assert_eq!(format_size(477.0 * (1u64 << 30) as f64), "477G");
         assert_eq!(format_size(1.8 * (1u64 << 40) as f64), "1.8P");
+        assert_eq!(format_size(1023.0 * (1u64 << 50) as f64), "1023E");
+    }
+
+    /// Beyond the last unit upstream prints `INF` (an overflowed rate of 2^64 is `INF`, not
+    /// `16384E`).
+    #[test]
+    fn sizes_and_counts_past_the_last_unit_print_inf() {
+        assert_eq!(format_size((1u64 << 60) as f64), "INF");
+        assert_eq!(format_size(u64::MAX as f64), "INF");
+        assert_eq!(format_count(999.0e15), "999e");
+        assert_eq!(format_count(1.0e18), "INF");
+        assert_eq!(format_count(u64::MAX as f64), "INF");
     }
 
     #[test]

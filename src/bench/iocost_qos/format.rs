@@ -49,6 +49,24 @@ impl Report<'_> {
         }
     }
 
+    /// The mem-hog-tune record of run `i` (its first tune scenario).
+    fn tune_rec(&self, i: usize) -> Option<&MemHogTuneRecord> {
+        self.run_rec(i)?
+            .prot
+            .scenarios
+            .iter()
+            .find_map(|s| match s {
+                ScenarioRecord::MemHogTune(t) => Some(t),
+                ScenarioRecord::MemHog(_) => None,
+            })
+    }
+
+    /// The isolation percentile run `i` was judged at: as its record has it (2.1-layout files
+    /// say "01"), else the entry-wide one.
+    fn isol_pct(&self, i: usize) -> &str {
+        self.tune_rec(i).map_or(&self.isol_pct, |t| &t.isol_pct)
+    }
+
     fn baseline_mof(&self) -> f64 {
         self.res
             .runs
@@ -82,6 +100,12 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
             job_name(&entry.spec)
         );
     };
+    if res.runs.is_empty() || rec.runs.is_empty() {
+        crate::usage_bail!(
+            "{}: the entry has no finished runs yet; re-run the same command to continue it",
+            job_name(&entry.spec)
+        );
+    }
     if !matches!(res.runs.first(), Some(Some(_)))
         || rec
             .runs
@@ -94,9 +118,19 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
         );
     }
     let first = entry.spec.first_group();
-    let isol_pct = first
-        .get("isol-pct")
-        .cloned()
+    // The records say which percentile the runs were judged at; the spec (or the default) only
+    // matters when no run has a mem-hog-tune record.
+    let isol_pct = rec
+        .runs
+        .iter()
+        .flatten()
+        .find_map(|r| {
+            r.prot.scenarios.iter().find_map(|s| match s {
+                ScenarioRecord::MemHogTune(t) => Some(t.isol_pct.clone()),
+                ScenarioRecord::MemHog(_) => None,
+            })
+        })
+        .or_else(|| first.get("isol-pct").cloned())
         .unwrap_or_else(|| protection::DFL_ISOL_PCT.to_string());
     let cfgs = configs(&entry.spec, &rec)?;
     let rpt = Report {
@@ -239,14 +273,15 @@ fn format_qos_result(out: &mut String, rpt: &Report, i: usize, run: &RunResult) 
     );
     match (run.adjusted_mem_offload_factor, tune_final_run(run)) {
         (Some(amof), Some(hog)) => {
+            let isol_pct = rpt.isol_pct(i);
             let _ = writeln!(
                 out,
                 "            aMOF={:.3}@{}({:.3}x) isol-{}={}% lat_imp={}%:{} work_csv={}%",
                 amof,
                 mem_profile,
                 ratio(amof, base_mof),
-                rpt.isol_pct,
-                format_pct(hog.isol.get(&rpt.isol_pct).unwrap_or(0.0)),
+                isol_pct,
+                format_pct(hog.isol.get(isol_pct).unwrap_or(0.0)),
                 format_pct(hog.lat_imp.mean),
                 format_pct(hog.lat_imp.stdev),
                 format_pct(hog.work_csv)
@@ -300,7 +335,7 @@ fn format_summary(out: &mut String, rpt: &Report) {
                     out,
                     "{:7.3}     {:5.1}  {:6.1}:{:6.1}      {:5.1}     {:5.1}",
                     amof,
-                    hog.isol.get(&rpt.isol_pct).unwrap_or(0.0) * 100.0,
+                    hog.isol.get(rpt.isol_pct(i)).unwrap_or(0.0) * 100.0,
                     hog.lat_imp.mean * 100.0,
                     hog.lat_imp.stdev * 100.0,
                     hog.work_csv * 100.0,
