@@ -237,6 +237,9 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
         );
     }
     let benches = implementations(&mode, &specs)?;
+    // Held until the last save: a second writer of the file fails at once instead of one
+    // run's jobs silently overwriting the other's.
+    let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
     let mut file = ResultFile::load(&cfg.result)?;
     file.set_reorder(mode == Mode::Run);
     let idxs = file.link(&specs, |kind| {
@@ -620,6 +623,7 @@ pub fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
     if let Some(file) = &config.args_file {
         file.save(&config, None)?;
     }
+    let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
     pack::pack(&cfg.result, &cfg.dir, Path::new("."))?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! back byte-for-byte equivalent (including fields we don't model), and so loading a large file
 //! doesn't build a tree of every value; benches parse them into their own types on demand.
 
+pub mod lock;
 pub mod matching;
 pub mod pack;
 pub mod save;

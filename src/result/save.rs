@@ -58,6 +58,10 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// Removes temp files of earlier saves of `path` whose process is gone (a save killed midway
 /// leaves one behind). Best effort: failures are only logged.
 pub fn remove_stale_temps(path: &Path) {
+    let Ok(path) = resolve_symlinks(path) else {
+        return;
+    };
+    let path = path.as_path();
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return;
     };
@@ -91,13 +95,37 @@ fn parent_dir(path: &Path) -> &Path {
     }
 }
 
+/// Most symlinks followed to one path, as the kernel's own limit.
+const MAX_LINKS: usize = 40;
+
+/// The file `path` finally names: symlinks (also dangling ones, whose target a save creates)
+/// followed to a path that isn't one. A loop is a usage error.
+pub fn resolve_symlinks(path: &Path) -> Result<PathBuf> {
+    let mut cur = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&cur)
+                    .with_context(|| format!("reading the symlink {}", cur.display()))?;
+                cur = parent_dir(&cur).join(to);
+            }
+            _ => return Ok(cur),
+        }
+    }
+    crate::usage_bail!(
+        "{}: too many levels of symbolic links (a loop?); give a regular file",
+        path.display()
+    )
+}
+
 /// Creates `path` atomically from what `fill` writes: temp file, fsync, rename, fsync of the
 /// directory. The temp file is removed if anything fails. An existing target's permissions are
-/// carried over.
+/// carried over. A symlink at `path` stays: its final target is what gets replaced.
 pub fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
+    let path = &resolve_symlinks(path)?;
     let tmp = temp_path(path);
     let res = write_and_rename(path, &tmp, fill);
     if res.is_err() {
