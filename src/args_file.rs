@@ -24,6 +24,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
+/// The largest args file we read (real ones are well under a KB).
+const MAX_ARGS_BYTES: u64 = 16 << 20;
+
 /// The keys an args file may hold (upstream's names are accepted as aliases, see `canonical_key`).
 const KEYS: &[&str] = &[
     "dir",
@@ -212,11 +215,13 @@ impl ArgsFile {
             job_specs: Vec::new(),
             normalized: None,
         };
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(file),
-            Err(e) => return Err(bad(format!("cannot read it ({})", e)).into()),
+        let Some(f) = crate::result::read::open_regular(path, "args file")? else {
+            // It will be created: find a bad directory now, not after the jobs ran.
+            crate::result::save::check_dir_writable(path, "args file")?;
+            return Ok(file);
         };
+        let bytes = crate::result::read::read_limited(f, path, "args file", MAX_ARGS_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8 text".into()))?;
         if text.trim().is_empty() {
             return Ok(file);
         }

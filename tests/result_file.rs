@@ -125,3 +125,182 @@ fn saves_through_a_symlink_replace_its_target_and_keep_the_link() {
         .collect();
     assert!(leftovers.is_empty(), "{:?}", leftovers);
 }
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: plain syscall with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// Asserts one error line containing `want` and exit 2.
+fn assert_usage(what: &str, (code, _, stderr): (i32, String, String), want: &str) {
+    assert_eq!(code, 2, "{}: {}", what, stderr);
+    assert_eq!(stderr.lines().count(), 1, "{}: {}", what, stderr);
+    assert!(
+        stderr.contains(want),
+        "{}: want {:?} in {}",
+        what,
+        want,
+        stderr
+    );
+}
+
+/// FIFOs waited forever, a 3 GB sparse file aborted (the reader reserved eight times its
+/// size), directories and symlink loops exited 1, `pack` called a directory or FIFO missing, a
+/// directory named `x.json.gz` was "not a valid gzip file", and a result or args path in a
+/// missing directory was only found after the job had run.
+#[test]
+fn bad_paths_and_non_regular_files_get_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fifo = d.join("fifo.json");
+    mkfifo(&fifo);
+    let sparse = d.join("sparse.json");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    let gzdir = d.join("x.json.gz");
+    std::fs::create_dir(&gzdir).unwrap();
+    let loop_a = d.join("loop-a.json");
+    std::os::unix::fs::symlink("loop-b.json", &loop_a).unwrap();
+    std::os::unix::fs::symlink("loop-a.json", d.join("loop-b.json")).unwrap();
+    let missing_dir = d.join("no/such/dir/r.json");
+    let run = ["run", "selftest:steps=1"];
+
+    for (path, args, want) in [
+        (
+            &fifo,
+            &["summary"][..],
+            "is a FIFO; the result file must be a regular file",
+        ),
+        (
+            &fifo,
+            &run[..],
+            "is a FIFO; the result file must be a regular file",
+        ),
+        (
+            &fifo,
+            &["pack"][..],
+            "is a FIFO; the result file must be a regular file",
+        ),
+        (&sparse, &["summary"][..], "too large to be a result file"),
+        (&sparse, &run[..], "too large to be a result file"),
+        (
+            &d.to_path_buf(),
+            &["summary"][..],
+            "is a directory; the result file must be a regular file",
+        ),
+        (
+            &d.to_path_buf(),
+            &run[..],
+            "is a directory; the result file must be a regular file",
+        ),
+        (
+            &d.to_path_buf(),
+            &["pack"][..],
+            "is a directory; the result file must be a regular file",
+        ),
+        (
+            &gzdir,
+            &["format"][..],
+            "is a directory; the result file must be a regular file",
+        ),
+        (
+            &loop_a,
+            &["summary"][..],
+            "too many levels of symbolic links",
+        ),
+        (&loop_a, &run[..], "too many levels of symbolic links"),
+        (&missing_dir, &run[..], "no/such/dir doesn't exist"),
+    ] {
+        let what = format!("-r {} {:?}", path.display(), args);
+        let started = Instant::now();
+        assert_usage(&what, output(cmd(path).current_dir(d), args), want);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{}: slow",
+            what
+        );
+    }
+    assert!(!d.join("no").exists());
+
+    // Args files: a FIFO, and one in a missing directory (found before the job runs).
+    let res = d.join("r.json");
+    for (args_path, want) in [
+        (&fifo, "is a FIFO; the args file must be a regular file"),
+        (&missing_dir, "no/such/dir doesn't exist"),
+    ] {
+        let mut c = cmd(&res);
+        c.arg("-a").arg(args_path);
+        assert_usage("-a", output(&mut c, &run), want);
+    }
+    assert!(!res.exists(), "no job ran");
+}
+
+/// A result file gzip'ed in several members was read up to the first member only; bytes after
+/// the JSON array or after the gzip data (torn tails of upstream's in-place saves) are now
+/// ignored with one warning naming the offset.
+#[test]
+fn multi_member_gzip_is_read_whole_and_torn_tails_are_ignored_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("r.json");
+    for id in ["a", "b"] {
+        let spec = format!("selftest:id={},steps=1", id);
+        let (code, _, stderr) = output(&mut cmd(&plain), &["run", &spec]);
+        assert_eq!(code, 0, "{}", stderr);
+    }
+    let (_, want, _) = output(&mut cmd(&plain), &["summary"]);
+    assert!(want.contains("selftest") && want.matches("[selftest ").count() == 2);
+    let text = std::fs::read(&plain).unwrap();
+    let gz = |data: &[u8]| {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    };
+
+    let multi = dir.path().join("multi.json.gz");
+    let half = text.len() / 2;
+    let mut bytes = gz(&text[..half]);
+    bytes.extend(gz(&text[half..]));
+    std::fs::write(&multi, &bytes).unwrap();
+    let (code, got, stderr) = output(&mut cmd(&multi), &["summary"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert_eq!(got, want);
+
+    let torn_gz = dir.path().join("torn.json.gz");
+    let mut bytes = gz(&text);
+    let end = bytes.len();
+    bytes.extend(b"old tail of a longer file");
+    std::fs::write(&torn_gz, &bytes).unwrap();
+    let (code, got, stderr) = output(&mut cmd(&torn_gz), &["summary"]);
+    assert_eq!(code, 0, "{}", stderr);
+    assert_eq!(got, want);
+    assert_eq!(stderr.lines().count(), 1, "{}", stderr);
+    assert!(
+        stderr.contains(&format!(
+            "ignoring 25 bytes after the gzip data at offset {}",
+            end
+        )),
+        "{}",
+        stderr
+    );
+
+    let torn = dir.path().join("torn.json");
+    let mut bytes = text.clone();
+    let end = text.len();
+    bytes.extend(b"\n  }\n]\n");
+    std::fs::write(&torn, &bytes).unwrap();
+    let (code, got, stderr) = output(&mut cmd(&torn), &["summary"]);
+    assert_eq!(code, 0, "{}", stderr);
+    assert_eq!(got, want);
+    assert!(
+        stderr.contains(&format!(
+            "ignoring 7 bytes after the JSON array at offset {}",
+            end
+        )),
+        "{}",
+        stderr
+    );
+}

@@ -36,6 +36,7 @@ impl ResultLock {
     /// Takes the lock of `result` (resolved through symlinks, so two links to one file share
     /// it) or fails at once with a usage error naming the holder.
     pub fn acquire(result: &Path) -> Result<Self> {
+        super::save::check_dir_writable(result, "result file")?;
         let target = super::save::resolve_symlinks(result)?;
         let path = lock_path(&target);
         loop {

@@ -8,6 +8,7 @@
 pub mod lock;
 pub mod matching;
 pub mod pack;
+pub mod read;
 pub mod save;
 pub mod sysinfo;
 
@@ -19,7 +20,6 @@ use anyhow::{Context, Result};
 use matching::TouchOrder;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,41 +39,39 @@ pub fn is_gz(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "gz")
 }
 
-/// Reads the raw bytes of a result file, decompressing `.gz`. `Ok(None)` if it doesn't exist.
+/// Reads the raw bytes of a result file, decompressing `.gz` (see [`read`]). `Ok(None)` if it
+/// doesn't exist.
 pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+    let Some(file) = read::open_regular(path, "result file")? else {
+        return Ok(None);
     };
-    let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
-    let mut buf = Vec::new();
+    let raw = read::read_limited(file, path, "result file", read::MAX_RESULT_BYTES)?;
     if is_gz(path) {
-        buf.reserve(size * 8);
-        flate2::read::GzDecoder::new(std::io::BufReader::new(file))
-            .read_to_end(&mut buf)
-            .map_err(|e| {
-                UsageError::new(format!("{}: not a valid gzip file ({})", path.display(), e))
-            })?;
+        read::gunzip(path, &raw, read::MAX_RESULT_BYTES).map(Some)
     } else {
-        buf.reserve(size);
-        std::io::BufReader::new(file)
-            .read_to_end(&mut buf)
-            .with_context(|| format!("reading {}", path.display()))?;
+        Ok(Some(raw))
     }
-    Ok(Some(buf))
 }
 
 /// Parses result-file bytes into entries; a malformed file is a usage error naming the file.
+/// Bytes after the array are ignored with a warning.
 pub fn parse_entries(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>> {
-    serde_json::from_slice(bytes).map_err(|e| {
+    let bad = |e: &dyn std::fmt::Display| -> anyhow::Error {
         UsageError::new(format!(
             "{}: not a resctl-bench result file ({}); expected a JSON array of entries",
             path.display(),
             e
         ))
         .into()
-    })
+    };
+    let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<Vec<Entry>>();
+    let entries = match stream.next() {
+        Some(Ok(entries)) => entries,
+        Some(Err(e)) => return Err(bad(&e)),
+        None => return Err(bad(&"the file is empty")),
+    };
+    read::warn_trailing(path, bytes, stream.byte_offset(), "JSON array");
+    Ok(entries)
 }
 
 /// Loads all entries of a result file; a missing file has no entries.

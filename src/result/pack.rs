@@ -2,7 +2,7 @@
 //! the results can be studied elsewhere. Unpacked, the reports sit in `<stem>-report.d/`, which is
 //! where `study` looks by default.
 
-use super::{load_entries, write_atomic, Entry};
+use super::{write_atomic, Entry};
 use crate::error::UsageError;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -51,13 +51,14 @@ pub struct PackStats {
 /// Writes `<out_dir>/<stem>.tar.gz` (atomically) with the result file and the reports found in
 /// `<dir>/report.d/` for every second of the merged entry periods.
 pub fn pack(result: &Path, dir: &Path, out_dir: &Path) -> Result<PackStats> {
-    if !result.is_file() {
+    let Some(bytes) = super::read_bytes(result)? else {
         crate::usage_bail!(
             "{}: result file doesn't exist; pack needs an existing --result file",
             result.display()
         );
-    }
-    let entries = load_entries(result)?;
+    };
+    let entries = super::parse_entries(result, &bytes)?;
+    drop(bytes);
     let periods = merged_periods(&entries);
     for (a, b) in &periods {
         log::info!("pack: period {} - {} ({} secs)", a, b, b - a);

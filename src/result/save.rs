@@ -118,6 +118,47 @@ pub fn resolve_symlinks(path: &Path) -> Result<PathBuf> {
     )
 }
 
+/// Checks, before any work that would end in a save to `path`, that its directory exists and
+/// takes new files: a usage error naming the path otherwise. `what` names the file.
+pub fn check_dir_writable(path: &Path, what: &str) -> Result<()> {
+    let target = resolve_symlinks(path)?;
+    let dir = parent_dir(&target);
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => crate::usage_bail!(
+            "{}: {} is not a directory; the {} can't be saved there",
+            path.display(),
+            dir.display(),
+            what
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::usage_bail!(
+            "{}: the directory {} doesn't exist; create it or give another {} path",
+            path.display(),
+            dir.display(),
+            what
+        ),
+        Err(e) => crate::usage_bail!(
+            "{}: can't use the directory {} ({})",
+            path.display(),
+            dir.display(),
+            e
+        ),
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .with_context(|| format!("{}: a path with a NUL byte", path.display()))?;
+    // SAFETY: plain syscall with a valid C string.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        crate::usage_bail!(
+            "{}: can't create files in {} ({}); the {} is saved there",
+            path.display(),
+            dir.display(),
+            std::io::Error::last_os_error(),
+            what
+        );
+    }
+    Ok(())
+}
+
 /// Creates `path` atomically from what `fill` writes: temp file, fsync, rename, fsync of the
 /// directory. The temp file is removed if anything fails. An existing target's permissions are
 /// carried over. A symlink at `path` stays: its final target is what gets replaced.

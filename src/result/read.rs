@@ -1,0 +1,212 @@
+//! Reading result files (and other input files) as users hand them to us: only regular files
+//! are opened for reading (a FIFO would block forever, a directory isn't a file), the size is
+//! bounded before and while reading, every gzip member is read, and bytes after the data — the
+//! torn tails upstream's in-place saves left in real community files — are ignored with one
+//! warning naming the offset, never silently.
+
+use crate::error::UsageError;
+use anyhow::{Context, Result};
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// The largest result file we read, compressed or not (the largest real ones are tens of MB;
+/// parsing needs the whole text in memory).
+pub const MAX_RESULT_BYTES: u64 = 1 << 30;
+
+/// What a non-regular file is, for messages.
+fn file_kind(ft: &std::fs::FileType) -> &'static str {
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens `path` for reading if it is a regular file (symlinks followed). `Ok(None)` if it
+/// doesn't exist; any other problem is a usage error naming the path and `what` it should be.
+pub fn open_regular(path: &Path, what: &str) -> Result<Option<File>> {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => crate::usage_bail!(
+            "{}: too many levels of symbolic links (a loop?); the {} must be a regular file",
+            path.display(),
+            what
+        ),
+        Err(e) => crate::usage_bail!("{}: can't open the {} ({})", path.display(), what, e),
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("reading the metadata of {}", path.display()))?;
+    if !meta.is_file() {
+        crate::usage_bail!(
+            "{}: is {}; the {} must be a regular file",
+            path.display(),
+            file_kind(&meta.file_type()),
+            what
+        );
+    }
+    Ok(Some(file))
+}
+
+fn too_large(path: &Path, what: &str, limit: u64) -> anyhow::Error {
+    UsageError::new(format!(
+        "{}: too large to be a {} (more than {}); is it the right file?",
+        path.display(),
+        what,
+        crate::units::format_size(limit as f64)
+    ))
+    .into()
+}
+
+/// All bytes of an opened regular file, refusing more than `limit`. The buffer grows with what
+/// is actually read (a sparse file's size says nothing about its data).
+pub fn read_limited(mut file: File, path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > limit {
+        return Err(too_large(path, what, limit));
+    }
+    let mut buf = Vec::with_capacity(size as usize);
+    (&mut file)
+        .take(limit + 1)
+        .read_to_end(&mut buf)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if buf.len() as u64 > limit {
+        return Err(too_large(path, what, limit));
+    }
+    Ok(buf)
+}
+
+/// Decompresses every gzip member of `data`. Bytes after the last complete member that aren't
+/// another member are ignored with a warning; a first member that doesn't decode is a usage
+/// error.
+pub fn gunzip(path: &Path, data: &[u8], limit: u64) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(data.len().saturating_mul(4));
+    let mut rest = data;
+    loop {
+        let offset = data.len() - rest.len();
+        let before = out.len();
+        let mut dec = flate2::bufread::GzDecoder::new(rest);
+        let res = (&mut dec)
+            .take(limit + 1 - before as u64)
+            .read_to_end(&mut out);
+        match res {
+            Ok(_) if out.len() as u64 > limit => {
+                return Err(too_large(path, "result file (uncompressed)", limit))
+            }
+            Ok(_) => rest = dec.into_inner(),
+            Err(e) if offset == 0 => crate::usage_bail!(
+                "{}: not a valid gzip file ({}); a result file named .gz must be gzip-compressed",
+                path.display(),
+                e
+            ),
+            Err(e) => {
+                out.truncate(before);
+                log::warn!(
+                    "{}: ignoring {} bytes after the gzip data at offset {} (they don't decode: {})",
+                    path.display(),
+                    rest.len(),
+                    offset,
+                    e
+                );
+                return Ok(out);
+            }
+        }
+        if rest.is_empty() {
+            return Ok(out);
+        }
+        if !rest.starts_with(&[0x1f, 0x8b]) {
+            log::warn!(
+                "{}: ignoring {} bytes after the gzip data at offset {} (a torn tail of an earlier save?)",
+                path.display(),
+                rest.len(),
+                data.len() - rest.len()
+            );
+            return Ok(out);
+        }
+    }
+}
+
+/// Where the meaningful part of `bytes` ends after a value ending at `end`: warns once if
+/// anything but whitespace follows.
+pub fn warn_trailing(path: &Path, bytes: &[u8], end: usize, what: &str) {
+    let rest = &bytes[end.min(bytes.len())..];
+    if rest.iter().any(|b| !b.is_ascii_whitespace()) {
+        log::warn!(
+            "{}: ignoring {} bytes after the {} at offset {} (a torn tail of an earlier save?)",
+            path.display(),
+            rest.len(),
+            what,
+            end
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn gz(data: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn every_gzip_member_is_read_and_tails_are_dropped() {
+        let p = Path::new("t.json.gz");
+        let mut two = gz(b"[1,");
+        two.extend(gz(b"2]"));
+        assert_eq!(gunzip(p, &two, 100).unwrap(), b"[1,2]");
+        let mut torn = gz(b"[1]");
+        torn.extend(b"\x00garbage");
+        assert_eq!(gunzip(p, &torn, 100).unwrap(), b"[1]");
+        // A tail that looks like a member but isn't one.
+        let mut fake = gz(b"[1]");
+        fake.extend(b"\x1f\x8bnope");
+        assert_eq!(gunzip(p, &fake, 100).unwrap(), b"[1]");
+        let err = gunzip(p, b"plain text", 100).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(format!("{:#}", err).contains("not a valid gzip file"));
+        let err = gunzip(p, &two, 4).unwrap_err();
+        assert!(format!("{:#}", err).contains("too large"), "{:#}", err);
+    }
+
+    #[test]
+    fn non_regular_files_are_refused_without_opening_them_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: plain syscall with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for (p, kind) in [(fifo.as_path(), "a FIFO"), (dir.path(), "a directory")] {
+            let err = open_regular(p, "result file").unwrap_err();
+            assert_eq!(crate::error::exit_code(&err), 2);
+            let msg = format!("{:#}", err);
+            assert!(
+                msg.contains(&format!("is {}; the result file must be", kind)),
+                "{}",
+                msg
+            );
+        }
+        assert!(open_regular(&dir.path().join("none"), "result file")
+            .unwrap()
+            .is_none());
+    }
+}
