@@ -27,6 +27,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         ),
         Command::Pack => run::cli_pack(&cli.global),
         Command::Doc(a) => {
+            crate::config::Config::from_opts(&cli.global)?;
             print!("{}", crate::doc::render(&a.subjects)?);
             Ok(())
         }
@@ -61,6 +62,8 @@ fn format_cmd(
 ) -> Result<()> {
     use std::io::Write;
     let name = if full { "format" } else { "summary" };
+    // The global options mean nothing here, but a bad one is refused as `run` refuses it.
+    crate::config::Config::from_opts(global)?;
     let path = run::require_result(global, name)?;
     let specs = crate::spec::parse_format_specs(specs)?;
     let Some(bytes) = crate::result::read_bytes(&path)? else {

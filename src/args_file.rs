@@ -27,6 +27,11 @@ use std::path::{Path, PathBuf};
 /// The largest args file we read (real ones are well under a KB).
 const MAX_ARGS_BYTES: u64 = 16 << 20;
 
+/// The subcommands a stored `mode` may name (upstream's, lower-cased; upstream writes `Run`).
+const MODES: &[&str] = &[
+    "run", "study", "solve", "format", "summary", "pack", "merge", "deps", "doc", "upload",
+];
+
 /// The keys an args file may hold (upstream's names are accepted as aliases, see `canonical_key`).
 const KEYS: &[&str] = &[
     "dir",
@@ -239,6 +244,7 @@ impl ArgsFile {
     }
 
     fn read_keys(&mut self, map: &Map<String, Value>) -> Result<(), String> {
+        let mut seen: Vec<(&str, &str)> = Vec::new();
         for (raw_key, v) in map {
             let Some(key) = canonical_key(raw_key) else {
                 return Err(format!(
@@ -247,14 +253,30 @@ impl ArgsFile {
                     KEYS.join(", ")
                 ));
             };
+            // An alias next to its canonical key: one would silently win over the other.
+            if let Some((_, other)) = seen.iter().find(|(k, _)| *k == key) {
+                return Err(format!(
+                    "{:?} and {:?} are the same option; keep one of them",
+                    other, raw_key
+                ));
+            }
+            seen.push((key, raw_key));
             let keyed = |e: String| format!("{}: {}", raw_key, e);
             let o = &mut self.opts;
             let slot = match key {
                 "mode" => {
                     self.mode = match v {
                         Value::Null => None,
-                        Value::String(s) => Some(s.to_lowercase()),
-                        _ => return Err(keyed("expected a subcommand name like \"run\"".into())),
+                        Value::String(s) if MODES.contains(&s.to_lowercase().as_str()) => {
+                            Some(s.to_lowercase())
+                        }
+                        _ => {
+                            return Err(keyed(format!(
+                                "{} is not a subcommand (accepted: {})",
+                                v,
+                                MODES.join(", ")
+                            )))
+                        }
                     };
                     continue;
                 }
@@ -509,6 +531,16 @@ mod tests {
             (r#"{"job_specs": "x"}"#, "job_specs: expected a list"),
             (r#"{"job_specs": [1]}"#, "job_specs[0]"),
             (r#"{"iocost_qos": {"off": true}}"#, "iocost_qos: \"off\""),
+            // An alias used to silently override its canonical key; a bad mode was kept.
+            (
+                r#"{"swappiness": 10, "swappiness_ovr": 20}"#,
+                "\"swappiness\" and \"swappiness_ovr\" are the same option",
+            ),
+            (
+                r#"{"mode": "bogus"}"#,
+                "mode: \"bogus\" is not a subcommand",
+            ),
+            (r#"{"mode": 3}"#, "mode: 3 is not a subcommand"),
         ] {
             let (_d, p) = file_with(text);
             let e = ArgsFile::load(&p).unwrap_err();

@@ -183,6 +183,35 @@ pub enum Command {
     VmScenario(crate::vm::scenario::ScenarioArgs),
 }
 
+/// Drops the hidden subcommands (`__hashd`, …) from the "similar subcommands" tip of an
+/// unrecognized-subcommand error: they are internal and never what a user meant.
+pub fn without_hidden_suggestions(mut err: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::Strings(list)) = err.get(ContextKind::SuggestedSubcommand) else {
+        return err;
+    };
+    let visible: Vec<String> = list
+        .iter()
+        .filter(|s| !s.starts_with("__"))
+        .cloned()
+        .collect();
+    if !visible.is_empty() {
+        err.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::Strings(visible),
+        );
+        return err;
+    }
+    // No tip left: the same error without the suggestion context.
+    let mut bare = clap::Error::new(err.kind()).with_cmd(&<Cli as clap::CommandFactory>::command());
+    for kind in [ContextKind::InvalidSubcommand, ContextKind::Usage] {
+        if let Some(v) = err.get(kind) {
+            bare.insert(kind, v.clone());
+        }
+    }
+    bare
+}
+
 #[derive(Debug, Args)]
 pub struct SaveTestArgs {
     /// Result file to take the entries from

@@ -8,6 +8,7 @@ pub mod config;
 pub mod doc;
 pub mod error;
 pub mod format;
+pub mod logging;
 pub mod report;
 pub mod result;
 pub mod run;

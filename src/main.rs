@@ -12,20 +12,17 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => {
             // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
-            e.exit();
+            resctl_bench::cli::without_hidden_suggestions(e).exit();
         }
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(
-        match cli.global.verbose {
-            0 => "info",
-            1 => "debug",
-            _ => "trace",
-        },
-    ))
-    .format_timestamp(None)
-    .init();
+    if let Err(e) = resctl_bench::logging::init(cli.global.verbose, cli.global.logfile.as_deref()) {
+        eprintln!("error: {}", e);
+        std::process::exit(error::EXIT_USAGE);
+    }
     if let Err(e) = run(cli) {
-        eprintln!("error: {:#}", e);
+        let msg = format!("{:#}", e);
+        resctl_bench::logging::log_final_error(&msg);
+        eprintln!("error: {}", msg);
         std::process::exit(error::exit_code(&e));
     }
 }

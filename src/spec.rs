@@ -409,9 +409,12 @@ impl JobSpec {
     }
 
     /// Checks a spec given to `format`/`summary`: the bench exists, and the one group holds
-    /// only `id` (and `passive`, ignored) and the bench's format props.
+    /// only `id` (and a valid `passive`, which selects like `id`) and the bench's format props.
     pub fn validate_format(&self) -> Result<(), UsageError> {
         let desc = self.desc()?;
+        if let Some(passive) = &self.passive {
+            check_passive(passive).map_err(|e| self.err(0, e))?;
+        }
         if self.props.len() > 1 {
             return Err(self.err(
                 0,
