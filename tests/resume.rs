@@ -144,6 +144,24 @@ fn killed_run_resumes_from_last_checkpoint() {
         );
     }
 
+    // summary/format showed nothing for the killed job ("no matching result" with a spec);
+    // they now say how far it got and how to go on.
+    let want = format!(
+        "Incomplete: job[selftest:k]: {} of 6 steps done; re-run the same command to resume it\n",
+        done.len()
+    );
+    for args in [&["summary"][..], &["summary", "selftest:id=k"], &["format"]] {
+        let out = cmd(&res).args(args).assert().success();
+        let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        assert!(stdout.contains(&want), "{:?}: {}", args, stdout);
+        assert!(
+            stdout.contains("[selftest "),
+            "{:?}: header: {}",
+            args,
+            stdout
+        );
+    }
+
     // Re-run: continues after the last checkpointed step and completes.
     let out = cmd(&res).args(["run", spec]).assert().success();
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();

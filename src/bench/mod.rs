@@ -461,6 +461,16 @@ pub trait Bench: Sync {
         Ok(result)
     }
 
+    /// How far the checkpointed `record` of an unfinished run got, e.g. "1 of 3 loops done";
+    /// `None` when the bench can't tell.
+    fn progress(
+        &self,
+        _spec: &crate::spec::JobSpec,
+        _record: &serde_json::value::RawValue,
+    ) -> Option<String> {
+        None
+    }
+
     fn format(
         &self,
         out: &mut String,

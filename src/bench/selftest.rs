@@ -96,6 +96,16 @@ impl Bench for SelfTest {
         super::find("selftest").unwrap_or_else(|| unreachable!("selftest is registered"))
     }
 
+    fn progress(
+        &self,
+        spec: &crate::spec::JobSpec,
+        record: &serde_json::value::RawValue,
+    ) -> Option<String> {
+        let steps = Props::from_spec(spec).ok()?.steps;
+        let rec: Record = serde_json::from_str(record.get()).ok()?;
+        Some(format!("{} of {} steps done", rec.steps.len(), steps))
+    }
+
     fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
         let props = Props::from_spec(ctx.spec())?;
         let mut rec = match ctx.prev_record() {

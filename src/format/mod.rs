@@ -107,7 +107,9 @@ fn format_body(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<boo
 /// can't render the entry's bench.
 pub fn format_entry(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
     let mut body = String::new();
-    if !format_body(&mut body, entry, opts)? {
+    if !has_result(entry) {
+        incomplete_body(&mut body, entry);
+    } else if !format_body(&mut body, entry, opts)? {
         return Ok(false);
     }
     let sysinfo = header::HeaderSysInfo::parse(entry)?;
@@ -118,24 +120,58 @@ pub fn format_entry(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Resul
     Ok(true)
 }
 
-/// Picks the entries a `format`/`summary` invocation prints: every entry with a result in file
-/// order without specs; otherwise, per spec, the first not yet picked entry with a result and
-/// the same kind and id.
+fn has_result(e: &Entry) -> bool {
+    e.result.as_ref().is_some_and(|r| r.get() != "null")
+}
+
+/// A record without a result: a run killed midway (checkpointed), or one whose study failed.
+fn has_record_only(e: &Entry) -> bool {
+    !has_result(e) && e.record.as_ref().is_some_and(|r| r.get() != "null")
+}
+
+/// What `summary`/`format` print for an entry without a result: how far it got and how to go
+/// on, instead of nothing.
+fn incomplete_body(out: &mut String, entry: &Entry) {
+    let progress = match (
+        &entry.record,
+        crate::bench::implementation(&entry.spec.kind),
+    ) {
+        (Some(rec), Some(bench)) => bench.progress(&entry.spec, rec),
+        _ => None,
+    };
+    let how = if entry.incomplete {
+        "re-run the same command to resume it"
+    } else {
+        "the run finished but has no result; `study` with the same spec re-derives it"
+    };
+    out.push_str(&format!(
+        "Incomplete: {}: {}; {}\n\n",
+        job_name(&entry.spec),
+        progress.as_deref().unwrap_or("checkpointed"),
+        how
+    ));
+}
+
+/// Picks the entries a `format`/`summary` invocation prints: every entry with a result or a
+/// record (an unfinished run) in file order without specs; otherwise, per spec, the first not
+/// yet picked entry with a result and the same kind and id, else such an entry with a record.
 pub fn select<'a>(entries: &'a [Entry], specs: &[JobSpec]) -> Result<Vec<(&'a Entry, PropSet)>> {
-    let with_result = |e: &Entry| e.result.as_ref().is_some_and(|r| r.get() != "null");
     if specs.is_empty() {
         return Ok(entries
             .iter()
-            .filter(|e| with_result(e))
+            .filter(|e| has_result(e) || has_record_only(e))
             .map(|e| (e, PropSet::new()))
             .collect());
     }
     let mut taken = vec![false; entries.len()];
     let mut picked = Vec::new();
     for spec in specs {
-        let found = entries.iter().enumerate().position(|(i, e)| {
-            !taken[i] && with_result(e) && e.spec.kind == spec.kind && e.spec.id == spec.id
-        });
+        let pick = |usable: fn(&Entry) -> bool| {
+            entries.iter().enumerate().position(|(i, e)| {
+                !taken[i] && usable(e) && e.spec.kind == spec.kind && e.spec.id == spec.id
+            })
+        };
+        let found = pick(has_result).or_else(|| pick(has_record_only));
         match found {
             Some(i) => {
                 taken[i] = true;

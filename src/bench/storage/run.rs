@@ -264,6 +264,12 @@ impl Bench for Storage {
         crate::bench::find("storage").unwrap_or_else(|| unreachable!("storage is registered"))
     }
 
+    fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String> {
+        let loops = Props::parse(spec).ok()?.loops;
+        let rec: Record = serde_json::from_str(record.get()).ok()?;
+        Some(format!("{} of {} loops done", rec.mem_usages.len(), loops))
+    }
+
     fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
         let props = Props::parse(ctx.spec())?;
         let quick = ctx.quick();
@@ -477,6 +483,23 @@ impl Bench for Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_counts_finished_loops_against_the_spec() {
+        let rec = Record {
+            mem_usages: vec![1.0],
+            mem_sizes: vec![2.0],
+            ..Default::default()
+        };
+        let raw = crate::result::to_raw(&rec).unwrap();
+        for (spec, want) in [
+            ("storage", "1 of 3 loops done"),
+            ("storage:loops=2", "1 of 2 loops done"),
+        ] {
+            let spec = JobSpec::parse(spec).unwrap();
+            assert_eq!(Storage.progress(&spec, &raw).as_deref(), Some(want));
+        }
+    }
 
     #[test]
     fn apply_hands_on_the_knobs_with_the_mean_size() {
