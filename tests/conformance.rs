@@ -381,3 +381,100 @@ fn layout_2_1_rstat_tables_have_no_swap_row() {
     assert!(out.contains("\nmem "), "{}", out);
     assert!(!out.contains("\nswap "), "{}", out);
 }
+
+#[path = "common/upstream.rs"]
+mod upstream;
+
+/// The upstream-compatibility checker itself passes on upstream's own 2.2 files, and catches
+/// what upstream 2.2.6 refused in our storage results: requirements it doesn't know in the
+/// report, and no agent/hashd versions.
+#[test]
+fn upstream_layout_checker_accepts_upstream_files_and_catches_what_it_refuses() {
+    for model in [
+        "INTEL_SSDPEKKA256G7",
+        "Samsung_SSD_970_PRO_512GB",
+        "WD_BLACK_SN850X_1000GB",
+    ] {
+        let path = fixtures_dir().join(format!("{}.json.gz", model));
+        let bytes = resctl_bench::result::read_bytes(&path).unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        for e in v.as_array().unwrap() {
+            assert_eq!(upstream::problems(e), Vec::<String>::new(), "{}", model);
+        }
+    }
+    let bad = serde_json::json!({
+        "spec": {"kind": "hashd-params"},
+        "sysinfo": {"bench_version": "x", "sysreqs": ["Psi"], "sysreqs_missed": {},
+                    "sysreqs_report": {"satisfied": ["NoZswap"], "missed": {}},
+                    "iocost": {}, "hashd": null, "mem": {}, "swappiness": 60,
+                    "zswap_enabled": false},
+        "record": {}, "result": {}
+    });
+    let p = upstream::problems(&bad).join("\n");
+    for want in [
+        "\"Psi\"",
+        "\"NoZswap\"",
+        "\"agent_version\"",
+        "\"hashd_version\"",
+        "\"rps_max\"",
+    ] {
+        assert!(p.contains(want), "{} not caught:\n{}", want, p);
+    }
+}
+
+/// What we write for a job's sysinfo — every requirement we check required, some missed — is
+/// loadable by upstream: our extra requirements sit in fields of their own, and we still read
+/// them back (the header lists them as missed).
+#[test]
+fn sysinfo_we_write_is_loadable_by_upstream_and_reads_back_whole() {
+    use resctl_bench::system::sysreqs::{MissedReqs, SysReq, SysReqsReport};
+    let report = SysReqsReport {
+        satisfied: vec!["IoCost".into(), "Psi".into()],
+        missed: MissedReqs(vec![
+            ("NoWbt".into(), vec!["wbt is on".into()]),
+            ("NoZswap".into(), vec!["zswap is on".into()]),
+        ]),
+        agent_version: "x".into(),
+        hashd_version: "x".into(),
+        ..Default::default()
+    };
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["satisfied"], serde_json::json!(["IoCost"]));
+    assert_eq!(json["ext_satisfied"], serde_json::json!(["Psi"]));
+    assert_eq!(
+        json["ext_missed"],
+        serde_json::json!({"NoZswap": ["zswap is on"]})
+    );
+    let back: SysReqsReport = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back, report);
+
+    use resctl_bench::system::sysreqs::{Check, Evaluation};
+    let check = |req, missed: &[&str]| Check {
+        req,
+        missed: missed.iter().map(|m| m.to_string()).collect(),
+        fix: None,
+        warnings: Vec::new(),
+    };
+    let eval = Evaluation {
+        checks: vec![
+            check(SysReq::IoCost, &[]),
+            check(SysReq::Psi, &[]),
+            check(SysReq::NoWbt, &["wbt is on"]),
+            check(SysReq::NoZswap, &["zswap is on"]),
+        ],
+        fixed: Vec::new(),
+        report,
+    };
+    let mut si = resctl_bench::result::sysinfo::Sysinfo::current(None);
+    si.set_sysreqs(SysReq::ALL, &eval).unwrap();
+    // Jobs that touch the host record the io.cost state (the session's own test checks it).
+    si.iocost = Some(serde_json::json!({"vrate": 0.0, "model": {}, "qos": {}}));
+    let si = serde_json::to_value(&si).unwrap();
+    assert_eq!(si["ext_sysreqs"], serde_json::json!(["NoZswap", "Psi"]));
+    assert_eq!(
+        si["ext_sysreqs_missed"],
+        serde_json::json!({"NoZswap": ["zswap is on"]})
+    );
+    let entry = serde_json::json!({"spec": {"kind": "selftest"}, "sysinfo": si});
+    assert_eq!(upstream::problems(&entry), Vec::<String>::new());
+}

@@ -20,6 +20,8 @@
 //! `target/vm-storage-logs/`.
 
 mod common;
+#[path = "common/upstream.rs"]
+mod upstream;
 
 use common::{enabled, vm_output};
 use serde_json::Value;
@@ -118,6 +120,8 @@ fn mof(cwd: &Path) -> (f64, String, Value) {
     let e = entries(&cwd.join("r.json"));
     assert_eq!(e.len(), 1);
     assert!(e[0].get("incomplete").is_none());
+    // Upstream 2.2.6 can load what we wrote.
+    assert_eq!(upstream::problems(&e[0]), Vec::<String>::new());
     let res = &e[0]["result"];
     let mof = res["mem_offload_factor"].as_f64().unwrap();
     assert!(mof > 0.0, "{}", res);
@@ -245,7 +249,9 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
         .unwrap_or_else(|| panic!("no Result line:\n{}", stdout))
         .to_string();
     assert!(line.ends_with(" fake_cpu_load"), "{}", line);
-    let res = &by_kind(&after, "hashd-params")["result"];
+    let hp = by_kind(&after, "hashd-params");
+    assert_eq!(upstream::problems(&hp), Vec::<String>::new());
+    let res = &hp["result"];
     let frac = res["mem_frac"].as_f64().unwrap();
     assert!(frac > 0.0 && frac <= 1.0, "{}", res);
     // Fake CPU load takes rps_max from the memory profile, as storage does:

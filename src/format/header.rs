@@ -16,6 +16,8 @@ use std::fmt::Write;
 #[serde(default)]
 pub struct HeaderSysInfo {
     pub sysreqs_missed: MissedReqs,
+    /// Our requirements upstream doesn't know, missed (printed with the others).
+    pub ext_sysreqs_missed: MissedReqs,
     pub sysreqs_report: Option<SysReqsReport>,
     pub iocost: IoCostSnapshot,
     pub hashd: Option<HashdKnobs>,
@@ -178,10 +180,16 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
         );
     }
 
-    if !si.sysreqs_missed.0.is_empty() {
-        let names: Vec<&str> = si.sysreqs_missed.names().collect();
+    let all_missed: Vec<&(String, Vec<String>)> = si
+        .sysreqs_missed
+        .0
+        .iter()
+        .chain(&si.ext_sysreqs_missed.0)
+        .collect();
+    if !all_missed.is_empty() {
+        let names: Vec<&str> = all_missed.iter().map(|(n, _)| n.as_str()).collect();
         let _ = writeln!(out, "Missed sysreqs: {}", names.join(", "));
-        for (_, msgs) in &si.sysreqs_missed.0 {
+        for (_, msgs) in all_missed {
             for msg in msgs {
                 let _ = writeln!(out, "    * {}", msg);
             }

@@ -18,9 +18,17 @@ pub struct MemInfo {
 #[serde(default)]
 pub struct Sysinfo {
     pub bench_version: String,
+    /// The required set, as far as upstream's requirement enum has them (so upstream can load
+    /// the entry); ours beyond it are in `ext_sysreqs`.
     pub sysreqs: Vec<String>,
     pub sysreqs_missed: BTreeMap<String, Vec<String>>,
     pub sysreqs_report: Option<serde_json::Value>,
+    /// Our addition: required requirements upstream doesn't know (`NoZswap`, `Psi`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ext_sysreqs: Vec<String>,
+    /// Our addition: which of `ext_sysreqs` were missed, with their messages.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub ext_sysreqs_missed: BTreeMap<String, Vec<String>>,
     /// Left out until we know the io.cost configuration (readers default it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iocost: Option<serde_json::Value>,
@@ -72,12 +80,16 @@ impl Sysinfo {
         required: &[crate::system::sysreqs::SysReq],
         eval: &crate::system::sysreqs::Evaluation,
     ) -> anyhow::Result<()> {
-        self.sysreqs = required.iter().map(|r| r.name().to_string()).collect();
-        self.sysreqs_missed = eval
+        use crate::system::sysreqs::upstream_knows;
+        (self.sysreqs, self.ext_sysreqs) = required
+            .iter()
+            .map(|r| r.name().to_string())
+            .partition(|n| upstream_knows(n));
+        (self.sysreqs_missed, self.ext_sysreqs_missed) = eval
             .missed_of(required)
             .into_iter()
             .map(|(r, m)| (r.name().to_string(), m))
-            .collect();
+            .partition(|(n, _)| upstream_knows(n));
         self.sysreqs_report = Some(serde_json::to_value(&eval.report)?);
         Ok(())
     }

@@ -719,6 +719,36 @@ mod tests {
         let rep = si.sysreqs_report.as_ref().unwrap();
         assert_eq!(rep["scr_dev"], "nvme0n1");
         assert_eq!(rep["kernel_version"], "6.1.0-fake");
+        // Upstream 2.2.6 needs both versions and only knows its own requirement names: ours
+        // (`NoZswap`, `Psi`) are stored beside them.
+        assert_eq!(rep["agent_version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(rep["hashd_version"], env!("CARGO_PKG_VERSION"));
+        let names = |v: &serde_json::Value| -> Vec<String> {
+            match v {
+                serde_json::Value::Array(a) => {
+                    a.iter().map(|n| n.as_str().unwrap().to_string()).collect()
+                }
+                serde_json::Value::Object(m) => m.keys().cloned().collect(),
+                _ => Vec::new(),
+            }
+        };
+        let stored: Vec<String> = [&rep["satisfied"], &rep["missed"]]
+            .into_iter()
+            .flat_map(names)
+            .collect();
+        assert!(
+            stored.iter().all(|n| sysreqs::upstream_knows(n)),
+            "{:?}",
+            stored
+        );
+        let ext: Vec<String> = [&rep["ext_satisfied"], &rep["ext_missed"]]
+            .into_iter()
+            .flat_map(names)
+            .collect();
+        assert!(ext.contains(&"Psi".to_string()), "{:?}", ext);
+        let all = s.sysinfo(None, SysReq::ALL, true).unwrap();
+        assert!(all.sysreqs.iter().all(|n| sysreqs::upstream_knows(n)));
+        assert_eq!(all.ext_sysreqs, vec!["NoZswap", "Psi"]);
         assert_eq!(si.swappiness, 60);
         // The pre-existing slices got upstream's knobs, journaled.
         let sys_cpu = hp.cgroup().join("system.slice/cpu.weight");

@@ -273,29 +273,117 @@ impl Check {
     }
 }
 
-/// `sysreqs_report` in upstream's layout (agent/hashd versions left out: there is no separate
-/// agent or hashd binary). The one definition for writing ours and reading anybody's: every
-/// field defaults and requirement names stay strings, since upstream files name requirements
-/// this version doesn't check (`Oomd`, `Btrfs`, `DepsBase`, …).
+/// `sysreqs_report` in upstream's layout. The one definition for writing ours and reading
+/// anybody's: every field defaults and requirement names stay strings, since upstream files
+/// name requirements this version doesn't check (`Oomd`, `Btrfs`, `DepsBase`, …).
+///
+/// In memory `satisfied`/`missed` hold every requirement. In the file, the ones upstream's
+/// enum doesn't know ([`upstream_knows`]) go to `ext_satisfied`/`ext_missed`: upstream rejects
+/// unknown names but ignores unknown fields, so it can still load what we write.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(from = "ReportWire", into = "ReportWire")]
 pub struct SysReqsReport {
     pub satisfied: Vec<String>,
     pub missed: MissedReqs,
     pub kernel_version: String,
+    /// The versions of the agent and hashd the report came from: ours, both bundled.
+    pub agent_version: String,
+    pub hashd_version: String,
     pub nr_cpus: usize,
-    #[serde(deserialize_with = "lenient_u64")]
     pub total_memory: u64,
-    #[serde(deserialize_with = "lenient_u64")]
     pub total_swap: u64,
     pub scr_dev: String,
     pub scr_devnr: (u32, u32),
     pub scr_dev_model: String,
     pub scr_dev_fwrev: String,
-    #[serde(deserialize_with = "lenient_u64")]
     pub scr_dev_size: u64,
     pub scr_dev_iosched: String,
     pub enforce: Enforce,
+}
+
+/// Whether upstream's requirement enum has `name` (so upstream can read a report naming it).
+pub fn upstream_knows(name: &str) -> bool {
+    !matches!(name, "NoZswap" | "Psi")
+}
+
+/// [`SysReqsReport`] as stored, field order as upstream writes it.
+#[derive(Default, Serialize, Deserialize)]
+#[serde(default)]
+struct ReportWire {
+    satisfied: Vec<String>,
+    missed: MissedReqs,
+    kernel_version: String,
+    agent_version: String,
+    hashd_version: String,
+    nr_cpus: usize,
+    #[serde(deserialize_with = "lenient_u64")]
+    total_memory: u64,
+    #[serde(deserialize_with = "lenient_u64")]
+    total_swap: u64,
+    scr_dev: String,
+    scr_devnr: (u32, u32),
+    scr_dev_model: String,
+    scr_dev_fwrev: String,
+    #[serde(deserialize_with = "lenient_u64")]
+    scr_dev_size: u64,
+    scr_dev_iosched: String,
+    enforce: Enforce,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ext_satisfied: Vec<String>,
+    #[serde(skip_serializing_if = "MissedReqs::is_empty")]
+    ext_missed: MissedReqs,
+}
+
+impl From<ReportWire> for SysReqsReport {
+    fn from(w: ReportWire) -> Self {
+        let mut satisfied = w.satisfied;
+        satisfied.extend(w.ext_satisfied);
+        let mut missed = w.missed;
+        missed.0.extend(w.ext_missed.0);
+        Self {
+            satisfied,
+            missed,
+            kernel_version: w.kernel_version,
+            agent_version: w.agent_version,
+            hashd_version: w.hashd_version,
+            nr_cpus: w.nr_cpus,
+            total_memory: w.total_memory,
+            total_swap: w.total_swap,
+            scr_dev: w.scr_dev,
+            scr_devnr: w.scr_devnr,
+            scr_dev_model: w.scr_dev_model,
+            scr_dev_fwrev: w.scr_dev_fwrev,
+            scr_dev_size: w.scr_dev_size,
+            scr_dev_iosched: w.scr_dev_iosched,
+            enforce: w.enforce,
+        }
+    }
+}
+
+impl From<SysReqsReport> for ReportWire {
+    fn from(r: SysReqsReport) -> Self {
+        let (satisfied, ext_satisfied) = r.satisfied.into_iter().partition(|n| upstream_knows(n));
+        let (missed, ext_missed) = r.missed.0.into_iter().partition(|(n, _)| upstream_knows(n));
+        Self {
+            satisfied,
+            missed: MissedReqs(missed),
+            kernel_version: r.kernel_version,
+            agent_version: r.agent_version,
+            hashd_version: r.hashd_version,
+            nr_cpus: r.nr_cpus,
+            total_memory: r.total_memory,
+            total_swap: r.total_swap,
+            scr_dev: r.scr_dev,
+            scr_devnr: r.scr_devnr,
+            scr_dev_model: r.scr_dev_model,
+            scr_dev_fwrev: r.scr_dev_fwrev,
+            scr_dev_size: r.scr_dev_size,
+            scr_dev_iosched: r.scr_dev_iosched,
+            enforce: r.enforce,
+            ext_satisfied,
+            ext_missed: MissedReqs(ext_missed),
+        }
+    }
 }
 
 /// A byte count written as an integer (or, by other writers, as a float or `null`).
@@ -935,6 +1023,8 @@ fn build_report(host: &Host, checks: &[Check], enforce: Enforce) -> Result<SysRe
                 .collect(),
         ),
         kernel_version: hi.kernel_version,
+        agent_version: env!("CARGO_PKG_VERSION").into(),
+        hashd_version: env!("CARGO_PKG_VERSION").into(),
         nr_cpus: hi.nr_cpus,
         total_memory: hi.total_memory,
         total_swap: hi.total_swap,
