@@ -1,7 +1,7 @@
 //! End-to-end tests of `resctl-bench vm`: real QEMU guests (TCG when KVM doesn't work).
 //! They run only with RESCTL_BENCH_VM_TESTS=1 (`.ci/run` sets it after `scripts/setup-vm`).
 //! Everything is in one test so the CPU-hungry guests boot one after another, three in all,
-//! plus two short ones stopped with SIGINT.
+//! plus two short ones stopped with SIGINT and one frozen with SIGSTOP.
 
 mod common;
 
@@ -129,6 +129,80 @@ fn interrupt(cwd: &std::path::Path, when: &str, group: bool) {
     }
     assert!(cwd.join("int-report.d").is_dir());
     assert!(stopped < 10.0, "took {:.1}s to stop", stopped);
+}
+
+/// A guest whose kernel stops (seen under TCG: an rcu stall, timers no longer firing) used to
+/// make `vm` wait forever without `--timeout`. Freezing QEMU with SIGSTOP while the command
+/// runs stops the heartbeat the same way: `vm` must stop the VM after `--stall-timeout`, say so
+/// and exit 124.
+fn stall(cwd: &std::path::Path) {
+    use std::io::BufRead;
+    let t = Instant::now();
+    let mut child = std::process::Command::new(BIN)
+        .current_dir(cwd)
+        .args(["vm", "-v", "--mem", "1G", "--disk-size", "4G"])
+        .args(["--stall-timeout", "15s", "--timeout", "3min", "--"])
+        .args(["__probe", "--randread", "120"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let vm_pid = child.id().to_string();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut text = String::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        text += &line;
+        if line.contains("boot to command") {
+            break;
+        }
+        line.clear();
+    }
+    assert!(text.contains("boot to command"), "{}", text);
+    // Two heartbeats' time into the command, freeze the whole VM.
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    let qemu = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let f: Vec<&str> = stat.split_whitespace().collect();
+            f.len() > 3 && f[1].starts_with("(qemu-system") && f[3] == vm_pid
+        })
+        .map(|e| e.file_name().to_string_lossy().parse::<i32>().unwrap())
+        .expect("no QEMU child of vm");
+    let frozen = Instant::now();
+    assert_eq!(unsafe { libc::kill(qemu, libc::SIGSTOP) }, 0);
+    let drain = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        rest
+    });
+    let st = child.wait().unwrap();
+    let after = frozen.elapsed().as_secs_f64();
+    text += &drain.join().unwrap();
+    eprintln!(
+        "QEMU frozen: vm exited {:?} {:.1}s later ({:.1}s in all)",
+        st.code(),
+        after,
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(st.code(), Some(124), "{}", text);
+    assert!(
+        text.contains("vm: the guest sent no heartbeat for"),
+        "{}",
+        text
+    );
+    assert!(
+        (12.0..40.0).contains(&after),
+        "stopped {:.1}s after the freeze",
+        after
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", qemu)).exists(),
+        "QEMU left running"
+    );
 }
 
 #[test]
@@ -265,6 +339,8 @@ fn vm_guest_has_iocost_swap_shared_cwd_exit_status_and_disk_profiles() {
     // Boots 4 and 5: Ctrl-C while QEMU boots (process group) and while the command runs.
     interrupt(cwd.path(), "qemu-system", true);
     interrupt(cwd.path(), "boot to command", false);
+    // Boot 6: the guest freezes while the command runs.
+    stall(cwd.path());
 
     eprintln!(
         "boot to command (first guest): {:.2}s; VM test group: {:.1}s",

@@ -352,6 +352,18 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
         .unwrap_or(0.0);
     if let Some(c) = ctl_out.as_mut() {
         send(c, &Event::Ready { uptime })?;
+        // Keep init itself in memory so a guest thrashing under a memory hog still answers
+        // (not inherited by the command), then tell the host every few seconds that the
+        // guest kernel is alive.
+        unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+        if let Ok(mut hb) = c.try_clone() {
+            std::thread::spawn(move || loop {
+                std::thread::sleep(super::HEARTBEAT_EVERY);
+                if send(&mut hb, &Event::Heartbeat).is_err() {
+                    return;
+                }
+            });
+        }
     }
     let child = std::process::Command::new("/init")
         .arg0("resctl-bench")

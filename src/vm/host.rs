@@ -28,6 +28,8 @@ pub struct Opts {
     pub accel: String,
     pub boot_timeout: Duration,
     pub timeout: Option<Duration>,
+    /// Longest silence of a running guest (no heartbeat) before it counts as stalled.
+    pub stall_timeout: Option<Duration>,
     /// Guest command arguments (with `--dir` added when given to `vm` itself).
     pub args: Vec<String>,
     pub scratch_dir: PathBuf,
@@ -188,6 +190,23 @@ impl Opts {
             .as_deref()
             .map(|s| dur("timeout", s))
             .transpose()?;
+        let stall_timeout = match parse::parse_duration(&a.stall_timeout) {
+            Ok(0.0) => None,
+            Ok(secs) if secs >= 2.0 * super::HEARTBEAT_EVERY.as_secs_f64() && secs < 1e9 => {
+                Some(Duration::from_secs_f64(secs))
+            }
+            Ok(_) => {
+                return Err(bad(
+                    "stall-timeout",
+                    format!(
+                        "{:?} is too short: the guest sends a heartbeat every {}s (accepted: 10s or more, or 0 for off)",
+                        a.stall_timeout,
+                        super::HEARTBEAT_EVERY.as_secs()
+                    ),
+                ))
+            }
+            Err(e) => return Err(bad("stall-timeout", e)),
+        };
 
         // The scratch disk goes where the guest command's --dir points.
         let mut args = a.args.clone();
@@ -220,6 +239,7 @@ impl Opts {
             accel: a.accel.clone(),
             boot_timeout,
             timeout,
+            stall_timeout,
             args,
             scratch_dir,
             reports_dir,
@@ -512,11 +532,18 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
         return Ok(128 + sig);
     }
 
+    let kvm_known = qemu::kvm_cached().is_some();
     let kvm = match opts.accel.as_str() {
         "kvm" => true,
         "tcg" => false,
         _ => qemu::kvm_works(),
     };
+    if kvm && opts.accel == "auto" && !kvm_known {
+        log::info!(
+            "vm: first VM since the host booted: trying KVM (if the guest makes no progress in {}s, TCG is used and remembered until the host reboots)",
+            KVM_TRIAL.as_secs()
+        );
+    }
     let mut cmdline = "console=ttyS0 panic=-1 psi=1 mitigations=off rdinit=/init".to_string();
     if verbose < 2 {
         cmdline += " quiet";
@@ -544,7 +571,10 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
         kvm && opts.accel == "auto",
     )?;
     if matches!(boot.outcome, Outcome::KvmFailed) {
-        log::debug!("vm: the guest made no progress under KVM; retrying with TCG");
+        log::info!(
+            "vm: the guest made no progress under KVM in {}s; using TCG (remembered until the host reboots)",
+            KVM_TRIAL.as_secs()
+        );
         qemu::remember_kvm(false);
         machine.kvm = false;
         boot = boot_tcg(&mut machine, &work, &opts, verbose)?;
@@ -586,6 +616,16 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
             "vm: the command ran longer than --timeout {:.0}s; VM stopped",
             opts.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0)
         ))),
+        Outcome::Stalled(silent) => {
+            let msg = format!(
+                "vm: the guest sent no heartbeat for {:.0}s (its kernel stalled?); VM stopped (--stall-timeout)",
+                silent.as_secs_f64()
+            );
+            let msg = format!("{:#}", fail(msg));
+            crate::logging::log_final_error(&msg);
+            eprintln!("error: {}", msg);
+            Ok(super::EXIT_STALLED)
+        }
     }
 }
 
@@ -699,6 +739,8 @@ enum Outcome {
     NoStatus(String),
     BootTimeout,
     Timeout,
+    /// Nothing heard from the running guest for this long.
+    Stalled(Duration),
 }
 
 /// Waits for the guest's exit status, a signal, a timeout or QEMU's death.
@@ -711,6 +753,7 @@ fn supervise(
 ) -> Outcome {
     let mut ready: Option<Instant> = None;
     let mut heard = false;
+    let mut last_heard = Instant::now();
     let mut result: Option<Outcome> = None;
     let mut result_at = Instant::now();
     loop {
@@ -719,7 +762,9 @@ fn supervise(
         }
         while let Ok(ev) = rx.try_recv() {
             heard = true;
+            last_heard = Instant::now();
             match ev {
+                Event::Heartbeat => {}
                 Event::Log { msg } => log::debug!("vm guest: {}", msg),
                 Event::Ready { uptime } => {
                     ready = Some(Instant::now());
@@ -771,6 +816,14 @@ fn supervise(
             }
             Some(t) if opts.timeout.is_some_and(|to| t.elapsed() > to) && result.is_none() => {
                 return Outcome::Timeout
+            }
+            Some(_)
+                if result.is_none()
+                    && opts
+                        .stall_timeout
+                        .is_some_and(|st| last_heard.elapsed() > st) =>
+            {
+                return Outcome::Stalled(last_heard.elapsed())
             }
             _ => {}
         }
@@ -883,6 +936,8 @@ mod tests {
             &["rb", "vm", "--disk-latency", "11s", "--", "x"],
             &["rb", "vm", "--accel", "xen", "--", "x"],
             &["rb", "vm", "--timeout", "0", "--", "x"],
+            &["rb", "vm", "--stall-timeout", "5s", "--", "x"],
+            &["rb", "vm", "--stall-timeout", "soon", "--", "x"],
             &["rb", "vm", "--", "-d", "/", "x"],
         ] {
             let e = opts(argv).unwrap_err();

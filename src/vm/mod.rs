@@ -89,6 +89,11 @@ pub struct VmArgs {
     #[arg(long = "timeout", value_name = "DUR")]
     pub timeout: Option<String>,
 
+    /// Stop the VM when the guest sends no heartbeat for this long (a stalled guest kernel);
+    /// `vm` then exits with status 124 (duration; 0 turns it off)
+    #[arg(long = "stall-timeout", value_name = "DUR", default_value = "120s")]
+    pub stall_timeout: String,
+
     /// Keep the scratch disk image (its path is printed)
     #[arg(long = "keep")]
     pub keep: bool,
@@ -155,7 +160,18 @@ pub enum Event {
     Error {
         msg: String,
     },
+    /// Sent every [`HEARTBEAT_EVERY`] while the command runs: the guest kernel still schedules
+    /// and its timers still fire.
+    Heartbeat,
 }
+
+/// How often the guest sends [`Event::Heartbeat`].
+pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `vm`'s exit status when the guest went silent (no heartbeat for `--stall-timeout`) and was
+/// stopped: distinct from the command's own statuses and from `vm`'s usage (2) and other (1)
+/// errors.
+pub const EXIT_STALLED: i32 = 124;
 
 #[cfg(test)]
 mod tests {
@@ -167,5 +183,7 @@ mod tests {
         assert_eq!(s, r#"{"event":"exit","code":3}"#);
         let e: Event = serde_json::from_str(r#"{"event":"ready","uptime":4.5}"#).unwrap();
         assert_eq!(e, Event::Ready { uptime: 4.5 });
+        let s = serde_json::to_string(&Event::Heartbeat).unwrap();
+        assert_eq!(s, r#"{"event":"heartbeat"}"#);
     }
 }

@@ -124,19 +124,21 @@ pub fn kvm_works() -> bool {
     {
         return false;
     }
-    let id = boot_id();
-    if let Some(c) = super::setup::cache_dir().ok().map(|d| d.join("kvm-probe")) {
-        if let Ok(s) = std::fs::read_to_string(&c) {
-            if let Some((bid, ans)) = s.trim().split_once(' ') {
-                if bid == id && !id.is_empty() {
-                    return ans == "ok";
-                }
-            }
-        }
+    if let Some(ok) = kvm_cached() {
+        return ok;
     }
     let ok = probe_once();
     remember_kvm(ok);
     ok
+}
+
+/// Whether KVM works, as found earlier in this host boot; `None` if nobody looked yet.
+pub fn kvm_cached() -> Option<bool> {
+    let id = boot_id();
+    let c = super::setup::cache_dir().ok()?.join("kvm-probe");
+    let s = std::fs::read_to_string(c).ok()?;
+    let (bid, ans) = s.trim().split_once(' ')?;
+    (bid == id && !id.is_empty()).then_some(ans == "ok")
 }
 
 /// Caches whether KVM works for the rest of this host boot (a guest that hangs or dies under

@@ -50,7 +50,8 @@ pub fn vm_command(cwd: &std::path::Path, mem: &str, timeout: &str) -> Command {
 /// What `resctl-bench vm` says when the VM itself, not the command in it, failed: a guest that
 /// froze (under TCG a guest kernel has stalled for good once in a few hundred boots, its
 /// timers no longer firing), crashed or never got going.
-const VM_FAILURES: [&str; 3] = [
+const VM_FAILURES: [&str; 4] = [
+    "vm: the guest sent no heartbeat for",
     "vm: the command ran longer than --timeout",
     "vm: the VM ended without reporting the command's exit status",
     "vm: the command did not start within --boot-timeout",
