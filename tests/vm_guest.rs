@@ -194,8 +194,9 @@ fn stall(cwd: &std::path::Path) {
         "{}",
         text
     );
+    // The last heartbeat came up to 5 s before the freeze.
     assert!(
-        (12.0..40.0).contains(&after),
+        (9.0..40.0).contains(&after),
         "stopped {:.1}s after the freeze",
         after
     );
