@@ -186,12 +186,13 @@ fn layout_2_1_file() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/iocost-qos-2.1-layout.json")
 }
 
-fn run_ok(args: &[&str]) -> String {
+/// Runs resctl-bench with `-r path` and `args` (TZ=UTC); its stdout, after checking it exited 0.
+fn output_ok(path: &std::path::Path, args: &[&str]) -> String {
     let out = Command::cargo_bin("resctl-bench")
         .unwrap()
         .env("TZ", "UTC")
         .arg("-r")
-        .arg(layout_2_1_file())
+        .arg(path)
         .args(args)
         .output()
         .unwrap();
@@ -202,6 +203,10 @@ fn run_ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+fn run_ok(args: &[&str]) -> String {
+    output_ok(&layout_2_1_file(), args)
 }
 
 /// Upstream 2.2.6 can't read its own 2.1 files (`missing field swap_bytes` in the resource
@@ -321,24 +326,6 @@ fn layout_2_1_with_isol_pct(dir: &std::path::Path, pct: &str) -> PathBuf {
     let path = dir.join("isol-01.json");
     std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
     path
-}
-
-fn output_ok(path: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::cargo_bin("resctl-bench")
-        .unwrap()
-        .env("TZ", "UTC")
-        .arg("-r")
-        .arg(path)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{:?} failed: {}",
-        args,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Upstream printed the isolation column at the percentile the records were judged at (`01` in
