@@ -15,6 +15,9 @@ use std::path::Path;
 /// parsing needs the whole text in memory).
 pub const MAX_RESULT_BYTES: u64 = 1 << 30;
 
+/// The most a read reserves before it has data: beyond it the buffer grows with what arrives.
+const INITIAL_CAPACITY: u64 = 64 << 20;
+
 /// What a non-regular file is, for messages.
 fn file_kind(ft: &std::fs::FileType) -> &'static str {
     if ft.is_dir() {
@@ -74,14 +77,14 @@ fn too_large(path: &Path, what: &str, limit: u64) -> anyhow::Error {
     .into()
 }
 
-/// All bytes of an opened regular file, refusing more than `limit`. The buffer grows with what
-/// is actually read (a sparse file's size says nothing about its data).
+/// All bytes of an opened regular file, refusing more than `limit`.
 pub fn read_limited(mut file: File, path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     if size > limit {
         return Err(too_large(path, what, limit));
     }
-    let mut buf = Vec::with_capacity(size as usize);
+    // The size only hints: a sparse file's says nothing about its data.
+    let mut buf = Vec::with_capacity(size.min(INITIAL_CAPACITY) as usize);
     (&mut file)
         .take(limit + 1)
         .read_to_end(&mut buf)
@@ -96,7 +99,8 @@ pub fn read_limited(mut file: File, path: &Path, what: &str, limit: u64) -> Resu
 /// another member are ignored with a warning; a first member that doesn't decode is a usage
 /// error.
 pub fn gunzip(path: &Path, data: &[u8], limit: u64) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(data.len().saturating_mul(4));
+    let mut out =
+        Vec::with_capacity((data.len() as u64).saturating_mul(8).min(INITIAL_CAPACITY) as usize);
     let mut rest = data;
     loop {
         let offset = data.len() - rest.len();
