@@ -2,25 +2,8 @@
 //! behaves in the run/match machinery. Validation of specs (`crate::spec`) and `--help` are
 //! driven from this table so they can never disagree.
 
-/// The type of a property value; `crate::units` parses each kind.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ValueKind {
-    /// `4G`, `1.5M`, `1G+512M`
-    Size,
-    /// `1m30s`, `90`, `1.5H`
-    Duration,
-    /// `0.9` or `90%`
-    Frac,
-    /// bare key = true, else `true`/`false`
-    Bool,
-    /// non-negative integer
-    Int,
-    Float,
-    /// bare key = true, or a float (iocost-qos `dither`)
-    BoolOrFloat,
-    Enum(&'static [&'static str]),
-    Str,
-}
+/// The value vocabulary specs and benches share lives in the leaf `units` layer.
+pub use crate::units::{ValueKind, PCT_LABELS};
 
 #[derive(Debug, Clone, Copy)]
 pub struct PropDesc {
@@ -105,10 +88,6 @@ const IO_SYSTEM: SystemNeeds = SystemNeeds {
     mem_profile: false,
     measures_avail: false,
 };
-
-pub const PCT_LABELS: &[&str] = &[
-    "00", "01", "05", "10", "25", "50", "75", "90", "95", "99", "100", "mean", "stdev",
-];
 
 const APPLY_COMMIT: [PropDesc; 2] = [
     p(

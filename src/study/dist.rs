@@ -9,7 +9,7 @@
 //!
 //! Weighting by `cnt` gives exactly the result of pushing the value `cnt` times.
 
-use crate::bench::PCT_LABELS;
+use crate::units::PCT_LABELS;
 use std::collections::BTreeMap;
 
 /// Labels of the nested IO-latency distributions over time.

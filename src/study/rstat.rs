@@ -8,8 +8,8 @@
 //! Detail levels: 1 (`--rstat`) adds the `memory.stat`, `io.stat` and (for slices that carry it)
 //! `vmstat` tables to the main one; 2 (`--rstat --rstat`) also shows the keys marked hidden.
 
-use crate::bench::PCT_LABELS;
 use crate::format::text::{pct_table_header, pct_table_row};
+use crate::units::PCT_LABELS;
 use crate::units::{format_count, format_pct, format_size};
 use anyhow::{Context, Result};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};

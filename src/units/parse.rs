@@ -6,7 +6,7 @@
 //! `"<input>" is not a <what> (accepted: <grammar>, e.g. <examples>)`; callers prefix it with the
 //! option or property name, e.g. `--mem-avail "4Q" is not a size (accepted: ...)`.
 
-use crate::bench::ValueKind;
+use super::ValueKind;
 
 pub const SIZE_ACCEPTED: &str = "a number with an optional unit B/K/M/G/T/P/E (powers of 1024, \
      any case), terms may be summed, e.g. 4096, 4G, 1.5M, 1G+512M";
