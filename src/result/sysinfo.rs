@@ -72,29 +72,6 @@ impl Sysinfo {
     }
 }
 
-impl Sysinfo {
-    /// Records the system requirements of a job: which were required, which of those were
-    /// missed (with their messages), and the full report.
-    pub fn set_sysreqs(
-        &mut self,
-        required: &[crate::system::sysreqs::SysReq],
-        eval: &crate::system::sysreqs::Evaluation,
-    ) -> anyhow::Result<()> {
-        use crate::system::sysreqs::upstream_knows;
-        (self.sysreqs, self.ext_sysreqs) = required
-            .iter()
-            .map(|r| r.name().to_string())
-            .partition(|n| upstream_knows(n));
-        (self.sysreqs_missed, self.ext_sysreqs_missed) = eval
-            .missed_of(required)
-            .into_iter()
-            .map(|(r, m)| (r.name().to_string(), m))
-            .partition(|(n, _)| upstream_knows(n));
-        self.sysreqs_report = Some(serde_json::to_value(&eval.report)?);
-        Ok(())
-    }
-}
-
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()

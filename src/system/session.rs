@@ -499,7 +499,7 @@ impl Session {
         mem_profile: bool,
     ) -> Result<Sysinfo> {
         let mut si = Sysinfo::current(bench_args);
-        si.set_sysreqs(required, &self.eval)?;
+        sysreqs::record_in(&mut si, required, &self.eval)?;
         si.swappiness = crate::system::sysinfo::swappiness(&self.hp).unwrap_or(si.swappiness);
         si.zswap_enabled = crate::system::sysinfo::zswap_enabled(&self.hp);
         if let (true, Some(m)) = (mem_profile, &self.mem) {

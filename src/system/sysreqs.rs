@@ -301,6 +301,27 @@ pub struct SysReqsReport {
     pub enforce: Enforce,
 }
 
+/// Records the system requirements of a job in its sysinfo: which were required, which of those
+/// were missed (with their messages), and the full report — the ones upstream's list lacks in
+/// the `ext_*` fields, so upstream can load the entry.
+pub fn record_in(
+    si: &mut crate::result::sysinfo::Sysinfo,
+    required: &[SysReq],
+    eval: &Evaluation,
+) -> Result<()> {
+    (si.sysreqs, si.ext_sysreqs) = required
+        .iter()
+        .map(|r| r.name().to_string())
+        .partition(|n| upstream_knows(n));
+    (si.sysreqs_missed, si.ext_sysreqs_missed) = eval
+        .missed_of(required)
+        .into_iter()
+        .map(|(r, m)| (r.name().to_string(), m))
+        .partition(|(n, _)| upstream_knows(n));
+    si.sysreqs_report = Some(serde_json::to_value(&eval.report)?);
+    Ok(())
+}
+
 /// Whether upstream's requirement enum has `name` (so upstream can read a report naming it).
 pub fn upstream_knows(name: &str) -> bool {
     !matches!(name, "NoZswap" | "Psi")
