@@ -45,12 +45,11 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
     let Some(file) = read::open_regular(path, "result file")? else {
         return Ok(None);
     };
-    let raw = read::read_limited(file, path, "result file", read::MAX_RESULT_BYTES)?;
-    if is_gz(path) {
-        read::gunzip(path, &raw, read::MAX_RESULT_BYTES).map(Some)
-    } else {
-        Ok(Some(raw))
+    if !is_gz(path) {
+        return read::read_limited(file, path, "result file", read::MAX_RESULT_BYTES).map(Some);
     }
+    let size = read::checked_size(&file, path, "result file", read::MAX_RESULT_BYTES)?;
+    read::gunzip(path, file, size, read::MAX_RESULT_BYTES).map(Some)
 }
 
 /// Parses result-file bytes into entries; a malformed file is a usage error naming the file.

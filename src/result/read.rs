@@ -7,7 +7,7 @@
 use crate::error::UsageError;
 use anyhow::{Context, Result};
 use std::fs::{File, OpenOptions};
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -77,12 +77,18 @@ fn too_large(path: &Path, what: &str, limit: u64) -> anyhow::Error {
     .into()
 }
 
-/// All bytes of an opened regular file, refusing more than `limit`.
-pub fn read_limited(mut file: File, path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
+/// The size of an opened file, refused if it's over `limit`.
+pub fn checked_size(file: &File, path: &Path, what: &str, limit: u64) -> Result<u64> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     if size > limit {
         return Err(too_large(path, what, limit));
     }
+    Ok(size)
+}
+
+/// All bytes of an opened regular file, refusing more than `limit`.
+pub fn read_limited(mut file: File, path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
+    let size = checked_size(&file, path, what, limit)?;
     // The size only hints: a sparse file's says nothing about its data.
     let mut buf = Vec::with_capacity(size.min(INITIAL_CAPACITY) as usize);
     (&mut file)
@@ -95,52 +101,58 @@ pub fn read_limited(mut file: File, path: &Path, what: &str, limit: u64) -> Resu
     Ok(buf)
 }
 
-/// Decompresses every gzip member of `data`. Bytes after the last complete member that aren't
-/// another member are ignored with a warning; a first member that doesn't decode is a usage
-/// error.
-pub fn gunzip(path: &Path, data: &[u8], limit: u64) -> Result<Vec<u8>> {
-    let mut out =
-        Vec::with_capacity((data.len() as u64).saturating_mul(8).min(INITIAL_CAPACITY) as usize);
-    let mut rest = data;
+/// A reader that counts what was read through it.
+struct Counted<R> {
+    inner: R,
+    n: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let got = self.inner.read(buf)?;
+        self.n += got as u64;
+        Ok(got)
+    }
+}
+
+/// Decompresses every gzip member of `src` (`total` bytes), streaming. Bytes after the last
+/// complete member that don't decode as another one are ignored with a warning naming the
+/// offset; a first member that doesn't decode is a usage error.
+pub fn gunzip(path: &Path, src: impl Read, total: u64, limit: u64) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(total.saturating_mul(8).min(INITIAL_CAPACITY) as usize);
+    let mut rd = std::io::BufReader::with_capacity(32 << 10, Counted { inner: src, n: 0 });
     loop {
-        let offset = data.len() - rest.len();
+        let offset = rd.get_ref().n - rd.buffer().len() as u64;
         let before = out.len();
-        let mut dec = flate2::bufread::GzDecoder::new(rest);
-        let res = (&mut dec)
+        let res = flate2::bufread::GzDecoder::new(&mut rd)
             .take(limit + 1 - before as u64)
             .read_to_end(&mut out);
         match res {
             Ok(_) if out.len() as u64 > limit => {
                 return Err(too_large(path, "result file (uncompressed)", limit))
             }
-            Ok(_) => rest = dec.into_inner(),
+            Ok(_) => {}
             Err(e) if offset == 0 => crate::usage_bail!(
                 "{}: not a valid gzip file ({}); a result file named .gz must be gzip-compressed",
                 path.display(),
                 e
             ),
-            Err(e) => {
+            Err(_) => {
                 out.truncate(before);
                 log::warn!(
-                    "{}: ignoring {} bytes after the gzip data at offset {} (they don't decode: {})",
+                    "{}: ignoring {} bytes after the gzip data at offset {} (not gzip data: a torn tail of an earlier save?)",
                     path.display(),
-                    rest.len(),
-                    offset,
-                    e
+                    total.saturating_sub(offset),
+                    offset
                 );
                 return Ok(out);
             }
         }
-        if rest.is_empty() {
-            return Ok(out);
-        }
-        if !rest.starts_with(&[0x1f, 0x8b]) {
-            log::warn!(
-                "{}: ignoring {} bytes after the gzip data at offset {} (a torn tail of an earlier save?)",
-                path.display(),
-                rest.len(),
-                data.len() - rest.len()
-            );
+        if rd
+            .fill_buf()
+            .with_context(|| format!("reading {}", path.display()))?
+            .is_empty()
+        {
             return Ok(out);
         }
     }
@@ -175,20 +187,21 @@ mod tests {
     #[test]
     fn every_gzip_member_is_read_and_tails_are_dropped() {
         let p = Path::new("t.json.gz");
+        let un = |data: &[u8], limit| gunzip(p, data, data.len() as u64, limit);
         let mut two = gz(b"[1,");
         two.extend(gz(b"2]"));
-        assert_eq!(gunzip(p, &two, 100).unwrap(), b"[1,2]");
+        assert_eq!(un(&two, 100).unwrap(), b"[1,2]");
         let mut torn = gz(b"[1]");
         torn.extend(b"\x00garbage");
-        assert_eq!(gunzip(p, &torn, 100).unwrap(), b"[1]");
+        assert_eq!(un(&torn, 100).unwrap(), b"[1]");
         // A tail that looks like a member but isn't one.
         let mut fake = gz(b"[1]");
         fake.extend(b"\x1f\x8bnope");
-        assert_eq!(gunzip(p, &fake, 100).unwrap(), b"[1]");
-        let err = gunzip(p, b"plain text", 100).unwrap_err();
+        assert_eq!(un(&fake, 100).unwrap(), b"[1]");
+        let err = un(b"plain text", 100).unwrap_err();
         assert_eq!(crate::error::exit_code(&err), 2);
         assert!(format!("{:#}", err).contains("not a valid gzip file"));
-        let err = gunzip(p, &two, 4).unwrap_err();
+        let err = un(&two, 4).unwrap_err();
         assert!(format!("{:#}", err).contains("too large"), "{:#}", err);
     }
 
