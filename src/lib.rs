@@ -16,5 +16,6 @@ pub mod spec;
 pub mod study;
 pub mod system;
 pub mod units;
+pub mod util;
 pub mod vm;
 pub mod workload;

@@ -60,22 +60,18 @@ impl Sysinfo {
             .unwrap_or(false);
         Self {
             bench_version: env!("CARGO_PKG_VERSION").to_string(),
-            swappiness: read_trimmed("/proc/sys/vm/swappiness")
+            swappiness: crate::util::fs::read_trim(std::path::Path::new("/proc/sys/vm/swappiness"))
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(60),
-            zswap_enabled: read_trimmed("/sys/module/zswap/parameters/enabled")
-                .is_some_and(|s| s == "Y" || s == "1"),
+            zswap_enabled: crate::util::fs::read_trim(std::path::Path::new(
+                "/sys/module/zswap/parameters/enabled",
+            ))
+            .is_some_and(|s| s == "Y" || s == "1"),
             bench_args,
             quick,
             ..Default::default()
         }
     }
-}
-
-fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
 }
 
 #[cfg(test)]

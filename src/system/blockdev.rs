@@ -8,6 +8,7 @@
 
 use crate::error::UsageError;
 use crate::system::HostPaths;
+use crate::util::fs::read_trim;
 use anyhow::{bail, Context, Result};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -113,12 +114,6 @@ pub fn nearest_existing(path: &Path) -> PathBuf {
             _ => return PathBuf::from("."),
         }
     }
-}
-
-fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
 }
 
 /// The whole disk a block device name belongs to (`nvme0n1p2` → `nvme0n1`), through

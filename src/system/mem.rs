@@ -188,26 +188,12 @@ impl Balloon {
         cg: Option<(&CgroupFs, &str)>,
         size: u64,
     ) -> Result<Balloon> {
-        let parent = std::process::id();
         let mut cmd = Command::new(exe);
         cmd.arg("__balloon")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        // SAFETY: prctl/getppid/_exit are async-signal-safe; nothing else runs in the child
-        // before exec.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() as u32 != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
+        crate::util::proc::die_with_parent(&mut cmd, false);
         let mut child = cmd.spawn().context("starting the balloon process")?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();

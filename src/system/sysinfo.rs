@@ -2,9 +2,9 @@
 //! sizes, swappiness and zswap state.
 
 use crate::system::HostPaths;
+use crate::util::fs::read_trim;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostInfo {
@@ -62,12 +62,6 @@ pub fn count_cpu_list(s: &str) -> Option<usize> {
         }
     }
     Some(n)
-}
-
-fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
 }
 
 /// Logical CPUs online (sysfs), falling back to /proc/cpuinfo.

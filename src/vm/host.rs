@@ -679,15 +679,8 @@ fn boot(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            // Our own process group (Ctrl-C reaches only us; we stop QEMU), and QEMU dies with us.
-            libc::setpgid(0, 0);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    // Our own process group (Ctrl-C reaches only us; we stop QEMU), and QEMU dies with us.
+    crate::util::proc::die_with_parent(&mut cmd, true);
     let started = Instant::now();
     let mut child = cmd
         .spawn()

@@ -106,27 +106,8 @@ impl HashdOpts {
         c.stdin(Stdio::null())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());
-        set_pdeathsig(&mut c);
+        crate::util::proc::die_with_parent(&mut c, false);
         c
-    }
-}
-
-/// The child dies with us (SIGKILL on parent death), and never outlives a parent that died
-/// before the exec.
-fn set_pdeathsig(cmd: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: prctl/getppid/_exit are async-signal-safe; nothing else runs before exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() as u32 != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
     }
 }
 

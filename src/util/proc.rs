@@ -1,0 +1,27 @@
+//! Child processes we start must never outlive us.
+
+use std::process::Command;
+
+/// Makes the child of `cmd` die with us: SIGKILL on our death (`PR_SET_PDEATHSIG`), and an
+/// immediate exit when we died before it got to exec. With `own_group` it also leads a process
+/// group of its own (a terminal's Ctrl-C then reaches only us, and we stop it).
+pub fn die_with_parent(cmd: &mut Command, own_group: bool) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: setpgid/prctl/getppid/_exit are async-signal-safe; nothing else runs in the child
+    // before exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if own_group {
+                libc::setpgid(0, 0);
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
