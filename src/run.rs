@@ -187,13 +187,7 @@ impl StudyCtx {
     }
 }
 
-/// Current unix time in seconds.
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+pub use crate::util::now;
 
 /// The implementation of every spec's bench, checked before anything runs so a bad spec late in
 /// the list doesn't fail after hours of work.

@@ -101,7 +101,7 @@ pub fn measure(
 ) -> Result<ProbeRecord> {
     let cfg = cfg.for_device(target.rotational());
     target.begin(phase, knobs)?;
-    let start = crate::run::now();
+    let start = crate::util::now();
     let mut det = Detector::new(cfg);
     let mut mem: VecDeque<u64> = VecDeque::new();
     let mut end = End::MaxDur;
