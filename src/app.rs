@@ -37,8 +37,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Probe(a) => crate::vm::probe::run(&a),
         Command::KvmProbe => crate::vm::qemu::kvm_probe_child(),
-        Command::Reporter(a) => crate::report::reporter_cmd::run(&cli.global, &a),
-        Command::IoLat(a) => crate::report::iolat_cmd::run(&a),
+        Command::Reporter(a) => crate::testaid::reporter::run(&cli.global, &a),
+        Command::IoLat(a) => crate::testaid::iolat::run(&a),
         Command::Balloon => crate::system::mem::balloon_main(),
         Command::Hashd(a) => crate::workload::hashd::cmd::run(&a),
         Command::HashdBench(a) => crate::workload::hashd::sizing::cmd::run_cmd(&a, &cli.global),

@@ -164,10 +164,10 @@ pub enum Command {
     /// Testing aid: run the per-second reporter for --secs into DIR/report.d (optionally next
     /// to a synthetic load) and print a JSON summary of coverage and overhead
     #[command(name = "__reporter", hide = true)]
-    Reporter(crate::report::reporter_cmd::ReporterArgs),
+    Reporter(crate::testaid::reporter::ReporterArgs),
     /// Testing aid: per-second IO latency of a block device, optionally under a random-read load
     #[command(name = "__iolat", hide = true)]
-    IoLat(crate::report::iolat_cmd::IoLatArgs),
+    IoLat(crate::testaid::iolat::IoLatArgs),
     /// The memory balloon: holds the byte counts read from stdin, one a line, until EOF
     #[command(name = "__balloon", hide = true)]
     Balloon,

@@ -15,6 +15,7 @@ pub mod run;
 pub mod spec;
 pub mod study;
 pub mod system;
+pub mod testaid;
 pub mod units;
 pub mod util;
 pub mod vm;

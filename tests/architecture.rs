@@ -21,7 +21,7 @@ const LAYERS: &[(u8, &[&str])] = &[
     (8, &["format"]),
     (9, &["bench", "run"]),
     (9, &["vm"]),
-    (10, &["cli", "config", "args_file", "app", "doc"]),
+    (10, &["cli", "config", "args_file", "app", "doc", "testaid"]),
 ];
 
 /// Layer group of a top-level module: (rank, index of the group in LAYERS).

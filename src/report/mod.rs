@@ -6,11 +6,9 @@
 
 pub mod diskstats;
 pub mod hist;
-pub mod iolat_cmd;
 pub mod iolat_source;
 pub mod model;
 pub mod reporter;
-pub mod reporter_cmd;
 pub mod trace_page;
 pub mod tracefs;
 pub mod usage;

@@ -2,11 +2,11 @@
 //! IO load, then a JSON summary on stdout: which seconds have a report, and what the reporter
 //! thread cost (its CPU time, the process RSS). Used by the tests and `scripts/bench-reporter`.
 
-use super::iolat_source::IoLatSource;
-use super::reporter::{Reporter, ReporterConfig, ReporterStats, ScratchDev};
-use super::{load_report, report_path, reports_dir};
 use crate::cli::GlobalOpts;
 use crate::config::Config;
+use crate::report::iolat_source::IoLatSource;
+use crate::report::reporter::{Reporter, ReporterConfig, ReporterStats, ScratchDev};
+use crate::report::{load_report, report_path, reports_dir};
 use crate::system::cgroup::DevNr;
 use crate::system::{blockdev, HostPaths};
 use anyhow::{Context, Result};
@@ -63,7 +63,7 @@ pub struct Summary {
 pub struct LastReport {
     pub sec: u64,
     pub units: Vec<String>,
-    pub root: super::UsageReport,
+    pub root: crate::report::UsageReport,
     pub mem_stat: Vec<String>,
     pub io_stat: Vec<String>,
     pub vmstat_keys: usize,
@@ -73,7 +73,7 @@ pub struct LastReport {
     pub iolat_unavailable: bool,
 }
 
-fn digest(sec: u64, r: &super::Report) -> LastReport {
+fn digest(sec: u64, r: &crate::report::Report) -> LastReport {
     LastReport {
         sec,
         units: r.usages.keys().cloned().collect(),
@@ -278,9 +278,9 @@ fn iolat_source(
     };
     let devnr = (dev.devnr.maj, dev.devnr.min);
     Ok(Some(match name {
-        "tracefs" => Box::new(super::tracefs::TraceFsSource::open(hp, devnr)?),
-        "diskstats" => Box::new(super::diskstats::DiskStatsSource::open(hp, devnr)?),
-        _ => super::diskstats::open_best(hp, devnr)?,
+        "tracefs" => Box::new(crate::report::tracefs::TraceFsSource::open(hp, devnr)?),
+        "diskstats" => Box::new(crate::report::diskstats::DiskStatsSource::open(hp, devnr)?),
+        _ => crate::report::diskstats::open_best(hp, devnr)?,
     }))
 }
 
