@@ -41,7 +41,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::IoLat(a) => crate::testaid::iolat::run(&a),
         Command::Balloon => crate::system::mem::balloon_main(),
         Command::Hashd(a) => crate::workload::hashd::cmd::run(&a),
-        Command::HashdBench(a) => crate::workload::hashd::sizing::cmd::run_cmd(&a, &cli.global),
+        Command::HashdBench(a) => crate::testaid::hashd_bench::run_cmd(&a, &cli.global),
         Command::VmScenario(a) => crate::vm::scenario::run(&a),
         Command::SaveTest(a) => crate::result::save::save_test(
             &run::require_result(&cli.global, "__save-test")?,

@@ -177,7 +177,7 @@ pub enum Command {
     /// Testing aid: the hashd sizing bench (rps_max, memory footprint) against a hashd on this
     /// host, without cgroups; prints the result JSON
     #[command(name = "__hashd-bench", hide = true)]
-    HashdBench(crate::workload::hashd::sizing::cmd::HashdBenchArgs),
+    HashdBench(crate::testaid::hashd_bench::HashdBenchArgs),
     /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
     #[command(name = "__vm-scenario", hide = true)]
     VmScenario(crate::vm::scenario::ScenarioArgs),

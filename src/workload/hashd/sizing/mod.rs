@@ -9,9 +9,8 @@
 //! * [`probe`] — one measurement and its record
 //! * [`cpu`] — CPU saturation
 //! * [`mem`] — the memory-footprint search
-//! * [`cmd`] — the hidden `__hashd-bench` command
+//! * the hidden `__hashd-bench` command that drives it from the tests lives in `crate::testaid`
 
-pub mod cmd;
 pub mod converge;
 pub mod cpu;
 pub mod mem;

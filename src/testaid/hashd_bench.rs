@@ -3,7 +3,7 @@
 //! run the same phases inside their cgroups. The work directory is the global `--dir` (given
 //! explicitly), quick mode the global `--quick`.
 
-use super::{run, HashdTarget, SizingOpts};
+use crate::workload::hashd::sizing::{run, HashdTarget, SizingOpts};
 use crate::workload::hashd::{Hashd, HashdOpts, Params};
 use anyhow::{Context, Result};
 use clap::Args;
