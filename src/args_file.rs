@@ -429,9 +429,9 @@ pub fn collect_job_specs(
     validate: fn(&JobSpec) -> Result<(), UsageError>,
 ) -> Result<Vec<JobSpec>> {
     let Some(file) = &cfg.args_file else {
-        return crate::spec::collect_specs(args, validate);
+        return crate::spec::collect_specs(&args.file, &args.specs, validate);
     };
-    let mut specs = crate::spec::gather_specs(args, validate)?;
+    let mut specs = crate::spec::gather_specs(&args.file, &args.specs, validate)?;
     if specs.is_empty() {
         if let Some(stored) = file.specs_for(mode) {
             for text in stored {

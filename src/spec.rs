@@ -635,13 +635,22 @@ pub fn parse_format_specs(specs: &[String]) -> Result<Vec<JobSpec>, UsageError> 
         .collect()
 }
 
+/// The largest `-f` spec file we read.
+const MAX_SPEC_FILE_BYTES: u64 = 16 << 20;
+
 /// The job specs of an args-format JSON file (`{"job_specs": [...], ...}`, as upstream's `-a`
 /// and `-f` files), as text. Entries may be spec objects (`{kind, id, passive, props}`, the
 /// result-file layout) or spec strings; a bare JSON array of them is accepted too.
 pub fn load_spec_file(path: &Path) -> anyhow::Result<Vec<String>> {
     let name = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError::new(format!("spec file {}: cannot read it ({})", name, e)))?;
+    let Some(file) = crate::util::fs::open_regular(path, "spec file")? else {
+        return Err(
+            UsageError::new(format!("spec file {}: cannot read it (no such file)", name)).into(),
+        );
+    };
+    let bytes = crate::util::fs::read_limited(file, path, "spec file", MAX_SPEC_FILE_BYTES)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| UsageError::new(format!("spec file {}: not UTF-8 text", name)))?;
     let json: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| UsageError::new(format!("spec file {}: not valid JSON ({})", name, e)))?;
     let list = match &json {
@@ -686,14 +695,15 @@ pub fn spec_text(v: &serde_json::Value) -> Result<String, String> {
     }
 }
 
-/// The specs of a `run`/`study`/`solve` command: those of every `-f` file first (in the order
-/// given), then those on the command line; each parsed and checked with `validate` (e.g.
+/// The specs of a `run`/`study`/`solve` command: those of every `-f` file (`files`) first, in
+/// the order given, then those on the command line (`texts`); each parsed and checked with `validate` (e.g.
 /// `JobSpec::validate_run`). Errors if there are none.
 pub fn collect_specs(
-    args: &crate::cli::SpecArgs,
+    files: &[std::path::PathBuf],
+    texts: &[String],
     validate: fn(&JobSpec) -> Result<(), UsageError>,
 ) -> anyhow::Result<Vec<JobSpec>> {
-    let specs = gather_specs(args, validate)?;
+    let specs = gather_specs(files, texts, validate)?;
     if specs.is_empty() {
         return Err(no_specs_error(None).into());
     }
@@ -702,11 +712,12 @@ pub fn collect_specs(
 
 /// `collect_specs` without the check for none.
 pub fn gather_specs(
-    args: &crate::cli::SpecArgs,
+    files: &[std::path::PathBuf],
+    texts: &[String],
     validate: fn(&JobSpec) -> Result<(), UsageError>,
 ) -> anyhow::Result<Vec<JobSpec>> {
     let mut specs = Vec::new();
-    for path in &args.file {
+    for path in files {
         for text in load_spec_file(path)? {
             let spec = JobSpec::parse(&text)
                 .and_then(|s| validate(&s).map(|_| s))
@@ -714,7 +725,7 @@ pub fn gather_specs(
             specs.push(spec);
         }
     }
-    for text in &args.specs {
+    for text in texts {
         let spec = JobSpec::parse(text)?;
         validate(&spec)?;
         specs.push(spec);

@@ -225,6 +225,16 @@ fn bad_paths_and_non_regular_files_get_one_line_and_exit_2() {
     }
     assert!(!d.join("no").exists());
 
+    // A `-f` spec file that is a FIFO.
+    assert_usage(
+        "-f FIFO",
+        output(
+            &mut cmd(&d.join("r.json")),
+            &["run", "-f", fifo.to_str().unwrap()],
+        ),
+        "is a FIFO; the spec file must be a regular file",
+    );
+
     // Args files: a FIFO, and one in a missing directory (found before the job runs).
     let res = d.join("r.json");
     for (args_path, want) in [
