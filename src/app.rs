@@ -1,20 +1,22 @@
 //! Dispatch of a parsed command line to the subcommand implementations.
 
 use crate::cli::{Cli, Command};
-use crate::run::{self, Mode};
+use crate::run::{self, Mode, RunConfig};
+use crate::spec::JobSpec;
 use anyhow::Result;
+use std::path::{Path, PathBuf};
 
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Command::Run(a) => run::cli_jobs(&cli.global, Mode::Run, &a.specs),
-        Command::Study(a) => run::cli_jobs(
+        Command::Run(a) => cli_jobs(&cli.global, Mode::Run, &a.specs),
+        Command::Study(a) => cli_jobs(
             &cli.global,
             Mode::Study {
                 reports_dir: a.reports,
             },
             &a.specs,
         ),
-        Command::Solve(a) => run::cli_jobs(&cli.global, Mode::Solve, &a),
+        Command::Solve(a) => cli_jobs(&cli.global, Mode::Solve, &a),
         Command::Format(a) => format_cmd(&cli.global, &a.specs.specs, true, a.rstat),
         Command::Summary(a) => format_cmd(&cli.global, &a.specs, false, 0),
         Command::Deps(a) => crate::system::deps::deps_cmd(&cli.global, a.fix),
@@ -25,7 +27,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             a.spin,
             a.exit_after,
         ),
-        Command::Pack => run::cli_pack(&cli.global),
+        Command::Pack => cli_pack(&cli.global),
         Command::Doc(a) => {
             crate::config::Config::from_opts(&cli.global)?;
             print!("{}", crate::doc::render(&a.subjects)?);
@@ -44,7 +46,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::HashdBench(a) => crate::testaid::hashd_bench::run_cmd(&a, &cli.global),
         Command::VmScenario(a) => crate::vm::scenario::run(&a),
         Command::SaveTest(a) => crate::result::save::save_test(
-            &run::require_result(&cli.global, "__save-test")?,
+            &require_result(&cli.global, "__save-test")?,
             &a.from,
             a.loops,
             a.kills,
@@ -64,7 +66,7 @@ fn format_cmd(
     let name = if full { "format" } else { "summary" };
     // The global options mean nothing here, but a bad one is refused as `run` refuses it.
     crate::config::Config::from_opts(global)?;
-    let path = run::require_result(global, name)?;
+    let path = require_result(global, name)?;
     let specs = crate::spec::parse_format_specs(specs)?;
     let Some(bytes) = crate::result::read_bytes(&path)? else {
         crate::usage_bail!("{}: no such result file", path.display());
@@ -82,4 +84,53 @@ fn format_cmd(
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The result file of a command that needs one: `<what> requires --result` otherwise.
+fn require_result(global: &crate::cli::GlobalOpts, what: &str) -> Result<PathBuf> {
+    match &global.result {
+        Some(p) if !p.as_os_str().is_empty() => Ok(p.clone()),
+        _ => crate::usage_bail!("{} requires --result", what),
+    }
+}
+
+/// What the runner needs, from the validated global options; `what` names the command for the
+/// missing-`--result` error.
+fn run_config(cfg: &crate::config::Config, what: &str) -> Result<RunConfig> {
+    let Some(result) = cfg.result.clone().filter(|p| !p.as_os_str().is_empty()) else {
+        crate::usage_bail!("{} requires --result", what);
+    };
+    Ok(RunConfig {
+        result,
+        dir: cfg.dir.clone(),
+        bench_args: Some(cfg.sysinfo_args()),
+        system: Some(crate::system::session::SessionOpts::from_config(cfg)),
+        quick: cfg.quick,
+    })
+}
+
+/// `run`, `study` and `solve` from the command line.
+fn cli_jobs(
+    global: &crate::cli::GlobalOpts,
+    mode: Mode,
+    args: &crate::cli::SpecArgs,
+) -> Result<()> {
+    let config = crate::config::Config::from_opts(global)?;
+    let cfg = run_config(&config, mode.name())?;
+    let specs =
+        crate::args_file::collect_job_specs(&config, mode.name(), args, JobSpec::validate_run)?;
+    run::run_cmd(&cfg, mode, specs)
+}
+
+/// `pack` from the command line: `./<stem>.tar.gz`.
+fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
+    let config = crate::config::Config::from_opts(global)?;
+    let cfg = run_config(&config, "pack")?;
+    // pack takes no job specs: the stored subcommand and specs stay as they are.
+    if let Some(file) = &config.args_file {
+        file.save(&config, None)?;
+    }
+    let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
+    crate::result::pack::pack(&cfg.result, &cfg.dir, Path::new("."))?;
+    Ok(())
 }

@@ -10,7 +10,7 @@ use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
 use crate::system::bench_file::BenchKnobs;
-use crate::system::session::{Needs, Session, SessionOpts};
+use crate::system::session::{Needs, Session};
 use crate::system::sysreqs::Enforce;
 use crate::system::HostPaths;
 use anyhow::{Context, Result};
@@ -31,7 +31,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    fn name(&self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Mode::Run => "run",
             Mode::Study { .. } => "study",
@@ -568,57 +568,6 @@ fn print_summary(entry: &Entry) -> Result<()> {
         );
     }
     print!("{}", out);
-    Ok(())
-}
-
-/// The result file of a command that needs one: `<what> requires --result` otherwise.
-pub fn require_result(global: &crate::cli::GlobalOpts, what: &str) -> Result<PathBuf> {
-    match &global.result {
-        Some(p) if !p.as_os_str().is_empty() => Ok(p.clone()),
-        _ => crate::usage_bail!("{} requires --result", what),
-    }
-}
-
-impl RunConfig {
-    /// From the validated global options; `what` names the command for the missing-`--result`
-    /// error.
-    pub fn from_config(cfg: &crate::config::Config, what: &str) -> Result<Self> {
-        let Some(result) = cfg.result.clone().filter(|p| !p.as_os_str().is_empty()) else {
-            crate::usage_bail!("{} requires --result", what);
-        };
-        Ok(Self {
-            result,
-            dir: cfg.dir.clone(),
-            bench_args: Some(cfg.sysinfo_args()),
-            system: Some(SessionOpts::from_config(cfg)),
-            quick: cfg.quick,
-        })
-    }
-}
-
-/// `run`, `study` and `solve` from the command line.
-pub fn cli_jobs(
-    global: &crate::cli::GlobalOpts,
-    mode: Mode,
-    args: &crate::cli::SpecArgs,
-) -> Result<()> {
-    let config = crate::config::Config::from_opts(global)?;
-    let cfg = RunConfig::from_config(&config, mode.name())?;
-    let specs =
-        crate::args_file::collect_job_specs(&config, mode.name(), args, JobSpec::validate_run)?;
-    run_cmd(&cfg, mode, specs)
-}
-
-/// `pack` from the command line: `./<stem>.tar.gz`.
-pub fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
-    let config = crate::config::Config::from_opts(global)?;
-    let cfg = RunConfig::from_config(&config, "pack")?;
-    // pack takes no job specs: the stored subcommand and specs stay as they are.
-    if let Some(file) = &config.args_file {
-        file.save(&config, None)?;
-    }
-    let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
-    pack::pack(&cfg.result, &cfg.dir, Path::new("."))?;
     Ok(())
 }
 
