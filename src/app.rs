@@ -34,7 +34,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Vm(a) => {
-            let code = crate::vm::run(&cli.global, &a)?;
+            let code = crate::vm::run(cli.global.dir.as_deref(), cli.global.verbose, &a)?;
             std::process::exit(code)
         }
         Command::Probe(a) => crate::vm::probe::run(&a),

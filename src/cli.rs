@@ -5,7 +5,7 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
-pub const DFL_DIR: &str = "/var/lib/resctl-demo";
+pub use crate::system::DFL_DIR;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -4,6 +4,9 @@
 //! Everything takes its filesystem roots from a [`HostPaths`], so unit tests run the same code
 //! against temp-dir trees that imitate /sys, /proc and /sys/fs/cgroup.
 
+/// The default top-level work directory (`--dir`), as upstream has it.
+pub const DFL_DIR: &str = "/var/lib/resctl-demo";
+
 pub mod bench_file;
 pub mod blockdev;
 pub mod cgroup;

@@ -5,8 +5,8 @@
 use super::channel::{self, Relay, Tail};
 use super::profiles::DiskLimits;
 use super::{initramfs, kmod, qemu, setup, Event, GuestConfig, VmArgs};
-use crate::cli::{GlobalOpts, DFL_DIR};
 use crate::error::UsageError;
+use crate::system::DFL_DIR;
 use crate::units::parse;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -125,7 +125,8 @@ fn host_reports_dir(args: &[String], cwd: &Path, scratch_dir: &Path) -> Option<P
 }
 
 impl Opts {
-    pub fn new(global: &GlobalOpts, a: &VmArgs, cwd: &Path) -> Result<Self> {
+    /// `dir` is the `--dir` given to `vm` itself (passed on to the command).
+    pub fn new(dir: Option<&str>, a: &VmArgs, cwd: &Path) -> Result<Self> {
         let mem = parse::parse_size(&a.mem).map_err(|e| bad("mem", e))? / MIB * MIB;
         if mem < 256 * MIB {
             crate::usage_bail!("--mem {:?} is too small (at least 256M)", a.mem);
@@ -210,11 +211,11 @@ impl Opts {
 
         // The scratch disk goes where the guest command's --dir points.
         let mut args = a.args.clone();
-        let dir = match (dir_arg(&args), &global.dir) {
+        let dir = match (dir_arg(&args), dir) {
             (Some(d), _) => d,
             (None, Some(d)) => {
-                args.splice(0..0, ["--dir".to_string(), d.clone()]);
-                d.clone()
+                args.splice(0..0, ["--dir".to_string(), d.to_string()]);
+                d.to_string()
             }
             (None, None) => String::new(),
         };
@@ -428,9 +429,10 @@ fn guest_env(profile: &str) -> Vec<(String, String)> {
 }
 
 /// `resctl-bench vm`: returns the exit status of the guest command.
-pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
+/// `dir` and `verbose` are `vm`'s own `--dir` and `-v`.
+pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let opts = Opts::new(global, a, &cwd)?;
+    let opts = Opts::new(dir, a, &cwd)?;
     if a.setup {
         setup::run()?;
         if a.args.is_empty() {
@@ -466,7 +468,6 @@ pub fn run(global: &GlobalOpts, a: &VmArgs) -> Result<i32> {
                 setup::FIX
             )
         })?;
-    let verbose = global.verbose;
 
     // Reports land on the host next to the result (the guest bind-mounts this directory at
     // `<--dir>/report.d`); a symlink leading out of the shared directory would not resolve there.
@@ -829,12 +830,19 @@ mod tests {
     use super::*;
     use clap::Parser;
 
+    /// `vm`'s own options as the command line gives them (`rb [-d DIR] vm ...`).
+    #[derive(Parser)]
+    struct VmCmd {
+        #[arg(short = 'd', long = "dir")]
+        dir: Option<String>,
+        #[command(flatten)]
+        vm: VmArgs,
+    }
+
     fn opts(argv: &[&str]) -> Result<Opts> {
-        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
-        let crate::cli::Command::Vm(a) = &cli.cmd else {
-            panic!("not vm");
-        };
-        Opts::new(&cli.global, a, Path::new("/work/x"))
+        let argv: Vec<&str> = argv.iter().copied().filter(|a| *a != "vm").collect();
+        let cmd = VmCmd::try_parse_from(argv).unwrap();
+        Opts::new(cmd.dir.as_deref(), &cmd.vm, Path::new("/work/x"))
     }
 
     #[test]
