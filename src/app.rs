@@ -2,7 +2,6 @@
 
 use crate::cli::{Cli, Command};
 use crate::run::{self, Mode, RunConfig};
-use crate::spec::JobSpec;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -67,13 +66,13 @@ fn format_cmd(
     // The global options mean nothing here, but a bad one is refused as `run` refuses it.
     crate::config::Config::from_opts(global)?;
     let path = require_result(global, name)?;
-    let specs = crate::spec::parse_format_specs(specs)?;
+    let specs = crate::bench::parse_format_specs(specs)?;
     let Some(bytes) = crate::result::read_bytes(&path)? else {
         crate::usage_bail!("{}: no such result file", path.display());
     };
     let entries = crate::result::parse_entries(&path, &bytes)?;
     drop(bytes);
-    let text = crate::format::format_entries(&entries, &specs, full, rstat)?;
+    let text = crate::bench::show::format_entries(&entries, &specs, full, rstat)?;
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
@@ -117,8 +116,12 @@ fn cli_jobs(
 ) -> Result<()> {
     let config = crate::config::Config::from_opts(global)?;
     let cfg = run_config(&config, mode.name())?;
-    let specs =
-        crate::args_file::collect_job_specs(&config, mode.name(), args, JobSpec::validate_run)?;
+    let specs = crate::args_file::collect_job_specs(
+        &config,
+        mode.name(),
+        args,
+        crate::bench::validate_run,
+    )?;
     run::run_cmd(&cfg, mode, specs)
 }
 

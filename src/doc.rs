@@ -1,11 +1,12 @@
 //! `resctl-bench doc`: the pages under benches-doc/, compiled into the binary so the docs always
-//! match the binary that prints them.
+//! match the binary that prints them. Bench pages come from the bench registry.
 
 use crate::error::UsageError;
 use anyhow::Result;
 
-/// (subject, one-line description, page text)
-pub const PAGES: &[(&str, &str, &str)] = &[
+/// The pages that are not a bench's: (subject, one-line description, page text). Each bench
+/// brings its own page in its descriptor.
+const TOPICS: &[(&str, &str, &str)] = &[
     (
         "common",
         "Command line, job specs, result file and report conventions",
@@ -17,51 +18,30 @@ pub const PAGES: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/vm.md"),
     ),
     (
-        "iocost-params",
-        "io.cost model and QoS parameters of the scratch device",
-        include_str!("../benches-doc/iocost-params.md"),
-    ),
-    (
         "hashd",
         "The bundled latency-sensitive workload",
         include_str!("../benches-doc/hashd.md"),
     ),
-    (
-        "hashd-params",
-        "Parameters of the hashd workload",
-        include_str!("../benches-doc/hashd-params.md"),
-    ),
-    (
-        "storage",
-        "Memory offloading factor (MOF) of the storage",
-        include_str!("../benches-doc/storage.md"),
-    ),
-    (
-        "protection",
-        "Workload protection against a memory hog",
-        include_str!("../benches-doc/protection.md"),
-    ),
-    (
-        "iocost-qos",
-        "MOF and protection per io.cost QoS setting",
-        include_str!("../benches-doc/iocost-qos.md"),
-    ),
-    (
-        "iocost-tune",
-        "QoS solutions derived from iocost-qos results",
-        include_str!("../benches-doc/iocost-tune.md"),
-    ),
 ];
 
+/// Every page, topics first, then the benches in registry order.
+pub fn pages() -> Vec<(&'static str, &'static str, &'static str)> {
+    let benches = crate::bench::BENCHES.iter().filter_map(|b| {
+        let d = b.desc();
+        d.doc.as_ref().map(|p| (d.kind, p.title, p.text))
+    });
+    TOPICS.iter().copied().chain(benches).collect()
+}
+
 pub fn page(subject: &str) -> Option<&'static str> {
-    PAGES.iter().find(|p| p.0 == subject).map(|p| p.2)
+    pages().into_iter().find(|p| p.0 == subject).map(|p| p.2)
 }
 
 /// The text `doc` prints: the list of subjects without arguments, else the requested pages.
 pub fn render(subjects: &[String]) -> Result<String> {
     if subjects.is_empty() {
         let mut out = String::from("Documentation subjects (resctl-bench doc SUBJECT):\n\n");
-        for (name, about, _) in PAGES {
+        for (name, about, _) in pages() {
             out += &format!("  {:<15} {}\n", name, about);
         }
         return Ok(out);
@@ -69,7 +49,7 @@ pub fn render(subjects: &[String]) -> Result<String> {
     let mut out = String::new();
     for (i, subject) in subjects.iter().enumerate() {
         let text = page(subject).ok_or_else(|| {
-            let known: Vec<&str> = PAGES.iter().map(|p| p.0).collect();
+            let known: Vec<&str> = pages().iter().map(|p| p.0).collect();
             UsageError::new(format!(
                 "unknown doc subject \"{}\"; known: {}",
                 subject,
@@ -98,7 +78,7 @@ mod tests {
     #[test]
     fn listing_names_every_page() {
         let list = render(&[]).unwrap();
-        for (name, _, _) in PAGES {
+        for (name, _, _) in pages() {
             assert!(list.contains(name));
         }
     }

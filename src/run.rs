@@ -195,29 +195,24 @@ fn implementations(mode: &Mode, specs: &[JobSpec]) -> Result<Vec<&'static dyn Be
     specs
         .iter()
         .map(|spec| {
-            let Some(desc) = bench::find(&spec.kind) else {
+            let Some(bench) = bench::find(&spec.kind) else {
                 crate::usage_bail!(
                     "{}: unknown bench {:?}; see --help for the list",
                     job_name(spec),
                     spec.kind
                 );
             };
-            match bench::implementation(&spec.kind) {
-                Some(b) if *mode == Mode::Run && desc.runnable => {
-                    b.check(spec)?;
-                    Ok(b)
-                }
-                Some(b) if *mode != Mode::Run => Ok(b),
-                _ if *mode == Mode::Run => crate::usage_bail!(
-                    "{:?} can't run in this version yet; format/summary of existing results work",
-                    spec.kind
-                ),
-                _ => crate::usage_bail!(
+            if !bench.desc().runnable {
+                crate::usage_bail!(
                     "{:?} can't {} in this version yet; format/summary of existing results work",
                     spec.kind,
                     mode.name()
-                ),
+                );
             }
+            if *mode == Mode::Run {
+                bench.check(spec).map_err(|e| spec.error(e))?;
+            }
+            Ok(bench)
         })
         .collect()
 }
@@ -237,7 +232,7 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
     let mut file = ResultFile::load(&cfg.result)?;
     file.set_reorder(mode == Mode::Run);
     let idxs = file.link(&specs, |kind| {
-        bench::find(kind).is_some_and(|d| d.incremental)
+        bench::find(kind).is_some_and(|b| b.desc().incremental)
     });
 
     let reports_dir = match &mode {
@@ -558,7 +553,7 @@ fn print_summary(entry: &Entry) -> Result<()> {
         ..Default::default()
     };
     let mut out = String::new();
-    if !crate::format::format_entry(&mut out, entry, &opts)? {
+    if !crate::bench::show::format_entry(&mut out, entry, &opts)? {
         // Can't happen for a bench that just ran (it has a formatter), but don't print a
         // header-less body if it ever does.
         log::warn!(
@@ -617,7 +612,7 @@ mod tests {
             system: Some(o),
             quick: false,
         };
-        let bench = bench::implementation("hashd-params").unwrap();
+        let bench = bench::find("hashd-params").unwrap();
         let sysinfo = to_raw(&serde_json::json!({})).unwrap();
         let file = run_job(
             &cfg,

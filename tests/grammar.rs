@@ -277,7 +277,7 @@ fn valid_specs_parse_to_exact_structure() {
             props: groups(v.props),
         };
         assert_eq!(spec, want, "{}", v.text);
-        spec.validate_run()
+        resctl_bench::bench::validate_run(&spec)
             .unwrap_or_else(|e| panic!("{} should validate: {}", v.text, e));
         let again = JobSpec::parse(&spec.canonical()).unwrap();
         assert_eq!(again, spec, "{} -> {}", v.text, spec.canonical());

@@ -7,8 +7,10 @@
 //! * [`ensure_mem_avail`] — measures how much memory a workload can really get on this host
 //!   (`avail` of the memory profile) when it was only estimated.
 
+use crate::bench::{prop, PropDesc, SpecError, ValueKind};
 use crate::report::model::{HashdReport, RunnerState};
 use crate::report::reporter::SharedReport;
+use crate::spec::Group;
 use crate::system::bench_file::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
 use crate::system::session::Session;
@@ -52,25 +54,40 @@ pub struct HashdBenchRun {
     pub knobs: HashdKnobs,
 }
 
-/// A hashd knob property (`rps-max`, `hash-size`, `chunk-pages`) of bench `what`, which must be
-/// positive when given: 0 is a usage error naming what is `accepted` and what leaving it out
-/// does (`otherwise`).
-pub fn positive_prop(
-    props: &crate::spec::PropSet,
-    what: &str,
+/// The hashd knobs `storage` and `hashd-params` take.
+pub const HASHD_KNOBS: [PropDesc; 4] = [
+    prop("rps-max", ValueKind::Int, "maximum requests per second"),
+    prop(
+        "hash-size",
+        ValueKind::Size,
+        "mean size of the data hashed per request",
+    ),
+    prop("chunk-pages", ValueKind::Int, "pages per access chunk"),
+    prop(
+        "log-bps",
+        ValueKind::Size,
+        "log write bandwidth in bytes per second",
+    ),
+];
+
+/// A hashd knob (`rps-max`, `hash-size`, `chunk-pages`) must be positive when given: 0 is an
+/// error naming what is accepted and what leaving it out does (`otherwise`).
+pub fn positive_knob(
+    g: &Group,
     key: &str,
-    kind: crate::bench::ValueKind,
-    accepted: &str,
+    kind: ValueKind,
     otherwise: &str,
-) -> Result<Option<f64>> {
-    match crate::format::prop_f64(props, key, kind, what)? {
-        Some(v) if v <= 0.0 => crate::usage_bail!(
-            "{}: {}=0 can't be used; give {}, or leave it out to {}",
-            what,
-            key,
-            accepted,
-            otherwise
-        ),
+) -> Result<Option<u64>, SpecError> {
+    let accepted = match key {
+        "rps-max" => "a positive request rate",
+        "chunk-pages" => "1 or more pages",
+        _ => "a positive size",
+    };
+    match g.u64(key, kind)? {
+        Some(0) => Err(g.err(format!(
+            "{}=0 can't be used; give {}, or leave it out to {}",
+            key, accepted, otherwise
+        ))),
         v => Ok(v),
     }
 }

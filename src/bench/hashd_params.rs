@@ -7,10 +7,12 @@
 //! keeps the memory profile and the sizing run (every probe, timings, thresholds) as our own
 //! additions.
 
-use crate::bench::hashd_bench::{self, HashdBenchCfg};
+use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
 use crate::bench::storage::run::dfl_rps_max;
-use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, ValueKind};
-use crate::format::prop_f64;
+use crate::bench::{
+    needs, prop, Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind,
+    APPLY_COMMIT,
+};
 use crate::result::sysinfo::MemInfo;
 use crate::result::Entry;
 use crate::run::{now, RunCtx, StudyCtx};
@@ -28,6 +30,37 @@ pub struct HashdParams;
 
 const WHAT: &str = "hashd-params";
 
+pub static DESC: BenchDesc = BenchDesc {
+    kind: WHAT,
+    about: "Benchmark the parameters of the hashd workload",
+    hidden: false,
+    incremental: false,
+    runnable: true,
+    shape: Shape {
+        props: &[
+            APPLY_COMMIT[0],
+            APPLY_COMMIT[1],
+            prop(
+                "fake-cpu-load",
+                ValueKind::Bool,
+                "simulate CPU load instead of hashing",
+            ),
+            HASHD_KNOBS[0],
+            HASHD_KNOBS[1],
+            HASHD_KNOBS[2],
+            HASHD_KNOBS[3],
+        ],
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+    },
+    doc: Some(DocPage {
+        title: "Parameters of the hashd workload",
+        text: include_str!("../../benches-doc/hashd-params.md"),
+    }),
+    system: Some(&needs::MEM),
+};
+
 /// The hashd-params properties (spec §5).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Props {
@@ -42,43 +75,46 @@ pub struct Props {
 
 impl Props {
     /// `apply` and `commit` default to true. `apply=false` alone turns both off (a commit
-    /// implies an apply); `apply=false,commit` contradicts itself and is refused.
-    pub fn parse(spec: &JobSpec) -> Result<Props> {
-        let g = spec.first_group();
-        let get = |k: &str, kind: ValueKind| prop_f64(&g, k, kind, WHAT);
-        let flag =
-            |k: &str| -> Result<Option<bool>> { Ok(get(k, ValueKind::Bool)?.map(|v| v != 0.0)) };
-        let positive = |k: &str, kind: ValueKind, accepted: &str| {
+    /// implies an apply); `apply=false,commit` contradicts itself and is refused. A hashd knob
+    /// given as 0 is refused.
+    pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
+        let g = spec.group(0);
+        let positive = |k: &str, kind: ValueKind| {
             let otherwise = if k == "rps-max" {
                 "measure it"
             } else {
                 "use the default"
             };
-            hashd_bench::positive_prop(&g, WHAT, k, kind, accepted, otherwise)
+            positive_knob(&g, k, kind, otherwise)
         };
-        let (apply, commit) = match (flag("apply")?, flag("commit")?) {
-            (Some(false), Some(true)) => crate::usage_bail!(
-                "{}: apply=false with commit: committing implies applying (accepted: apply=false \
-                 alone, commit=false, or both left out)",
-                WHAT
-            ),
+        let (apply, commit) = match (g.flag("apply")?, g.flag("commit")?) {
+            (Some(false), Some(true)) => {
+                return Err(g.err(
+                    "apply=false with commit: committing implies applying (accepted: \
+                     apply=false alone, commit=false, or both left out)",
+                ))
+            }
             (apply, commit) => {
                 let apply = apply.unwrap_or(true);
                 let commit = commit.unwrap_or(apply);
                 (apply || commit, commit)
             }
         };
+        let clamp = |v: u64| v.min(u32::MAX as u64) as u32;
         Ok(Props {
             apply,
             commit,
-            fake_cpu_load: flag("fake-cpu-load")?.unwrap_or(false),
-            rps_max: positive("rps-max", ValueKind::Int, "a positive request rate")?
-                .map(|v| v.min(u32::MAX as f64) as u32),
-            hash_size: positive("hash-size", ValueKind::Size, "a positive size")?.map(|v| v as u64),
-            chunk_pages: positive("chunk-pages", ValueKind::Int, "1 or more pages")?
-                .map(|v| v.min(u32::MAX as f64) as u32),
-            log_bps: get("log-bps", ValueKind::Size)?.map(|v| v as u64),
+            fake_cpu_load: g.flag("fake-cpu-load")?.unwrap_or(false),
+            rps_max: positive("rps-max", ValueKind::Int)?.map(clamp),
+            hash_size: positive("hash-size", ValueKind::Size)?,
+            chunk_pages: positive("chunk-pages", ValueKind::Int)?.map(clamp),
+            log_bps: g.u64("log-bps", ValueKind::Size)?,
         })
+    }
+
+    /// [`Props::check`] as a usage error.
+    pub fn parse(spec: &JobSpec) -> Result<Props> {
+        Self::check(spec).map_err(|e| spec.error(e).into())
     }
 
     /// rps_max for the bench: the property; with fake CPU load the storage bench's rate for
@@ -162,7 +198,7 @@ fn watch() -> Watch {
 
 impl Bench for HashdParams {
     fn desc(&self) -> &'static BenchDesc {
-        crate::bench::find(WHAT).unwrap_or_else(|| unreachable!("hashd-params is registered"))
+        &DESC
     }
 
     fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
@@ -209,8 +245,8 @@ impl Bench for HashdParams {
         Ok(serde_json::to_value(&rec)?)
     }
 
-    fn check(&self, spec: &JobSpec) -> Result<()> {
-        Props::parse(spec).map(|_| ())
+    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
+        Props::check(spec).map(|_| ())
     }
 
     fn applies(&self, spec: &JobSpec, record: &RawValue) -> Result<Option<Apply>> {
@@ -239,8 +275,9 @@ impl Bench for HashdParams {
         Ok(serde_json::to_value(&knobs)?)
     }
 
-    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-        format(out, entry, opts)
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
+        format(out, entry, opts)?;
+        Ok(true)
     }
 }
 
@@ -560,7 +597,7 @@ mod tests {
             "Result: hash_size=1.2M rps_max=1029 mem_actual=16.1G chunk_pages=25\n\n"
         );
         let mut out = String::new();
-        assert!(crate::format::format_entry(&mut out, &e, &FormatOpts::default()).unwrap());
+        assert!(crate::bench::show::format_entry(&mut out, &e, &FormatOpts::default()).unwrap());
         assert!(out.contains("[hashd-params "), "{}", out);
         assert!(out.ends_with("chunk_pages=25\n\n"), "{}", out);
     }

@@ -1,13 +1,45 @@
 //! `iocost-params`: the io.cost model and QoS parameters benchmarked for the scratch device.
-//! The report prints the recorded parameters.
+//! The report prints the recorded parameters. Running it comes with the IO engine.
 
-use crate::bench::FormatOpts;
+use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, Shape, APPLY_COMMIT};
 use crate::format::header::{IoCostModel, IoCostQos};
 use crate::format::parse_record;
 use crate::result::Entry;
 use anyhow::Result;
 use serde::Deserialize;
 use std::fmt::Write;
+
+pub struct IocostParams;
+
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "iocost-params",
+    about: "Benchmark io.cost model and QoS parameters of the scratch device",
+    hidden: false,
+    incremental: false,
+    runnable: false,
+    shape: Shape {
+        props: &APPLY_COMMIT,
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+    },
+    doc: Some(DocPage {
+        title: "io.cost model and QoS parameters of the scratch device",
+        text: include_str!("../../benches-doc/iocost-params.md"),
+    }),
+    system: Some(&needs::IO),
+};
+
+impl Bench for IocostParams {
+    fn desc(&self) -> &'static BenchDesc {
+        &DESC
+    }
+
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
+        format(out, entry, opts)?;
+        Ok(true)
+    }
+}
 
 /// The recorded io.cost knobs.
 #[derive(Debug, Default, Deserialize)]

@@ -1,21 +1,43 @@
-//! The bench registry: what each bench is called, what it accepts in a job spec, and how it
-//! behaves in the run/match machinery. Validation of specs (`crate::spec`) and `--help` are
-//! driven from this table so they can never disagree.
+//! The benches and their registry. Each bench is one implementation of [`Bench`] in its own
+//! module: its descriptor (name, what it accepts, what it needs from the host), its typed
+//! properties and their rules, its run/study, and its text report. Everything else — spec
+//! validation, `summary`/`format`, `doc`, `--help` and the runner — goes through [`BENCHES`].
+//! Adding a bench is its module plus one line there.
 
-/// The value vocabulary specs and benches share lives in the leaf `units` layer.
+pub mod hashd_bench;
+pub mod hashd_params;
+pub mod iocost_params;
+pub mod iocost_qos;
+pub mod iocost_tune;
+pub mod needs;
+pub mod protection;
+pub mod selftest;
+pub mod show;
+pub mod storage;
+pub mod systest;
+
+pub use crate::format::FormatOpts;
+pub use crate::spec::{prop, Forward, PropDesc, Shape, SpecError};
 pub use crate::units::{ValueKind, PCT_LABELS};
 
-#[derive(Debug, Clone, Copy)]
-pub struct PropDesc {
-    pub key: &'static str,
-    pub kind: ValueKind,
-    pub help: &'static str,
-}
+use crate::error::UsageError;
+use crate::spec::suggest::suggestion;
+use crate::spec::JobSpec;
+use crate::system::sysreqs::SysReq;
 
-const fn p(key: &'static str, kind: ValueKind, help: &'static str) -> PropDesc {
-    PropDesc { key, kind, help }
-}
+/// Every bench, in the order `--help` and `doc` list them.
+pub static BENCHES: &[&dyn Bench] = &[
+    &iocost_params::IocostParams,
+    &hashd_params::HashdParams,
+    &storage::Storage,
+    &protection::Protection,
+    &iocost_qos::IocostQos,
+    &iocost_tune::IocostTune,
+    &selftest::SelfTest,
+    &systest::SysTest,
+];
 
+/// What a bench is and accepts.
 #[derive(Debug)]
 pub struct BenchDesc {
     pub kind: &'static str,
@@ -24,19 +46,23 @@ pub struct BenchDesc {
     pub hidden: bool,
     /// A re-run links to an existing entry of the same kind+id regardless of props and resumes it.
     pub incremental: bool,
-    /// Keys accepted in the first group.
-    pub props: &'static [PropDesc],
-    /// Prefixes in the first group forwarded to a sub-bench (`storage-` → storage's props).
-    pub forward: &'static [(&'static str, &'static str)],
-    /// Keys accepted in groups 2+; `None` = only one group allowed.
-    pub group_props: Option<&'static [PropDesc]>,
-    /// Keys accepted as format props (first group of a `format`/`summary` spec).
-    pub format_props: &'static [PropDesc],
-    /// Whether `run` is available in this version.
+    /// Whether `run` (and `study`/`solve`) are available in this version; the others only
+    /// format existing results.
     pub runnable: bool,
+    /// The keys and values its specs take.
+    pub shape: Shape,
+    /// Its `doc` page (hidden benches have none).
+    pub doc: Option<DocPage>,
     /// What the bench needs from the host when it runs; `None` = it doesn't touch the system
     /// (no systemd check, journal, sysreqs or memory profile).
     pub system: Option<&'static SystemNeeds>,
+}
+
+/// A `doc` page: the line the listing shows and the text (`benches-doc/<name>.md`, compiled in).
+#[derive(Debug)]
+pub struct DocPage {
+    pub title: &'static str,
+    pub text: &'static str,
 }
 
 /// The host setup a bench runs on (see `system::session`).
@@ -51,326 +77,34 @@ pub struct SystemNeeds {
     pub measures_avail: bool,
 }
 
-use crate::system::sysreqs::SysReq;
-
-/// Everything: protection and iocost-qos depend on all of it.
-const ALL_SYSTEM: SystemNeeds = SystemNeeds {
-    sysreqs: SysReq::ALL,
-    mem_profile: true,
-    measures_avail: false,
+/// A shape without properties.
+pub const NO_PROPS: Shape = Shape {
+    props: &[],
+    forward: &[],
+    group_props: None,
+    format_props: &[],
 };
 
-/// hashd sizing and MOF: memory management and swap on the measured device.
-const MEM_SYSTEM: SystemNeeds = SystemNeeds {
-    sysreqs: &[
-        SysReq::Controllers,
-        SysReq::AnonBalance,
-        SysReq::SwapOnScratch,
-        SysReq::Swap,
-        SysReq::NoZswap,
-        SysReq::Psi,
-    ],
-    mem_profile: true,
-    measures_avail: true,
-};
-
-/// io.cost parameter benchmarking: the device and io.cost, at the machine's size.
-const IO_SYSTEM: SystemNeeds = SystemNeeds {
-    sysreqs: &[
-        SysReq::Controllers,
-        SysReq::IoCost,
-        SysReq::IoCostVer,
-        SysReq::NoOtherIoControllers,
-        SysReq::NoCompositeStorage,
-        SysReq::IoSched,
-        SysReq::NoWbt,
-    ],
-    mem_profile: false,
-    measures_avail: false,
-};
-
-const APPLY_COMMIT: [PropDesc; 2] = [
-    p(
+/// `apply` and `commit`, taken by the benches whose result parameterizes later ones.
+pub const APPLY_COMMIT: [PropDesc; 2] = [
+    prop(
         "apply",
         ValueKind::Bool,
         "apply the result to later benches",
     ),
-    p(
+    prop(
         "commit",
         ValueKind::Bool,
         "also save the result to bench.json (implies apply)",
     ),
 ];
 
-const HASHD_KNOBS: [PropDesc; 4] = [
-    p("rps-max", ValueKind::Int, "maximum requests per second"),
-    p(
-        "hash-size",
-        ValueKind::Size,
-        "mean size of the data hashed per request",
-    ),
-    p("chunk-pages", ValueKind::Int, "pages per access chunk"),
-    p(
-        "log-bps",
-        ValueKind::Size,
-        "log write bandwidth in bytes per second",
-    ),
-];
-
-pub static BENCHES: &[BenchDesc] = &[
-    BenchDesc {
-        kind: "iocost-params",
-        about: "Benchmark io.cost model and QoS parameters of the scratch device",
-        hidden: false,
-        incremental: false,
-        props: &APPLY_COMMIT,
-        forward: &[],
-        group_props: None,
-        format_props: &[],
-        runnable: false,
-        system: Some(&IO_SYSTEM),
-    },
-    BenchDesc {
-        kind: "hashd-params",
-        about: "Benchmark the parameters of the hashd workload",
-        hidden: false,
-        incremental: false,
-        props: &[
-            APPLY_COMMIT[0],
-            APPLY_COMMIT[1],
-            p(
-                "fake-cpu-load",
-                ValueKind::Bool,
-                "simulate CPU load instead of hashing",
-            ),
-            HASHD_KNOBS[0],
-            HASHD_KNOBS[1],
-            HASHD_KNOBS[2],
-            HASHD_KNOBS[3],
-        ],
-        forward: &[],
-        group_props: None,
-        format_props: &[],
-        runnable: true,
-        system: Some(&MEM_SYSTEM),
-    },
-    BenchDesc {
-        kind: "storage",
-        about: "Measure how much memory the storage can offload (MOF)",
-        hidden: false,
-        incremental: false,
-        props: &STORAGE_PROPS,
-        forward: &[],
-        group_props: None,
-        format_props: &[],
-        runnable: true,
-        system: Some(&MEM_SYSTEM),
-    },
-    BenchDesc {
-        kind: "protection",
-        about: "Measure how well the workload is protected from a memory hog",
-        hidden: false,
-        incremental: false,
-        props: &[],
-        forward: &[],
-        group_props: Some(&PROTECTION_SCENARIO_PROPS),
-        format_props: &[],
-        runnable: false,
-        system: Some(&ALL_SYSTEM),
-    },
-    BenchDesc {
-        kind: "iocost-qos",
-        about: "Compare MOF and protection across io.cost QoS settings",
-        hidden: false,
-        incremental: true,
-        props: &[
-            p(
-                "vrate-min",
-                ValueKind::Float,
-                "lowest vrate of the grid (0: one step above 0)",
-            ),
-            p("vrate-max", ValueKind::Float, "highest vrate of the grid"),
-            p("vrate-intvs", ValueKind::Int, "number of vrate grid points"),
-            p(
-                "dither",
-                ValueKind::BoolOrFloat,
-                "shift the grid randomly, or by the given amount",
-            ),
-            p(
-                "storage-base-loops",
-                ValueKind::Int,
-                "storage loops for the baseline run",
-            ),
-            p(
-                "storage-loops",
-                ValueKind::Int,
-                "storage loops for the other runs",
-            ),
-            p(
-                "isol-pct",
-                ValueKind::Enum(PCT_LABELS),
-                "isolation percentile to judge by",
-            ),
-            p("isol-thr", ValueKind::Frac, "isolation threshold"),
-            p(
-                "retries",
-                ValueKind::Int,
-                "extra storage attempts per configuration",
-            ),
-            p(
-                "allow-fail",
-                ValueKind::Bool,
-                "skip a failing configuration instead of aborting",
-            ),
-            p(
-                "ignore-min-perf",
-                ValueKind::Bool,
-                "don't skip vrates below the device minimum",
-            ),
-        ],
-        forward: &[("storage-", "storage")],
-        group_props: Some(&[
-            p("rpct", ValueKind::Float, "read latency percentile"),
-            p("rlat", ValueKind::Int, "read latency target in usecs"),
-            p("wpct", ValueKind::Float, "write latency percentile"),
-            p("wlat", ValueKind::Int, "write latency target in usecs"),
-            p("min", ValueKind::Float, "minimum vrate in percent"),
-            p("max", ValueKind::Float, "maximum vrate in percent"),
-            p(
-                "vrate",
-                ValueKind::Float,
-                "fixed vrate in percent (min=max)",
-            ),
-        ]),
-        format_props: &[p(
-            "sub-full",
-            ValueKind::Bool,
-            "print sub-bench results in full",
-        )],
-        runnable: false,
-        system: Some(&ALL_SYSTEM),
-    },
-    BenchDesc {
-        kind: "iocost-tune",
-        about: "Derive io.cost QoS solutions from iocost-qos results",
-        hidden: false,
-        incremental: true,
-        props: &[],
-        forward: &[],
-        group_props: None,
-        format_props: &[],
-        runnable: false,
-        system: None,
-    },
-    BenchDesc {
-        kind: "selftest",
-        about: "Internal bench exercising run, checkpoint, resume and study",
-        hidden: true,
-        incremental: true,
-        props: &[
-            p("steps", ValueKind::Int, "number of steps"),
-            p("step-time", ValueKind::Duration, "time each step takes"),
-            p("fail-at", ValueKind::Int, "fail at this step (for testing)"),
-        ],
-        forward: &[],
-        group_props: None,
-        format_props: &[],
-        runnable: true,
-        system: None,
-    },
-    BenchDesc {
-        kind: "systest",
-        about: "Internal bench holding the full host setup (sysreqs, journal, memory profile)",
-        hidden: true,
-        incremental: false,
-        props: &[p("hold", ValueKind::Duration, "keep the setup this long")],
-        forward: &[],
-        group_props: None,
-        format_props: &[],
-        runnable: true,
-        system: Some(&ALL_SYSTEM),
-    },
-];
-
-const STORAGE_PROPS: [PropDesc; 10] = [
-    APPLY_COMMIT[0],
-    APPLY_COMMIT[1],
-    p("loops", ValueKind::Int, "number of measurements to average"),
-    HASHD_KNOBS[0],
-    HASHD_KNOBS[1],
-    HASHD_KNOBS[2],
-    HASHD_KNOBS[3],
-    p(
-        "mem-avail-err-max",
-        ValueKind::Frac,
-        "tolerated error of the memory usage estimate",
-    ),
-    p(
-        "mem-avail-inner-retries",
-        ValueKind::Int,
-        "retries that keep mem-avail",
-    ),
-    p(
-        "mem-avail-outer-retries",
-        ValueKind::Int,
-        "retries that re-estimate mem-avail",
-    ),
-];
-
-const PROTECTION_SCENARIO_PROPS: [PropDesc; 9] = [
-    p(
-        "scenario",
-        ValueKind::Enum(&["mem-hog", "mem-hog-tune"]),
-        "scenario to run",
-    ),
-    p("loops", ValueKind::Int, "mem-hog: number of runs"),
-    p("load", ValueKind::Frac, "workload load level"),
-    p("speed", ValueKind::Str, "memory hog speed, e.g. 2x"),
-    p(
-        "size-min",
-        ValueKind::Size,
-        "mem-hog-tune: smallest workload size to probe",
-    ),
-    p(
-        "size-max",
-        ValueKind::Size,
-        "mem-hog-tune: largest workload size to probe",
-    ),
-    p("intvs", ValueKind::Int, "mem-hog-tune: number of probes"),
-    p(
-        "isol-pct",
-        ValueKind::Enum(PCT_LABELS),
-        "isolation percentile to judge by",
-    ),
-    p("isol-thr", ValueKind::Frac, "isolation threshold"),
-];
-
-pub mod hashd_bench;
-pub mod hashd_params;
-pub mod iocost_params;
-pub mod iocost_qos;
-pub mod protection;
-pub mod selftest;
-pub mod storage;
-pub mod systest;
-
-/// The implementation of a bench, if this version has one.
-pub fn implementation(kind: &str) -> Option<&'static dyn Bench> {
-    match kind {
-        "selftest" => Some(&selftest::SelfTest),
-        "systest" => Some(&systest::SysTest),
-        "storage" => Some(&storage::Storage),
-        "hashd-params" => Some(&hashd_params::HashdParams),
-        _ => None,
-    }
-}
-
-pub fn find(kind: &str) -> Option<&'static BenchDesc> {
-    BENCHES.iter().find(|b| b.kind == kind)
+pub fn find(kind: &str) -> Option<&'static dyn Bench> {
+    BENCHES.iter().copied().find(|b| b.desc().kind == kind)
 }
 
 pub fn visible() -> impl Iterator<Item = &'static BenchDesc> {
-    BENCHES.iter().filter(|b| !b.hidden)
+    BENCHES.iter().map(|b| b.desc()).filter(|d| !d.hidden)
 }
 
 /// The bench list appended to `--help`.
@@ -383,15 +117,47 @@ pub fn help_list() -> String {
     s
 }
 
-/// Options of a `format`/`summary` invocation for one entry.
-#[derive(Debug, Clone, Default)]
-pub struct FormatOpts {
-    /// `format` (true) or `summary` (false).
-    pub full: bool,
-    /// Number of `--rstat` flags.
-    pub rstat: u8,
-    /// Format props from the spec's first group (e.g. `sub-full`).
-    pub props: crate::spec::PropSet,
+/// The spec's bench, or the error listing the known ones.
+fn lookup(spec: &JobSpec) -> Result<&'static dyn Bench, UsageError> {
+    find(&spec.kind).ok_or_else(|| {
+        let known: Vec<String> = visible().map(|b| b.kind.to_string()).collect();
+        let msg = format!(
+            "unknown bench {:?}; known: {}{}",
+            spec.kind,
+            known.join(", "),
+            suggestion(&spec.kind, &known)
+        );
+        if spec.canonical() == spec.kind {
+            UsageError::new(msg)
+        } else {
+            spec.err(0, msg)
+        }
+    })
+}
+
+/// Checks a spec given to `run`/`study`/`solve`: the bench exists, the spec fits its shape,
+/// and the bench's own rules hold.
+pub fn validate_run(spec: &JobSpec) -> Result<(), UsageError> {
+    let bench = lookup(spec)?;
+    spec.check_run_shape(&bench.desc().shape)?;
+    bench.check(spec).map_err(|e| spec.error(e))
+}
+
+/// Checks a spec given to `format`/`summary`.
+pub fn validate_format(spec: &JobSpec) -> Result<(), UsageError> {
+    spec.check_format_shape(&lookup(spec)?.desc().shape)
+}
+
+/// Parses and validates the specs of a `format`/`summary` invocation.
+pub fn parse_format_specs(specs: &[String]) -> Result<Vec<JobSpec>, UsageError> {
+    specs
+        .iter()
+        .map(|s| {
+            let spec = JobSpec::parse(s)?;
+            validate_format(&spec)?;
+            Ok(spec)
+        })
+        .collect()
 }
 
 /// Benchmark parameters a finished record hands to the jobs after it (`apply`); `commit`
@@ -410,11 +176,16 @@ pub enum Apply {
 pub trait Bench: Sync {
     fn desc(&self) -> &'static BenchDesc;
 
-    fn run(&self, ctx: &mut crate::run::RunCtx) -> anyhow::Result<serde_json::Value>;
+    /// Runs the bench and returns its record. Only called when the descriptor says it is
+    /// `runnable`.
+    fn run(&self, _ctx: &mut crate::run::RunCtx) -> anyhow::Result<serde_json::Value> {
+        crate::usage_bail!("{} can't run in this version", self.desc().kind)
+    }
 
-    /// Checks the spec's property values before anything runs, so a bad one is reported as
-    /// itself (exit 2) rather than after the host setup, or after hours of earlier jobs.
-    fn check(&self, _spec: &crate::spec::JobSpec) -> anyhow::Result<()> {
+    /// The bench's own rules for its properties, beyond the keys and value kinds of its shape
+    /// (which `validate_run` checks first). Run before anything runs, so a bad value is
+    /// reported as itself (exit 2) rather than after the host setup or hours of earlier jobs.
+    fn check(&self, _spec: &JobSpec) -> Result<(), SpecError> {
         Ok(())
     }
 
@@ -424,17 +195,20 @@ pub trait Bench: Sync {
     /// reused record goes through too).
     fn applies(
         &self,
-        _spec: &crate::spec::JobSpec,
+        _spec: &JobSpec,
         _record: &serde_json::value::RawValue,
     ) -> anyhow::Result<Option<Apply>> {
         Ok(None)
     }
 
+    /// Turns a record plus the per-second reports into the result (runnable benches).
     fn study(
         &self,
-        ctx: &crate::run::StudyCtx,
-        record: &serde_json::value::RawValue,
-    ) -> anyhow::Result<serde_json::Value>;
+        _ctx: &crate::run::StudyCtx,
+        _record: &serde_json::value::RawValue,
+    ) -> anyhow::Result<serde_json::Value> {
+        crate::usage_bail!("{} can't study in this version", self.desc().kind)
+    }
 
     fn solve(&self, result: serde_json::Value) -> anyhow::Result<serde_json::Value> {
         Ok(result)
@@ -442,18 +216,75 @@ pub trait Bench: Sync {
 
     /// How far the checkpointed `record` of an unfinished run got, e.g. "1 of 3 loops done";
     /// `None` when the bench can't tell.
-    fn progress(
-        &self,
-        _spec: &crate::spec::JobSpec,
-        _record: &serde_json::value::RawValue,
-    ) -> Option<String> {
+    fn progress(&self, _spec: &JobSpec, _record: &serde_json::value::RawValue) -> Option<String> {
         None
     }
 
+    /// Renders the body of an entry that has a result (after the common header). `Ok(false)`:
+    /// this version can't render this bench's results.
     fn format(
         &self,
         out: &mut String,
         entry: &crate::result::Entry,
         opts: &FormatOpts,
-    ) -> anyhow::Result<()>;
+    ) -> anyhow::Result<bool>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_err(text: &str) -> String {
+        match JobSpec::parse(text).and_then(|s| validate_run(&s)) {
+            Ok(()) => panic!("{} should be rejected", text),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn kinds_are_unique_and_descriptors_their_own() {
+        let mut kinds: Vec<&str> = BENCHES.iter().map(|b| b.desc().kind).collect();
+        let n = kinds.len();
+        kinds.sort();
+        kinds.dedup();
+        assert_eq!(kinds.len(), n);
+        for b in BENCHES {
+            assert!(std::ptr::eq(find(b.desc().kind).unwrap().desc(), b.desc()));
+        }
+    }
+
+    #[test]
+    fn validation_messages() {
+        assert_eq!(
+            run_err("iocost-qso"),
+            "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune; did you mean iocost-qos?"
+        );
+        let e = run_err("iocost-qos:vrate-mn=5");
+        assert!(e.starts_with("job spec \"iocost-qos:vrate-mn=5\": unknown property \"vrate-mn\" for iocost-qos; valid: vrate-min, vrate-max,"), "{}", e);
+        assert!(e.ends_with("did you mean vrate-min?"), "{}", e);
+        assert_eq!(
+            run_err("iocost-qos:vrate-max=abc"),
+            "job spec \"iocost-qos:vrate-max=abc\": vrate-max=\"abc\" is not a number (accepted: a finite number, e.g. 50 or 12.5)"
+        );
+        assert!(run_err("iocost-qos::min=x").contains(": group 2: min=\"x\" is not a number"));
+        assert!(run_err("iocost-qos:storage-rps-mx=5").contains("did you mean storage-rps-max?"));
+    }
+
+    #[test]
+    fn validation_accepts() {
+        for text in [
+            "iocost-qos",
+            "iocost-qos:allow-fail",
+            "iocost-qos:storage-rps-max=1000,storage-commit,storage-loops=2",
+            "iocost-qos:vrate-min=10,vrate-max=90,dither=2.5::vrate=50:rpct=95,rlat=5000",
+            "protection::scenario=mem-hog-tune,size-max=16G,size-min=4G",
+            "storage:passive=ALL",
+            "storage:passive=io/mem",
+        ] {
+            let s = JobSpec::parse(text).unwrap();
+            validate_run(&s).unwrap_or_else(|e| panic!("{}: {}", text, e));
+        }
+        validate_format(&JobSpec::parse("iocost-qos:sub-full,id=a").unwrap()).unwrap();
+        assert!(validate_format(&JobSpec::parse("iocost-qos:vrate-min=5").unwrap()).is_err());
+    }
 }

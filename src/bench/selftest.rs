@@ -3,10 +3,9 @@
 //! checkpoints after every step and, being incremental, resumes after the last checkpointed step
 //! when re-run. `fail-at=N` makes step N fail, to test failure handling.
 
-use super::{Bench, BenchDesc, FormatOpts};
-use crate::error::UsageError;
+use super::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
 use crate::run::{RunCtx, StudyCtx};
-use crate::units::parse::{parse_duration, parse_int};
+use crate::spec::JobSpec;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -24,31 +23,40 @@ struct Props {
     fail_at: Option<u64>,
 }
 
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "selftest",
+    about: "Internal bench exercising run, checkpoint, resume and study",
+    hidden: true,
+    incremental: true,
+    runnable: true,
+    shape: Shape {
+        props: &[
+            prop("steps", ValueKind::Int, "number of steps"),
+            prop("step-time", ValueKind::Duration, "time each step takes"),
+            prop("fail-at", ValueKind::Int, "fail at this step (for testing)"),
+        ],
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+    },
+    doc: None,
+    system: None,
+};
+
 impl Props {
-    fn from_spec(spec: &crate::spec::JobSpec) -> Result<Self> {
-        let mut props = Props {
-            steps: DFL_STEPS,
-            step_time: DFL_STEP_TIME,
-            fail_at: None,
-        };
-        let bad = |k: &str, e: String| UsageError::new(format!("selftest: {}: {}", k, e));
-        if let Some(group) = spec.props.first() {
-            for (k, v) in group {
-                match k.as_str() {
-                    "steps" => props.steps = parse_int(v).map_err(|e| bad(k, e))?,
-                    "step-time" => props.step_time = parse_duration(v).map_err(|e| bad(k, e))?,
-                    "fail-at" => props.fail_at = Some(parse_int(v).map_err(|e| bad(k, e))?),
-                    _ => {
-                        return Err(bad(
-                            k,
-                            "unknown property (accepted: steps, step-time, fail-at)".into(),
-                        )
-                        .into())
-                    }
-                }
-            }
-        }
-        Ok(props)
+    fn read(spec: &JobSpec) -> Result<Self, SpecError> {
+        let g = spec.group(0);
+        Ok(Props {
+            steps: g.u64("steps", ValueKind::Int)?.unwrap_or(DFL_STEPS),
+            step_time: g
+                .f64("step-time", ValueKind::Duration)?
+                .unwrap_or(DFL_STEP_TIME),
+            fail_at: g.u64("fail-at", ValueKind::Int)?,
+        })
+    }
+
+    fn from_spec(spec: &JobSpec) -> Result<Self> {
+        Self::read(spec).map_err(|e| spec.error(e).into())
     }
 }
 
@@ -93,14 +101,10 @@ fn step_value(step: u64) -> u64 {
 
 impl Bench for SelfTest {
     fn desc(&self) -> &'static BenchDesc {
-        super::find("selftest").unwrap_or_else(|| unreachable!("selftest is registered"))
+        &DESC
     }
 
-    fn progress(
-        &self,
-        spec: &crate::spec::JobSpec,
-        record: &serde_json::value::RawValue,
-    ) -> Option<String> {
+    fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String> {
         let steps = Props::from_spec(spec).ok()?.steps;
         let rec: Record = serde_json::from_str(record.get()).ok()?;
         Some(format!("{} of {} steps done", rec.steps.len(), steps))
@@ -167,9 +171,9 @@ impl Bench for SelfTest {
         out: &mut String,
         entry: &crate::result::Entry,
         _opts: &FormatOpts,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let Some(res) = crate::format::parse_result_opt::<StudyResult>(entry)? else {
-            return Ok(());
+            return Ok(true);
         };
         out.push_str(&format!(
             "Selftest: {} steps, checksum {}, mean step time {}\n",
@@ -183,7 +187,7 @@ impl Bench for SelfTest {
             let at: Vec<String> = res.resumed_at.iter().map(|s| s.to_string()).collect();
             out.push_str(&format!("Resumed: at step {}\n", at.join(", ")));
         }
-        Ok(())
+        Ok(true)
     }
 }
 

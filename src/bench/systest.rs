@@ -4,13 +4,12 @@
 //! what `balloon.slice` holds. `hold=DUR` keeps it running (and the host changed) that long. The
 //! VM tests drive it to check the system layer end to end.
 
-use super::{Bench, BenchDesc, FormatOpts};
-use crate::error::UsageError;
+use super::{prop, Bench, BenchDesc, FormatOpts, Shape, ValueKind};
 use crate::run::{RunCtx, StudyCtx};
+use crate::spec::JobSpec;
 use crate::system::cgroup::{CgroupFs, Slice};
 use crate::system::HostPaths;
 use crate::units::format_size;
-use crate::units::parse::parse_duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -29,31 +28,35 @@ pub struct Record {
     pub held: f64,
 }
 
-fn hold_secs(spec: &crate::spec::JobSpec) -> Result<f64> {
-    let mut hold = 0.0;
-    if let Some(group) = spec.props.first() {
-        for (k, v) in group {
-            match k.as_str() {
-                "hold" => {
-                    hold = parse_duration(v)
-                        .map_err(|e| UsageError::new(format!("systest: hold: {}", e)))?
-                }
-                _ => {
-                    return Err(UsageError::new(format!(
-                        "systest: {}: unknown property (accepted: hold)",
-                        k
-                    ))
-                    .into())
-                }
-            }
-        }
-    }
-    Ok(hold)
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "systest",
+    about: "Internal bench holding the full host setup (sysreqs, journal, memory profile)",
+    hidden: true,
+    incremental: false,
+    runnable: true,
+    shape: Shape {
+        props: &[prop(
+            "hold",
+            ValueKind::Duration,
+            "keep the setup this long",
+        )],
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+    },
+    doc: None,
+    system: Some(&super::needs::ALL),
+};
+
+/// `hold`, in seconds.
+fn hold_secs(spec: &JobSpec) -> Result<f64> {
+    let hold = spec.group(0).f64("hold", ValueKind::Duration);
+    Ok(hold.map_err(|e| spec.error(e))?.unwrap_or(0.0))
 }
 
 impl Bench for SysTest {
     fn desc(&self) -> &'static BenchDesc {
-        super::find("systest").unwrap_or_else(|| unreachable!("systest is registered"))
+        &DESC
     }
 
     fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
@@ -94,9 +97,9 @@ impl Bench for SysTest {
         out: &mut String,
         entry: &crate::result::Entry,
         _opts: &FormatOpts,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let Some(r) = crate::format::parse_result_opt::<Record>(entry)? else {
-            return Ok(());
+            return Ok(true);
         };
         let opt = |v: Option<u64>| v.map(|b| format_size(b as f64)).unwrap_or("-".into());
         out.push_str(&format!(
@@ -106,6 +109,6 @@ impl Bench for SysTest {
             opt(r.balloon_swap),
             r.held
         ));
-        Ok(())
+        Ok(true)
     }
 }

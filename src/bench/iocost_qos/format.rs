@@ -6,10 +6,10 @@ use super::{configs, IoCostQosRecord, IoCostQosResult, QosOverride, RunRecord, R
 use crate::bench::protection::{
     self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult, TuneParams,
 };
-use crate::bench::storage::{self, missing_ratio, DFL_HASH_SIZE, DFL_LOG_BPS, DFL_LOOPS};
-use crate::bench::{FormatOpts, ValueKind};
+use crate::bench::storage::{self, missing_ratio, DFL_LOOPS};
+use crate::bench::FormatOpts;
 use crate::format::text::{double_underline, underline};
-use crate::format::{job_name, parse_record, parse_result, prop_f64};
+use crate::format::{job_name, parse_record, parse_result};
 use crate::result::Entry;
 use crate::study::iolat::{format_lat_group, LatMap, SUMMARY_PCTS};
 use crate::units::format_pct;
@@ -117,7 +117,6 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
             job_name(&entry.spec)
         );
     }
-    let first = entry.spec.first_group();
     // The records say which percentile the runs were judged at; the spec (or the default) only
     // matters when no run has a mem-hog-tune record.
     let isol_pct = rec
@@ -130,7 +129,7 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
                 ScenarioRecord::MemHog(_) => None,
             })
         })
-        .or_else(|| first.get("isol-pct").cloned())
+        .or_else(|| entry.spec.group(0).text("isol-pct").map(str::to_string))
         .unwrap_or_else(|| protection::DFL_ISOL_PCT.to_string());
     let cfgs = configs(&entry.spec, &rec)?;
     let rpt = Report {
@@ -142,15 +141,14 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
     };
 
     // Storage parameters of the baseline run.
-    let what = "iocost-qos";
-    let hash_size =
-        prop_f64(&first, "storage-hash-size", ValueKind::Size, what)?.unwrap_or(DFL_HASH_SIZE);
-    let rps_max = match prop_f64(&first, "storage-rps-max", ValueKind::Int, what)? {
+    let stor = storage::props::Props::read_prefixed(&entry.spec, "storage-")
+        .map_err(|e| entry.spec.error(e))?;
+    let hash_size = stor.hash_size as f64;
+    let rps_max = match stor.rps_max {
         Some(v) => v as u64,
         None => rpt.run_rec(0).map_or(0, |r| r.stor.rps_max()),
     };
-    let log_bps =
-        prop_f64(&first, "storage-log-bps", ValueKind::Size, what)?.unwrap_or(DFL_LOG_BPS);
+    let log_bps = stor.log_bps as f64;
     let _ = writeln!(
         out,
         "{}\n",

@@ -1,22 +1,56 @@
 //! `iocost-qos`: MOF and protection of hashd measured under a list of io.cost QoS
 //! configurations (iocost off as the baseline, then vrate steps). This module holds the typed
-//! record/result models and the QoS configuration list; `format` renders the report.
+//! record/result models and the QoS configuration list; `props` the properties, `format` the
+//! report. Running it comes with the IO engine.
 
 pub mod format;
+pub mod props;
 
 pub use format::format;
+use props::{Dither, Props};
 
 use crate::bench::protection::{ProtectionRecord, ProtectionResult};
 use crate::bench::storage::{StorageRecord, StorageResult};
-use crate::bench::ValueKind;
+use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, SpecError};
 use crate::format::header::{IoCostModel, IoCostQos};
-use crate::format::prop_f64;
+use crate::result::Entry;
 use crate::spec::JobSpec;
 use crate::study::iolat::IoLat;
 use crate::system::iocost::round2;
 use anyhow::Result;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+
+pub struct IocostQos;
+
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "iocost-qos",
+    about: "Compare MOF and protection across io.cost QoS settings",
+    hidden: false,
+    incremental: true,
+    runnable: false,
+    shape: props::SHAPE,
+    doc: Some(DocPage {
+        title: "MOF and protection per io.cost QoS setting",
+        text: include_str!("../../../benches-doc/iocost-qos.md"),
+    }),
+    system: Some(&needs::ALL),
+};
+
+impl Bench for IocostQos {
+    fn desc(&self) -> &'static BenchDesc {
+        &DESC
+    }
+
+    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
+        props::check(spec)
+    }
+
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
+        format(out, entry, opts)?;
+        Ok(true)
+    }
+}
 
 pub const DFL_VRATE_MAX: f64 = 100.0;
 pub const DFL_VRATE_INTVS: u64 = 5;
@@ -64,46 +98,17 @@ pub struct IoCostQosResult {
     pub runs: Vec<Option<RunResult>>,
 }
 
-fn float_prop(props: &crate::spec::PropSet, key: &str, kind: ValueKind) -> Result<Option<f64>> {
-    prop_f64(props, key, kind, "iocost-qos")
-}
-
 /// The QoS configurations of a stored iocost-qos spec, in run order: the iocost-off baseline,
 /// the explicit groups, then the vrate grid. The grid's dither offset comes from the spec
 /// (`dither=F`) or, for a random dither, from the record that stored it.
 pub fn configs(spec: &JobSpec, rec: &IoCostQosRecord) -> Result<Vec<QosOverride>> {
+    let props = Props::read(spec).map_err(|e| spec.error(e))?;
     let mut cfgs = vec![QosOverride::off()];
-    for group in spec.props.iter().skip(1) {
-        let vrate = float_prop(group, "vrate", ValueKind::Float)?;
-        cfgs.push(QosOverride {
-            off: false,
-            rpct: float_prop(group, "rpct", ValueKind::Float)?,
-            rlat: float_prop(group, "rlat", ValueKind::Int)?.map(|v| v as u64),
-            wpct: float_prop(group, "wpct", ValueKind::Float)?,
-            wlat: float_prop(group, "wlat", ValueKind::Int)?.map(|v| v as u64),
-            min: vrate.or(float_prop(group, "min", ValueKind::Float)?),
-            max: vrate.or(float_prop(group, "max", ValueKind::Float)?),
-        });
-    }
-
-    let first = spec.first_group();
-    let vrate_min = float_prop(&first, "vrate-min", ValueKind::Float)?.unwrap_or(0.0);
-    let vrate_max = float_prop(&first, "vrate-max", ValueKind::Float)?.unwrap_or(DFL_VRATE_MAX);
-    let mut intvs = float_prop(&first, "vrate-intvs", ValueKind::Int)?.map_or(0, |v| v as u64);
-    if intvs == 0 && spec.props.len() <= 1 {
-        intvs = DFL_VRATE_INTVS;
-    }
+    cfgs.extend(props.groups.iter().cloned());
+    let (vrate_min, vrate_max, intvs) = (props.vrate_min, props.vrate_max, props.vrate_intvs);
     if intvs == 0 {
         return Ok(cfgs);
     }
-    if intvs > MAX_VRATE_INTVS {
-        crate::usage_bail!(
-            "iocost-qos spec: vrate-intvs={} is more than this version handles (at most {})",
-            intvs,
-            MAX_VRATE_INTVS
-        );
-    }
-
     let (click, mut min) = if vrate_min == 0.0 {
         let click = vrate_max / intvs as f64;
         (click, click)
@@ -113,10 +118,10 @@ pub fn configs(spec: &JobSpec, rec: &IoCostQosRecord) -> Result<Vec<QosOverride>
         (0.0, vrate_max)
     };
     let mut max = vrate_max;
-    let offset = match first.get("dither").map(String::as_str) {
-        None | Some("false") | Some("0") => None,
-        Some("") | Some("true") | Some("1") => Some(rec.dither_dist.unwrap_or(0.0)),
-        Some(_) => float_prop(&first, "dither", ValueKind::BoolOrFloat)?,
+    let offset = match props.dither {
+        Dither::Off => None,
+        Dither::Random => Some(rec.dither_dist.unwrap_or(0.0)),
+        Dither::By(v) => Some(v),
     };
     if let Some(off) = offset {
         min += off;

@@ -2,10 +2,10 @@
 //! retry logic around the memory-usage error, the record, and the studies that turn it into
 //! the result.
 
-use super::{DFL_HASH_SIZE, DFL_LOOPS};
+use super::props::Props;
+use super::DESC;
 use crate::bench::hashd_bench::{self, HashdBenchCfg};
-use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, ValueKind};
-use crate::format::prop_f64;
+use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, SpecError};
 use crate::result::sysinfo::MemInfo;
 use crate::run::{now, RunCtx, StudyCtx};
 use crate::spec::JobSpec;
@@ -22,57 +22,6 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 pub struct Storage;
-
-/// The storage properties (spec §4.1).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Props {
-    pub apply: bool,
-    pub commit: bool,
-    pub loops: u32,
-    pub rps_max: Option<u32>,
-    pub hash_size: u64,
-    pub chunk_pages: u32,
-    pub log_bps: u64,
-    pub err_max: f64,
-    pub inner_retries: u32,
-    pub outer_retries: u32,
-}
-
-impl Props {
-    pub fn parse(spec: &JobSpec) -> Result<Props> {
-        let g = spec.first_group();
-        let what = "storage";
-        let get = |k: &str, kind: ValueKind| prop_f64(&g, k, kind, what);
-        let flag =
-            |k: &str| -> Result<bool> { Ok(get(k, ValueKind::Bool)?.is_some_and(|v| v != 0.0)) };
-        let positive = |k: &str, kind: ValueKind, accepted: &str| {
-            hashd_bench::positive_prop(&g, what, k, kind, accepted, "use the default")
-        };
-        let commit = flag("commit")?;
-        let loops = get("loops", ValueKind::Int)?.map_or(DFL_LOOPS as u32, |v| v as u32);
-        if loops == 0 {
-            crate::usage_bail!(
-                "storage: loops=0; at least one measurement is needed (accepted: 1 or more)"
-            );
-        }
-        Ok(Props {
-            apply: flag("apply")? || commit,
-            commit,
-            loops,
-            rps_max: positive("rps-max", ValueKind::Int, "a positive request rate")?
-                .map(|v| v.min(u32::MAX as f64) as u32),
-            hash_size: positive("hash-size", ValueKind::Size, "a positive size")?
-                .map_or(DFL_HASH_SIZE as u64, |v| v as u64),
-            chunk_pages: positive("chunk-pages", ValueKind::Int, "1 or more pages")?
-                .map_or(25, |v| v.min(u32::MAX as f64) as u32),
-            log_bps: get("log-bps", ValueKind::Size)?
-                .map_or(super::DFL_LOG_BPS as u64, |v| v as u64),
-            err_max: get("mem-avail-err-max", ValueKind::Frac)?.unwrap_or(0.1),
-            inner_retries: get("mem-avail-inner-retries", ValueKind::Int)?.map_or(2, |v| v as u32),
-            outer_retries: get("mem-avail-outer-retries", ValueKind::Int)?.map_or(2, |v| v as u32),
-        })
-    }
-}
 
 /// The fake-CPU RPS for a memory share: round(share_GiB × 166.67) (2000 at profile 16).
 pub fn dfl_rps_max(share: u64) -> u32 {
@@ -261,7 +210,7 @@ impl Retries {
 
 impl Bench for Storage {
     fn desc(&self) -> &'static BenchDesc {
-        crate::bench::find("storage").unwrap_or_else(|| unreachable!("storage is registered"))
+        &DESC
     }
 
     fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String> {
@@ -418,8 +367,8 @@ impl Bench for Storage {
         Ok(serde_json::to_value(&rec)?)
     }
 
-    fn check(&self, spec: &JobSpec) -> Result<()> {
-        Props::parse(spec).map(|_| ())
+    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
+        Props::check(spec).map(|_| ())
     }
 
     /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
@@ -475,8 +424,9 @@ impl Bench for Storage {
         out: &mut String,
         entry: &crate::result::Entry,
         opts: &FormatOpts,
-    ) -> Result<()> {
-        super::format(out, entry, opts)
+    ) -> Result<bool> {
+        super::format(out, entry, opts)?;
+        Ok(true)
     }
 }
 

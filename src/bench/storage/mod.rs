@@ -1,10 +1,10 @@
 //! `storage`: how much of hashd's working set the scratch device can absorb (MOF). This module
-//! holds the typed record/result models and the text report, used standalone and nested in
-//! `iocost-qos` runs.
+//! holds the descriptor, the typed record/result models and the text report, used standalone
+//! and nested in `iocost-qos` runs; `props` the properties, `run` the run and study.
 
-use crate::bench::{FormatOpts, ValueKind};
+use crate::bench::{needs, BenchDesc, DocPage, FormatOpts, Shape};
 use crate::format::header::{HashdKnobs, MemInfo};
-use crate::format::{parse_record, parse_result, prop_f64, rstat_section};
+use crate::format::{parse_record, parse_result, rstat_section};
 use crate::result::Entry;
 use crate::study::iolat::IoLat;
 use crate::units::{format_pct, format_size};
@@ -13,12 +13,32 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::fmt::Write;
 
+pub mod props;
 pub mod run;
 pub use run::Storage;
 
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "storage",
+    about: "Measure how much memory the storage can offload (MOF)",
+    hidden: false,
+    incremental: false,
+    runnable: true,
+    shape: Shape {
+        props: &props::PROPS,
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+    },
+    doc: Some(DocPage {
+        title: "Memory offloading factor (MOF) of the storage",
+        text: include_str!("../../../benches-doc/storage.md"),
+    }),
+    system: Some(&needs::MEM),
+};
+
 pub const DFL_HASH_SIZE: f64 = 1258291.0;
 pub const DFL_LOG_BPS: f64 = 1100794.0;
-pub const DFL_LOOPS: u64 = 3;
+pub const DFL_LOOPS: u32 = 3;
 
 /// What `format` needs of a storage record.
 #[derive(Debug, Default, Deserialize)]
@@ -97,7 +117,7 @@ pub fn format_result(
     out: &mut String,
     res: &StorageResult,
     mem_profile: u32,
-    loops: u64,
+    loops: u32,
     full: bool,
     rstat: u8,
 ) -> Result<()> {
@@ -165,15 +185,14 @@ pub fn params_line(hash_size: f64, rps_max: u64, log_bps: f64) -> String {
 pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
     let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
     let res: StorageResult = parse_result(entry)?;
-    let props = entry.spec.first_group();
-    let what = "storage";
-    let hash_size = prop_f64(&props, "hash-size", ValueKind::Size, what)?.unwrap_or(DFL_HASH_SIZE);
-    let rps_max = match prop_f64(&props, "rps-max", ValueKind::Int, what)? {
+    let props = props::Props::read(&entry.spec).map_err(|e| entry.spec.error(e))?;
+    let hash_size = props.hash_size as f64;
+    let rps_max = match props.rps_max {
         Some(v) => v as u64,
         None => rec.rps_max(),
     };
-    let log_bps = prop_f64(&props, "log-bps", ValueKind::Size, what)?.unwrap_or(DFL_LOG_BPS);
-    let loops = prop_f64(&props, "loops", ValueKind::Int, what)?.map_or(DFL_LOOPS, |v| v as u64);
+    let log_bps = props.log_bps as f64;
+    let loops = props.loops;
     let _ = writeln!(
         out,
         "{} loops={}\n",

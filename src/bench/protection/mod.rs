@@ -1,11 +1,13 @@
 //! `protection`: how well hashd keeps its throughput while a memory hog floods the system.
-//! Typed models of the mem-hog / mem-hog-tune records and results, and their text reports,
-//! used standalone and nested in `iocost-qos` runs.
+//! The descriptor, typed models of the mem-hog / mem-hog-tune records and results, and their
+//! text reports, used standalone and nested in `iocost-qos` runs; `props` holds the scenario
+//! properties. Running it comes with the memory hog.
 
-use crate::bench::{FormatOpts, ValueKind, PCT_LABELS};
+use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, PCT_LABELS};
 use crate::format::text::{double_underline, pct_table_header, pct_table_row, underline};
-use crate::format::{parse_record, parse_result, prop_f64, prop_str, rstat_section};
+use crate::format::{parse_record, parse_result, rstat_section};
 use crate::result::Entry;
+use crate::spec::{Group, JobSpec};
 use crate::study::iolat::IoLat;
 use crate::units::{format_duration, format_pct, format_size};
 use anyhow::Result;
@@ -13,6 +15,44 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::fmt::Write;
+
+pub mod props;
+
+pub struct Protection;
+
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "protection",
+    about: "Measure how well the workload is protected from a memory hog",
+    hidden: false,
+    incremental: false,
+    runnable: false,
+    shape: Shape {
+        props: &[],
+        forward: &[],
+        group_props: Some(&props::SCENARIO_PROPS),
+        format_props: &[],
+    },
+    doc: Some(DocPage {
+        title: "Workload protection against a memory hog",
+        text: include_str!("../../../benches-doc/protection.md"),
+    }),
+    system: Some(&needs::ALL),
+};
+
+impl Bench for Protection {
+    fn desc(&self) -> &'static BenchDesc {
+        &DESC
+    }
+
+    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
+        props::check(spec)
+    }
+
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
+        format(out, entry, opts)?;
+        Ok(true)
+    }
+}
 
 pub const DFL_ISOL_PCT: &str = "05";
 pub const DFL_ISOL_THR: f64 = 0.9;
@@ -275,14 +315,14 @@ pub fn format_tune(
     Ok(())
 }
 
-fn tune_params(group: &crate::spec::PropSet, rec: &MemHogTuneRecord) -> Result<TuneParams> {
-    let what = "protection";
+fn tune_params(group: &Group, rec: &MemHogTuneRecord) -> Result<TuneParams, SpecError> {
+    let p = props::TuneProps::read(group)?;
     Ok(TuneParams {
-        load: prop_f64(group, "load", ValueKind::Frac, what)?.unwrap_or(DFL_LOAD),
-        speed: prop_str(group, "speed").unwrap_or_else(|| DFL_SPEED.into()),
-        size_min: prop_f64(group, "size-min", ValueKind::Size, what)?.unwrap_or(0.0),
-        size_max: prop_f64(group, "size-max", ValueKind::Size, what)?.unwrap_or(0.0),
-        intvs: prop_f64(group, "intvs", ValueKind::Int, what)?.map_or(DFL_TUNE_INTVS, |v| v as u64),
+        load: p.load,
+        speed: p.speed,
+        size_min: p.size_min,
+        size_max: p.size_max,
+        intvs: p.intvs,
         isol_pct: rec.isol_pct.clone(),
         isol_thr: rec.isol_thr,
     })
@@ -294,26 +334,22 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
     let res: ProtectionResult = parse_result(entry)?;
     let rec: ProtectionRecord = parse_record(entry)?.unwrap_or_default();
     let nr = res.scenarios.len();
-    let empty = crate::spec::PropSet::new();
     let dfl_trec = MemHogTuneRecord::default();
     for (i, scn) in res.scenarios.iter().enumerate() {
         // Scenario groups follow the (empty) first group.
-        let group = entry.spec.props.get(i + 1).unwrap_or(&empty);
+        let group = entry.spec.group(i + 1);
+        let spec_err = |e| entry.spec.error(e);
         match scn {
             ScenarioResult::MemHog(run) => {
                 if !opts.full {
                     continue;
                 }
                 double_underline(out, &format!("Scenario {}/{} - Memory Hog", i + 1, nr));
-                let what = "protection";
-                let loops = prop_f64(group, "loops", ValueKind::Int, what)?
-                    .map_or(DFL_MEM_HOG_LOOPS, |v| v as u64);
-                let load = prop_f64(group, "load", ValueKind::Frac, what)?.unwrap_or(DFL_LOAD);
-                let speed = prop_str(group, "speed").unwrap_or_else(|| DFL_SPEED.into());
+                let p = props::MemHogProps::read(&group).map_err(spec_err)?;
                 let _ = writeln!(
                     out,
                     "Params: loops={} load={} speed={}\n",
-                    loops, load, speed
+                    p.loops, p.load, p.speed
                 );
                 format_mem_hog(out, run, opts.full, opts.rstat)?;
                 out.push('\n');
@@ -327,7 +363,7 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
                     out,
                     &format!("Scenario {}/{} - Memory Hog Tuning", i + 1, nr),
                 );
-                let params = tune_params(group, trec)?;
+                let params = tune_params(&group, trec).map_err(spec_err)?;
                 format_tune(out, &params, tune, trec.final_size, opts.full, opts.rstat)?;
             }
         }

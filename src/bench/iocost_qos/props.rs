@@ -1,0 +1,185 @@
+//! The iocost-qos properties: the vrate grid and judging knobs of the first group (plus
+//! `storage-*` forwarded to storage), one explicit QoS configuration per later group.
+
+use super::{DFL_VRATE_MAX, MAX_VRATE_INTVS};
+use crate::bench::storage::props::PROPS as STORAGE_PROPS;
+use crate::bench::{prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS};
+use crate::spec::{Group, JobSpec};
+use crate::system::iocost::QosOverride;
+
+pub const SHAPE: Shape = Shape {
+    props: &FIRST_PROPS,
+    forward: &[Forward {
+        prefix: "storage-",
+        bench: "storage",
+        props: &STORAGE_PROPS,
+    }],
+    group_props: Some(&GROUP_PROPS),
+    format_props: &[prop(
+        "sub-full",
+        ValueKind::Bool,
+        "print sub-bench results in full",
+    )],
+};
+
+const FIRST_PROPS: [PropDesc; 11] = [
+    prop(
+        "vrate-min",
+        ValueKind::Float,
+        "lowest vrate of the grid (0: one step above 0)",
+    ),
+    prop("vrate-max", ValueKind::Float, "highest vrate of the grid"),
+    prop("vrate-intvs", ValueKind::Int, "number of vrate grid points"),
+    prop(
+        "dither",
+        ValueKind::BoolOrFloat,
+        "shift the grid randomly, or by the given amount",
+    ),
+    prop(
+        "storage-base-loops",
+        ValueKind::Int,
+        "storage loops for the baseline run",
+    ),
+    prop(
+        "storage-loops",
+        ValueKind::Int,
+        "storage loops for the other runs",
+    ),
+    prop(
+        "isol-pct",
+        ValueKind::Enum(PCT_LABELS),
+        "isolation percentile to judge by",
+    ),
+    prop("isol-thr", ValueKind::Frac, "isolation threshold"),
+    prop(
+        "retries",
+        ValueKind::Int,
+        "extra storage attempts per configuration",
+    ),
+    prop(
+        "allow-fail",
+        ValueKind::Bool,
+        "skip a failing configuration instead of aborting",
+    ),
+    prop(
+        "ignore-min-perf",
+        ValueKind::Bool,
+        "don't skip vrates below the device minimum",
+    ),
+];
+
+const GROUP_PROPS: [PropDesc; 7] = [
+    prop("rpct", ValueKind::Float, "read latency percentile"),
+    prop("rlat", ValueKind::Int, "read latency target in usecs"),
+    prop("wpct", ValueKind::Float, "write latency percentile"),
+    prop("wlat", ValueKind::Int, "write latency target in usecs"),
+    prop("min", ValueKind::Float, "minimum vrate in percent"),
+    prop("max", ValueKind::Float, "maximum vrate in percent"),
+    prop(
+        "vrate",
+        ValueKind::Float,
+        "fixed vrate in percent (min=max)",
+    ),
+];
+
+/// How the vrate grid is shifted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dither {
+    Off,
+    /// By a random amount the run draws (and records).
+    Random,
+    By(f64),
+}
+
+/// The typed first group and the explicit configurations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Props {
+    pub vrate_min: f64,
+    pub vrate_max: f64,
+    /// Grid points; 0 without a grid.
+    pub vrate_intvs: u64,
+    pub dither: Dither,
+    /// The percentile the spec asks to judge isolation by, if any.
+    pub isol_pct: Option<String>,
+    /// One per group from the second on, in order.
+    pub groups: Vec<QosOverride>,
+}
+
+/// An explicit configuration group, as stored (no rules).
+fn read_group(g: &Group) -> Result<QosOverride, SpecError> {
+    let vrate = g.f64("vrate", ValueKind::Float)?;
+    Ok(QosOverride {
+        off: false,
+        rpct: g.f64("rpct", ValueKind::Float)?,
+        rlat: g.u64("rlat", ValueKind::Int)?,
+        wpct: g.f64("wpct", ValueKind::Float)?,
+        wlat: g.u64("wlat", ValueKind::Int)?,
+        min: vrate.or(g.f64("min", ValueKind::Float)?),
+        max: vrate.or(g.f64("max", ValueKind::Float)?),
+    })
+}
+
+impl Props {
+    /// The values of a stored spec with their defaults (no rules beyond a grid size this
+    /// version can hold). Without explicit groups the grid has 5 points by default.
+    pub fn read(spec: &JobSpec) -> Result<Props, SpecError> {
+        let g = spec.group(0);
+        let mut vrate_intvs = g.u64("vrate-intvs", ValueKind::Int)?.unwrap_or(0);
+        if vrate_intvs == 0 && spec.props.len() <= 1 {
+            vrate_intvs = super::DFL_VRATE_INTVS;
+        }
+        if vrate_intvs > MAX_VRATE_INTVS {
+            return Err(g.err(format!(
+                "vrate-intvs={} is more than this version handles (at most {})",
+                vrate_intvs, MAX_VRATE_INTVS
+            )));
+        }
+        let dither = match g.text("dither") {
+            None | Some("false") | Some("0") => Dither::Off,
+            Some("") | Some("true") | Some("1") => Dither::Random,
+            Some(_) => match g.f64("dither", ValueKind::BoolOrFloat)? {
+                Some(v) => Dither::By(v),
+                None => Dither::Off,
+            },
+        };
+        Ok(Props {
+            vrate_min: g.f64("vrate-min", ValueKind::Float)?.unwrap_or(0.0),
+            vrate_max: g
+                .f64("vrate-max", ValueKind::Float)?
+                .unwrap_or(DFL_VRATE_MAX),
+            vrate_intvs,
+            dither,
+            isol_pct: g.text("isol-pct").map(str::to_string),
+            groups: spec
+                .later_groups()
+                .map(|g| read_group(&g))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// The rules of a spec to run: a grid whose bounds are in order, and explicit groups that are
+/// valid QoS overrides.
+pub fn check(spec: &JobSpec) -> Result<(), SpecError> {
+    let g = spec.group(0);
+    let min = g.f64("vrate-min", ValueKind::Float)?;
+    let max = g.f64("vrate-max", ValueKind::Float)?;
+    for (key, v) in [("vrate-min", min), ("vrate-max", max)] {
+        if let Some(v) = v.filter(|v| *v < 0.0) {
+            return Err(g.err(format!("{}={} must not be negative", key, v)));
+        }
+    }
+    let (lo, hi) = (min.unwrap_or(0.0), max.unwrap_or(DFL_VRATE_MAX));
+    if lo >= hi {
+        let hi_text = match max {
+            Some(v) => format!("vrate-max={}", v),
+            None => "vrate-max (default 100)".to_string(),
+        };
+        return Err(g.err(format!("vrate-min={} must be less than {}", lo, hi_text)));
+    }
+    for g in spec.later_groups() {
+        QosOverride::from_pairs(g.props().iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|e| g.err(e))?;
+    }
+    Props::read(spec).map(|_| ())
+}

@@ -1,0 +1,32 @@
+//! `iocost-tune`: io.cost QoS solutions derived from `iocost-qos` results. Listed so its specs
+//! are recognised; neither running nor formatting it is available in this version.
+
+use crate::bench::{Bench, BenchDesc, DocPage, FormatOpts, NO_PROPS};
+use crate::result::Entry;
+use anyhow::Result;
+
+pub struct IocostTune;
+
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "iocost-tune",
+    about: "Derive io.cost QoS solutions from iocost-qos results",
+    hidden: false,
+    incremental: true,
+    runnable: false,
+    shape: NO_PROPS,
+    doc: Some(DocPage {
+        title: "QoS solutions derived from iocost-qos results",
+        text: include_str!("../../benches-doc/iocost-tune.md"),
+    }),
+    system: None,
+};
+
+impl Bench for IocostTune {
+    fn desc(&self) -> &'static BenchDesc {
+        &DESC
+    }
+
+    fn format(&self, _out: &mut String, _entry: &Entry, _opts: &FormatOpts) -> Result<bool> {
+        Ok(false)
+    }
+}

@@ -1,0 +1,122 @@
+//! The protection properties: one scenario per group from the second on (spec §6), their
+//! shape, typed values and rules.
+
+use super::{DFL_LOAD, DFL_MEM_HOG_LOOPS, DFL_SPEED, DFL_TUNE_INTVS};
+use crate::bench::{prop, PropDesc, SpecError, ValueKind, PCT_LABELS};
+use crate::spec::{Group, JobSpec};
+
+pub const SCENARIO_PROPS: [PropDesc; 9] = [
+    prop(
+        "scenario",
+        ValueKind::Enum(&["mem-hog", "mem-hog-tune"]),
+        "scenario to run",
+    ),
+    prop("loops", ValueKind::Int, "mem-hog: number of runs"),
+    prop("load", ValueKind::Frac, "workload load level"),
+    prop("speed", ValueKind::Str, "memory hog speed, e.g. 2x"),
+    prop(
+        "size-min",
+        ValueKind::Size,
+        "mem-hog-tune: smallest workload size to probe",
+    ),
+    prop(
+        "size-max",
+        ValueKind::Size,
+        "mem-hog-tune: largest workload size to probe",
+    ),
+    prop("intvs", ValueKind::Int, "mem-hog-tune: number of probes"),
+    prop(
+        "isol-pct",
+        ValueKind::Enum(PCT_LABELS),
+        "isolation percentile to judge by",
+    ),
+    prop("isol-thr", ValueKind::Frac, "isolation threshold"),
+];
+
+const MEM_HOG_KEYS: &[&str] = &["scenario", "loops", "load", "speed"];
+const MEM_HOG_TUNE_KEYS: &[&str] = &[
+    "scenario", "load", "speed", "size-min", "size-max", "intvs", "isol-pct", "isol-thr",
+];
+
+/// A mem-hog scenario: the hog runs `loops` times against hashd at `load`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemHogProps {
+    pub loops: u64,
+    pub load: f64,
+    pub speed: String,
+}
+
+impl MemHogProps {
+    pub fn read(g: &Group) -> Result<Self, SpecError> {
+        Ok(Self {
+            loops: g.u64("loops", ValueKind::Int)?.unwrap_or(DFL_MEM_HOG_LOOPS),
+            load: g.f64("load", ValueKind::Frac)?.unwrap_or(DFL_LOAD),
+            speed: g.text("speed").unwrap_or(DFL_SPEED).to_string(),
+        })
+    }
+}
+
+/// A mem-hog-tune scenario: the largest hashd size in `[size_min, size_max]` that keeps the
+/// isolation percentile above the threshold, probed in `intvs` steps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuneProps {
+    pub load: f64,
+    pub speed: String,
+    /// Bytes.
+    pub size_min: f64,
+    pub size_max: f64,
+    pub intvs: u64,
+}
+
+impl TuneProps {
+    pub fn read(g: &Group) -> Result<Self, SpecError> {
+        Ok(Self {
+            load: g.f64("load", ValueKind::Frac)?.unwrap_or(DFL_LOAD),
+            speed: g.text("speed").unwrap_or(DFL_SPEED).to_string(),
+            size_min: g.f64("size-min", ValueKind::Size)?.unwrap_or(0.0),
+            size_max: g.f64("size-max", ValueKind::Size)?.unwrap_or(0.0),
+            intvs: g.u64("intvs", ValueKind::Int)?.unwrap_or(DFL_TUNE_INTVS),
+        })
+    }
+}
+
+/// The rules of a spec to run: every scenario group names its scenario, holds only the keys
+/// that scenario takes, no zero counts or load, and a tune range that is one.
+pub fn check(spec: &JobSpec) -> Result<(), SpecError> {
+    for g in spec.later_groups() {
+        let Some(scenario) = g.text("scenario") else {
+            return Err(
+                g.err("missing scenario (accepted: scenario=mem-hog or scenario=mem-hog-tune)")
+            );
+        };
+        let keys = match scenario {
+            "mem-hog" => MEM_HOG_KEYS,
+            _ => MEM_HOG_TUNE_KEYS,
+        };
+        if let Some(key) = g.props().keys().find(|k| !keys.contains(&k.as_str())) {
+            return Err(g.err(format!(
+                "{} does not apply to scenario={}; valid: {}",
+                key,
+                scenario,
+                keys.join(", ")
+            )));
+        }
+        g.nonzero("loops", ValueKind::Int)?;
+        g.nonzero("load", ValueKind::Frac)?;
+        g.nonzero("intvs", ValueKind::Int)?;
+        if scenario == "mem-hog-tune" {
+            let min = g.f64("size-min", ValueKind::Size)?;
+            let Some(max) = g.f64("size-max", ValueKind::Size)? else {
+                return Err(g.err("scenario=mem-hog-tune needs size-max, e.g. size-max=16G"));
+            };
+            if min.is_some_and(|min| max < min) {
+                return Err(g.err(format!(
+                    "size-max={} must not be smaller than size-min={}",
+                    g.text("size-max").unwrap_or_default(),
+                    g.text("size-min").unwrap_or_default()
+                )));
+            }
+        }
+    }
+    Ok(())
+}

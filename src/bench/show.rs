@@ -1,0 +1,75 @@
+//! What `summary` and `format` print for a set of entries: per picked entry the separator, the
+//! common header and the bench's body (or how far an unfinished run got).
+
+use crate::format::{has_result, header, job_name, select, FormatOpts, SEPARATOR_WIDTH};
+use crate::result::Entry;
+use crate::spec::JobSpec;
+use anyhow::Result;
+
+/// Renders the body of one entry with its bench's formatter. `Ok(false)` if this version
+/// can't render the entry's bench.
+fn format_body(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
+    match super::find(&entry.spec.kind) {
+        Some(bench) => bench.format(out, entry, opts),
+        None => Ok(false),
+    }
+}
+
+/// Separator, header and body of one entry. `Ok(false)` (nothing written) if this version
+/// can't render the entry's bench.
+pub fn format_entry(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
+    let mut body = String::new();
+    if !has_result(entry) {
+        incomplete_body(&mut body, entry);
+    } else if !format_body(&mut body, entry, opts)? {
+        return Ok(false);
+    }
+    let sysinfo = header::HeaderSysInfo::parse(entry)?;
+    out.push_str(&"=".repeat(SEPARATOR_WIDTH));
+    out.push_str("\n\n");
+    header::format_header(out, entry, &sysinfo);
+    out.push_str(&body);
+    Ok(true)
+}
+
+/// What `summary`/`format` print for an entry without a result: how far it got and how to go
+/// on, instead of nothing.
+fn incomplete_body(out: &mut String, entry: &Entry) {
+    let progress = match (&entry.record, super::find(&entry.spec.kind)) {
+        (Some(rec), Some(bench)) => bench.progress(&entry.spec, rec),
+        _ => None,
+    };
+    let how = if entry.incomplete {
+        "re-run the same command to resume it"
+    } else {
+        "the run finished but has no result; `study` with the same spec re-derives it"
+    };
+    out.push_str(&format!(
+        "Incomplete: {}: {}; {}\n\n",
+        job_name(&entry.spec),
+        progress.as_deref().unwrap_or("checkpointed"),
+        how
+    ));
+}
+
+/// The text of `format` (`full`) or `summary` for `entries`. Entries whose bench this version
+/// can't render are skipped with a note on stderr.
+pub fn format_entries(
+    entries: &[Entry],
+    specs: &[JobSpec],
+    full: bool,
+    rstat: u8,
+) -> Result<String> {
+    let mut out = String::new();
+    for (entry, props) in select(entries, specs)? {
+        let opts = FormatOpts { full, rstat, props };
+        if !format_entry(&mut out, entry, &opts)? {
+            eprintln!(
+                "note: {}: this version can't format {} results yet; skipped",
+                job_name(&entry.spec),
+                entry.spec.kind
+            );
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,95 @@
+//! The storage properties (spec §4.1): their shape, typed values and rules.
+
+use super::{DFL_HASH_SIZE, DFL_LOG_BPS, DFL_LOOPS};
+use crate::bench::hashd_bench::{positive_knob, HASHD_KNOBS};
+use crate::bench::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
+use crate::spec::JobSpec;
+
+pub const PROPS: [PropDesc; 10] = [
+    APPLY_COMMIT[0],
+    APPLY_COMMIT[1],
+    prop("loops", ValueKind::Int, "number of measurements to average"),
+    HASHD_KNOBS[0],
+    HASHD_KNOBS[1],
+    HASHD_KNOBS[2],
+    HASHD_KNOBS[3],
+    prop(
+        "mem-avail-err-max",
+        ValueKind::Frac,
+        "tolerated error of the memory usage estimate",
+    ),
+    prop(
+        "mem-avail-inner-retries",
+        ValueKind::Int,
+        "retries that keep mem-avail",
+    ),
+    prop(
+        "mem-avail-outer-retries",
+        ValueKind::Int,
+        "retries that re-estimate mem-avail",
+    ),
+];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Props {
+    pub apply: bool,
+    pub commit: bool,
+    pub loops: u32,
+    /// `None`: the fake-CPU rate for the memory share.
+    pub rps_max: Option<u32>,
+    pub hash_size: u64,
+    pub chunk_pages: u32,
+    pub log_bps: u64,
+    pub err_max: f64,
+    pub inner_retries: u32,
+    pub outer_retries: u32,
+}
+
+fn clamp_u32(v: u64) -> u32 {
+    v.min(u32::MAX as u64) as u32
+}
+
+impl Props {
+    /// The values of `spec` with their defaults, as a stored spec is reported (no rules).
+    /// `prefix` reads them from a parent bench's forwarded keys (`storage-` in iocost-qos).
+    pub fn read_prefixed(spec: &JobSpec, prefix: &str) -> Result<Props, SpecError> {
+        let g = spec.group(0);
+        let key = |k: &str| format!("{}{}", prefix, k);
+        let int = |k: &str| g.u64(&key(k), ValueKind::Int);
+        let size = |k: &str| g.u64(&key(k), ValueKind::Size);
+        let commit = g.flag(&key("commit"))?.unwrap_or(false);
+        Ok(Props {
+            apply: g.flag(&key("apply"))?.unwrap_or(false) || commit,
+            commit,
+            loops: int("loops")?.map_or(DFL_LOOPS, clamp_u32),
+            rps_max: int("rps-max")?.map(clamp_u32),
+            hash_size: size("hash-size")?.unwrap_or(DFL_HASH_SIZE as u64),
+            chunk_pages: int("chunk-pages")?.map_or(25, clamp_u32),
+            log_bps: size("log-bps")?.unwrap_or(DFL_LOG_BPS as u64),
+            err_max: g
+                .f64(&key("mem-avail-err-max"), ValueKind::Frac)?
+                .unwrap_or(0.1),
+            inner_retries: int("mem-avail-inner-retries")?.map_or(2, clamp_u32),
+            outer_retries: int("mem-avail-outer-retries")?.map_or(2, clamp_u32),
+        })
+    }
+
+    pub fn read(spec: &JobSpec) -> Result<Props, SpecError> {
+        Self::read_prefixed(spec, "")
+    }
+
+    /// The values of a spec to run: at least one loop, and no hashd knob given as zero.
+    pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
+        let g = spec.group(0);
+        g.nonzero("loops", ValueKind::Int)?;
+        positive_knob(&g, "rps-max", ValueKind::Int, "use the default")?;
+        positive_knob(&g, "hash-size", ValueKind::Size, "use the default")?;
+        positive_knob(&g, "chunk-pages", ValueKind::Int, "use the default")?;
+        Self::read(spec)
+    }
+
+    /// [`Props::check`] as a usage error.
+    pub fn parse(spec: &JobSpec) -> anyhow::Result<Props> {
+        Self::check(spec).map_err(|e| spec.error(e).into())
+    }
+}
