@@ -4,6 +4,7 @@
 //! together).
 
 pub mod header;
+pub mod rstat;
 pub mod text;
 
 use crate::error::UsageError;
@@ -78,9 +79,7 @@ pub fn rstat_section(
     level: u8,
 ) -> Result<()> {
     match raw {
-        Some(raw) if raw.get() != "null" => {
-            crate::study::rstat::format_table(out, title, raw, level)
-        }
+        Some(raw) if raw.get() != "null" => rstat::format_table(out, title, raw, level),
         _ => Ok(()),
     }
 }

@@ -247,11 +247,10 @@ impl Study for ResourceStatStudy {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::report::{write_report, Report, Timestamp};
     use crate::study::reports::study_period;
-    use crate::study::rstat::{format_table, ResourceStat};
     use std::path::Path;
 
     /// Second `i` of a steady synthetic load: 50 % CPU (10 % sys) of 4 CPUs, memory growing
@@ -294,13 +293,13 @@ mod tests {
         rep
     }
 
-    fn write(dir: &Path, secs: impl IntoIterator<Item = u64>) {
+    pub(crate) fn write(dir: &Path, secs: impl IntoIterator<Item = u64>) {
         for i in secs {
             write_report(dir, 1000 + i, &report_at(i)).unwrap();
         }
     }
 
-    fn close(a: f64, b: f64) -> bool {
+    pub(crate) fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * b.abs().max(1.0)
     }
 
@@ -426,42 +425,5 @@ mod tests {
             "{:?}",
             r.io_bps[0]
         );
-    }
-
-    /// Study output → the existing parser and formatter, with the expected numbers.
-    #[test]
-    fn result_renders_with_the_rstat_formatter() {
-        let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), 0..10);
-        let mut root = ResourceStatStudy::new(ROOT_SLICE);
-        let mut work = ResourceStatStudy::new("workload.slice");
-        study_period(dir.path(), (1000, 1010), &mut [&mut root, &mut work]).unwrap();
-
-        let raw = root.result().to_raw().unwrap();
-        let parsed = ResourceStat::parse(&raw).unwrap();
-        assert!(close(parsed.cpu_util[5], 0.5));
-        assert!(parsed.vmstat.present);
-        let mut out = String::new();
-        format_table(&mut out, "ROOT", &raw, 1).unwrap();
-        let lines: Vec<&str> = out.lines().collect();
-        let row = |name: &str| {
-            lines
-                .iter()
-                .find(|l| l.split_whitespace().next() == Some(name))
-                .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>())
-                .unwrap_or_default()
-        };
-        assert_eq!(row("cpu%")[..12], vec!["50.00"; 12]);
-        assert_eq!(row("rbps")[5], "2.0M");
-        assert_eq!(row("io-full%")[0], "15.00");
-        assert_eq!(row("pgfault")[10], "1000");
-        assert_eq!(row("pgscan_kswapd")[11], "50");
-        assert!(out.contains("[ROOT - vmstat]"));
-
-        let raw = work.result().to_raw().unwrap();
-        let mut out = String::new();
-        format_table(&mut out, "WORKLOAD", &raw, 2).unwrap();
-        assert!(out.contains("[WORKLOAD - io.stat]"));
-        assert!(!out.contains("vmstat"));
     }
 }
