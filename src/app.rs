@@ -18,7 +18,10 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Solve(a) => cli_jobs(&cli.global, Mode::Solve, &a),
         Command::Format(a) => format_cmd(&cli.global, &a.specs.specs, true, a.rstat),
         Command::Summary(a) => format_cmd(&cli.global, &a.specs, false, 0),
-        Command::Deps(a) => crate::system::deps::deps_cmd(&cli.global, a.fix),
+        Command::Deps(a) => {
+            let cfg = crate::config::Config::from_opts(&cli.global)?;
+            crate::system::deps::deps_cmd(&cfg.dir, cfg.dev.as_deref(), a.fix)
+        }
         Command::JournalTest(a) => crate::system::restore::journal_test(
             &crate::config::Config::from_opts(&cli.global)?.dir,
             &a.path,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 pub const DFL_REP_RETENTION: u64 = 7 * 24 * 3600;
-pub const DFL_MEM_PROFILE: u32 = 16;
+pub use crate::system::mem::DFL_MEM_PROFILE;
 pub const DFL_MEM_MARGIN: f64 = 0.25;
 pub const DFL_SYSTEMD_TIMEOUT: f64 = 120.0;
 pub const PAGE_SIZE: u64 = 4096;
@@ -248,6 +248,26 @@ impl Config {
             "test": self.test,
             "quick": self.quick,
         })
+    }
+}
+
+impl crate::system::session::SessionOpts {
+    /// What the host session needs of the validated options.
+    pub fn from_config(cfg: &Config) -> Self {
+        Self {
+            dir: cfg.dir.clone(),
+            dev: cfg.dev.clone(),
+            force: cfg.force,
+            mem_profile: cfg.mem_profile,
+            mem_avail: cfg.mem_avail,
+            mem_margin: cfg.mem_margin,
+            swappiness: cfg.swappiness,
+            rep_retention: cfg.rep_retention,
+            keep_reports: cfg.keep_reports,
+            clear_reports: cfg.clear_reports,
+            iocost_from_sys: cfg.iocost_from_sys,
+            iocost_qos: cfg.iocost_qos,
+        }
     }
 }
 

@@ -76,7 +76,7 @@ pub struct RunCtx<'a> {
 enum SysinfoSrc<'a> {
     Fixed(Box<RawValue>),
     Session {
-        session: &'a mut Session,
+        host: &'a mut RunHost,
         bench_args: Option<serde_json::Value>,
         needs: &'static crate::bench::SystemNeeds,
     },
@@ -87,10 +87,14 @@ impl SysinfoSrc<'_> {
         match self {
             SysinfoSrc::Fixed(raw) => Ok(raw.clone()),
             SysinfoSrc::Session {
-                session,
+                host,
                 bench_args,
                 needs,
-            } => to_raw(&session.sysinfo(bench_args.clone(), needs.sysreqs, needs.mem_profile)?),
+            } => to_raw(&host.session.sysinfo(
+                bench_args.clone(),
+                needs.sysreqs,
+                needs.mem_profile,
+            )?),
         }
     }
 }
@@ -123,8 +127,13 @@ impl RunCtx<'_> {
 
     /// The host session, for benches with `system` needs (e.g. to resize the balloon).
     pub fn session(&mut self) -> Option<&mut Session> {
+        self.host().map(|(s, _)| s)
+    }
+
+    /// The host session and the running reporter together (hashd benches need both).
+    pub fn host(&mut self) -> Option<(&mut Session, Option<&ReporterHandle>)> {
         match &mut self.sysinfo {
-            SysinfoSrc::Session { session, .. } => Some(&mut **session),
+            SysinfoSrc::Session { host, .. } => Some((&mut host.session, host.reporter.as_ref())),
             SysinfoSrc::Fixed(_) => None,
         }
     }
@@ -133,7 +142,7 @@ impl RunCtx<'_> {
     /// and extra cgroups the reports should carry.
     pub fn reporter(&self) -> Option<&ReporterHandle> {
         match &self.sysinfo {
-            SysinfoSrc::Session { session, .. } => session.reporter(),
+            SysinfoSrc::Session { host, .. } => host.reporter.as_ref(),
             SysinfoSrc::Fixed(_) => None,
         }
     }
@@ -142,7 +151,7 @@ impl RunCtx<'_> {
     /// and what earlier jobs applied); `None` for benches without system needs.
     pub fn bench_knobs(&self) -> Option<&BenchKnobs> {
         match &self.sysinfo {
-            SysinfoSrc::Session { session, .. } => session.bench_knobs(),
+            SysinfoSrc::Session { host, .. } => host.session.bench_knobs(),
             SysinfoSrc::Fixed(_) => None,
         }
     }
@@ -282,7 +291,7 @@ fn start_session(
     specs: &[JobSpec],
     benches: &[&'static dyn Bench],
     idxs: &[usize],
-) -> Result<Option<Session>> {
+) -> Result<Option<RunHost>> {
     let mut needs: Option<Needs> = None;
     for ((spec, bench), idx) in specs.iter().zip(benches).zip(idxs) {
         let Some(sys) = bench.desc().system else {
@@ -311,10 +320,37 @@ fn start_session(
         crate::usage_bail!("these benches need the host setup, which this invocation lacks");
     };
     let mut session = Session::start(HostPaths::real(), opts, &needs)?;
-    session
-        .start_reporter(opts)
-        .context("starting the reporter")?;
-    Ok(Some(session))
+    let reporter =
+        crate::report::reporter::start_on(&mut session, opts).context("starting the reporter")?;
+    Ok(Some(RunHost {
+        reporter: Some(reporter),
+        session,
+    }))
+}
+
+/// The host side of a run: the session and the reporter sampling it. Fields drop in order, so
+/// the reporter stops first (its tracefs instance is journaled, and it reads the slices).
+pub struct RunHost {
+    pub reporter: Option<ReporterHandle>,
+    pub session: Session,
+}
+
+impl RunHost {
+    /// Stops the reporter, then restores the host (errors name what stayed changed).
+    pub fn finish(mut self) -> Result<()> {
+        if let Some(h) = self.reporter.take() {
+            match h.stop() {
+                Ok(st) => log::debug!(
+                    "reporter: {} reports written, {} seconds skipped, {} write errors",
+                    st.written,
+                    st.skipped,
+                    st.write_errors
+                ),
+                Err(e) => log::warn!("{:#}", e),
+            }
+        }
+        self.session.finish()
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -327,7 +363,7 @@ fn run_job(
     idx: usize,
     reports_dir: &Path,
     sysinfo: &RawValue,
-    mut session: Option<&mut Session>,
+    mut host: Option<&mut RunHost>,
 ) -> Result<ResultFile> {
     let name = job_name(&spec);
     let desc = bench.desc();
@@ -363,15 +399,16 @@ fn run_job(
                 prev
             }
             (_, prev) => {
-                let src = match (desc.system, session.as_deref_mut()) {
-                    (Some(needs), Some(s)) => {
+                let src = match (desc.system, host.as_deref_mut()) {
+                    (Some(needs), Some(h)) => {
                         // A bench that measures avail sets its balloon once it knows it.
+                        let s = &mut h.session;
                         let balloon = needs.mem_profile
                             && !(needs.measures_avail && s.mem_avail_unmeasured());
                         s.prepare_job(Enforce::from_passive(spec.passive.as_deref()), balloon)
                             .with_context(|| format!("{}: preparing the host", name))?;
                         SysinfoSrc::Session {
-                            session: s,
+                            host: h,
                             bench_args: cfg.bench_args.clone(),
                             needs,
                         }
@@ -408,7 +445,14 @@ fn run_job(
     file.save()?;
     // After the save: a failure to apply doesn't lose the finished record.
     if let Some((record, reused)) = to_apply {
-        apply_record(&name, bench, &spec, &record, session, reused)?;
+        apply_record(
+            &name,
+            bench,
+            &spec,
+            &record,
+            host.map(|h| &mut h.session),
+            reused,
+        )?;
     }
     print_summary(&file.entries[idx])?;
     Ok(file)
@@ -591,8 +635,12 @@ mod tests {
     ) -> (tempfile::TempDir, HostPaths) {
         let (t, hp) = host();
         let o = opts(&hp);
-        let mut session = Session::start(hp.clone(), &o, &needs()).unwrap();
-        session.prepare_job(Enforce::all(), false).unwrap();
+        let session = Session::start(hp.clone(), &o, &needs()).unwrap();
+        let mut host = RunHost {
+            reporter: None,
+            session,
+        };
+        host.session.prepare_job(Enforce::all(), false).unwrap();
         let path = hp.path("work/r.json");
         let mut file = ResultFile::load(&path).unwrap();
         let raw = to_raw(&knobs()).unwrap();
@@ -623,7 +671,7 @@ mod tests {
             idx,
             &hp.path("work/report.d"),
             &sysinfo,
-            with_session.then_some(&mut session),
+            with_session.then_some(&mut host),
         )
         .unwrap();
         // Reused as it was.
@@ -631,7 +679,7 @@ mod tests {
             file.entries[idx].record.as_ref().unwrap().get(),
             to_raw(&knobs()).unwrap().get()
         );
-        session.finish().unwrap();
+        host.finish().unwrap();
         (t, hp)
     }
 

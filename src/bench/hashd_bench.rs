@@ -9,7 +9,7 @@
 
 use crate::bench::{prop, PropDesc, SpecError, ValueKind};
 use crate::report::model::{HashdReport, RunnerState};
-use crate::report::reporter::SharedReport;
+use crate::report::reporter::{ReporterHandle, SharedReport};
 use crate::spec::Group;
 use crate::system::bench_file::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
@@ -119,8 +119,8 @@ fn base_params(cfg: &HashdBenchCfg) -> Params {
 struct ReportGuard(Option<SharedReport>);
 
 impl ReportGuard {
-    fn new(session: &Session) -> Self {
-        let shared = session.reporter().map(|r| r.shared().clone());
+    fn new(reporter: Option<&ReporterHandle>) -> Self {
+        let shared = reporter.map(|r| r.shared().clone());
         if let Some(sh) = &shared {
             if let Ok(mut s) = sh.lock() {
                 s.state = RunnerState::BenchHashd;
@@ -197,17 +197,16 @@ fn start(session: &mut Session, dir: &Path, cfg: &HashdBenchCfg) -> Result<Start
 /// from it aborts the bench).
 pub fn run_sizing(
     session: &mut Session,
+    reporter: Option<&ReporterHandle>,
     dir: &Path,
     cfg: &HashdBenchCfg,
     watch: Option<sizing::Watch>,
 ) -> Result<HashdBenchRun> {
-    let _report = ReportGuard::new(session);
+    let _report = ReportGuard::new(reporter);
     let st = start(session, dir, cfg)?;
     let mut target = HashdTarget::new(st.hashd, st.base.clone(), cfg.size, st.rotational);
     target.mem = st.mem;
-    target.report = session
-        .reporter()
-        .map(|r| (r.shared().clone(), BENCH_SVC.to_string()));
+    target.report = reporter.map(|r| (r.shared().clone(), BENCH_SVC.to_string()));
     target.watch = watch;
     let opts = SizingOpts::new(cfg.rps_max, cfg.fake_cpu, cfg.quick);
     let res = sizing::run(&mut target, &opts);

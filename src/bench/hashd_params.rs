@@ -206,9 +206,7 @@ impl Bench for HashdParams {
         let quick = ctx.quick();
         let dir = ctx.dir().to_path_buf();
         let start = now();
-        let session = ctx
-            .session()
-            .context("hashd-params needs the host session")?;
+        let (session, reporter) = ctx.host().context("hashd-params needs the host session")?;
         hashd_bench::ensure_mem_avail(session)?;
         let mem = session
             .mem()
@@ -224,7 +222,7 @@ impl Bench for HashdParams {
                 .map_or("by CPU saturation".to_string(), |r| r.to_string()),
             if cfg.fake_cpu { ", fake CPU load" } else { "" }
         );
-        let run = hashd_bench::run_sizing(session, &dir, &cfg, Some(watch()))?;
+        let run = hashd_bench::run_sizing(session, reporter, &dir, &cfg, Some(watch()))?;
         log::info!(
             "hashd-params: {}",
             result_line(&crate::format::header::HashdKnobs {

@@ -20,6 +20,7 @@ use super::model::{HashdReport, Report, RunnerState, Timestamp, STAT_SLICES};
 use super::usage::{self, KReader, MemInfo, ReadIssue, SystemBase, UsageTracker};
 use super::{remove_reports_before, report_path, reports_dir, write_report};
 use crate::system::cgroup::{CgroupFs, DevNr, IoStat, Slice};
+use crate::system::session::{Session, SessionOpts};
 use crate::system::{iocost, sysinfo, HostPaths};
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, HashSet};
@@ -633,6 +634,42 @@ impl ReporterHandle {
             None => Ok(ReporterStats::default()),
         }
     }
+}
+
+/// Starts the per-second reporter on the scratch device with the best IO latency source
+/// (tracefs block events in a journaled instance, else /proc/diskstats means). Reports go
+/// to `<dir>/report.d`.
+pub fn start_on(session: &mut Session, opts: &SessionOpts) -> Result<ReporterHandle> {
+    let dev = session.scratch_dev().map(|d| ScratchDev {
+        name: d.name.clone(),
+        devnr: DevNr::new(d.devnr.0, d.devnr.1),
+    });
+    let iolat = match &dev {
+        Some(d) => match super::diskstats::open_best_journaled(
+            &session.hp().clone(),
+            (d.devnr.maj, d.devnr.min),
+            session.journal_mut(),
+        ) {
+            Ok(src) => Some(src),
+            Err(e) => {
+                log::warn!("reports carry no IO latencies: {:#}", e);
+                None
+            }
+        },
+        None => None,
+    };
+    let mut rcfg = ReporterConfig::new(session.hp().clone(), &opts.dir);
+    rcfg.dev = dev;
+    rcfg.iolat = iolat;
+    rcfg.retention = opts.rep_retention;
+    rcfg.keep_reports = opts.keep_reports;
+    rcfg.clear_reports = opts.clear_reports;
+    let h = Reporter::start(rcfg)?;
+    log::info!(
+        "reporter: writing per-second reports to {}",
+        h.reports_dir().display()
+    );
+    Ok(h)
 }
 
 impl Drop for ReporterHandle {

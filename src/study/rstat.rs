@@ -3,10 +3,8 @@
 //!
 //! The study stores one distribution (the [`PCT_LABELS`] percentiles, mean and stdev) per
 //! quantity. Here they are parsed into compact fixed-size arrays — the key lists below decide
-//! which keys exist, in which order they print, and how — and rendered as percentile tables.
-//!
-//! Detail levels: 1 (`--rstat`) adds the `memory.stat`, `io.stat` and (for slices that carry it)
-//! `vmstat` tables to the main one; 2 (`--rstat --rstat`) also shows the keys marked hidden.
+//! which keys exist, in which order they print, and how. `format::rstat` renders them as
+//! percentile tables; keys marked hidden only show with `--rstat --rstat`.
 
 use crate::units::PCT_LABELS;
 use crate::units::{format_count, format_size};

@@ -99,11 +99,10 @@ pub fn render(
     out
 }
 
-/// `deps [--fix]` on the real host.
-pub fn deps_cmd(global: &crate::cli::GlobalOpts, fix: bool) -> Result<()> {
-    let cfg = crate::config::Config::from_opts(global)?;
+/// `deps [--fix]` on the real host, for the work directory `dir` (and `--dev`).
+pub fn deps_cmd(dir: &std::path::Path, dev: Option<&str>, fix: bool) -> Result<()> {
     let hp = HostPaths::real();
-    let scratch = blockdev::detect(&hp, &cfg.dir, cfg.dev.as_deref()).map_err(|e| {
+    let scratch = blockdev::detect(&hp, dir, dev).map_err(|e| {
         if e.downcast_ref::<crate::error::UsageError>().is_some() {
             Err(e)
         } else {
@@ -116,7 +115,7 @@ pub fn deps_cmd(global: &crate::cli::GlobalOpts, fix: bool) -> Result<()> {
         Err(Ok(msg)) => Err(msg),
     };
     let journal = if fix {
-        let j = Journal::open(&cfg.dir)?;
+        let j = Journal::open(dir)?;
         j.install_signal_handlers()?;
         Some(j)
     } else {

@@ -18,6 +18,10 @@ use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+/// The memory profile (GiB) runs use unless told otherwise; results of other profiles aren't
+/// comparable with default runs.
+pub const DFL_MEM_PROFILE: u32 = 16;
+
 pub const GIB: u64 = 1 << 30;
 const PAGE: u64 = 4096;
 

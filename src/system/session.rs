@@ -3,11 +3,11 @@
 //! handlers, the scratch device, the bench slices, the system requirements (fix pass and gate),
 //! the memory profile and the balloon, `--swappiness`, this process in hostcritical.slice, the
 //! benchmark parameters (`<dir>/bench.json` with `--iocost-from-sys` and `--iocost-qos` on top,
-//! applied to io.cost at each job start), and the per-second reporter. Dropping the session stops the reporter and the balloon, moves this
+//! applied to io.cost at each job start). Dropping the session stops the balloon, moves this
 //! process back to the cgroup it started in and restores every change; [`Session::finish`]
-//! does the same and reports restore errors.
+//! does the same and reports restore errors. The per-second reporter runs on top of it
+//! (`report::reporter::start_on`), held by the runner and stopped before the session ends.
 
-use crate::report::reporter::{Reporter, ReporterConfig, ReporterHandle, ScratchDev};
 use crate::result::sysinfo::{MemInfo, Sysinfo};
 use crate::system::bench_file::{BenchFile, BenchKnobs, DevIdent, HashdKnobs};
 use crate::system::blockdev::{self, Scratch};
@@ -43,25 +43,6 @@ pub struct SessionOpts {
     pub iocost_qos: Option<QosOverride>,
 }
 
-impl SessionOpts {
-    pub fn from_config(cfg: &crate::config::Config) -> Self {
-        Self {
-            dir: cfg.dir.clone(),
-            dev: cfg.dev.clone(),
-            force: cfg.force,
-            mem_profile: cfg.mem_profile,
-            mem_avail: cfg.mem_avail,
-            mem_margin: cfg.mem_margin,
-            swappiness: cfg.swappiness,
-            rep_retention: cfg.rep_retention,
-            keep_reports: cfg.keep_reports,
-            clear_reports: cfg.clear_reports,
-            iocost_from_sys: cfg.iocost_from_sys,
-            iocost_qos: cfg.iocost_qos,
-        }
-    }
-}
-
 /// What the jobs of one invocation need from the system, summed up.
 #[derive(Debug, Clone)]
 pub struct Needs {
@@ -74,8 +55,6 @@ pub struct Needs {
 }
 
 pub struct Session {
-    // Stopped first: its tracefs instance is journaled, and it reads the slices.
-    reporter: Option<ReporterHandle>,
     // Dropped (killed) before the journal restores its slice.
     balloon: Option<Balloon>,
     journal: Journal,
@@ -127,7 +106,6 @@ impl Session {
             (None, None)
         };
         let mut s = Session {
-            reporter: None,
             balloon: None,
             journal,
             hp,
@@ -233,51 +211,6 @@ impl Session {
             }
         }
         Ok(())
-    }
-
-    /// Starts the per-second reporter on the scratch device with the best IO latency source
-    /// (tracefs block events in a journaled instance, else /proc/diskstats means). Reports go
-    /// to `<dir>/report.d`.
-    pub fn start_reporter(&mut self, opts: &SessionOpts) -> Result<()> {
-        if self.reporter.is_some() {
-            return Ok(());
-        }
-        let dev = self.scratch.as_ref().ok().map(|s| ScratchDev {
-            name: s.dev.name.clone(),
-            devnr: cgroup::DevNr::new(s.dev.devnr.0, s.dev.devnr.1),
-        });
-        let iolat = match &dev {
-            Some(d) => match crate::report::diskstats::open_best_journaled(
-                &self.hp,
-                (d.devnr.maj, d.devnr.min),
-                &mut self.journal,
-            ) {
-                Ok(src) => Some(src),
-                Err(e) => {
-                    log::warn!("reports carry no IO latencies: {:#}", e);
-                    None
-                }
-            },
-            None => None,
-        };
-        let mut rcfg = ReporterConfig::new(self.hp.clone(), &opts.dir);
-        rcfg.dev = dev;
-        rcfg.iolat = iolat;
-        rcfg.retention = opts.rep_retention;
-        rcfg.keep_reports = opts.keep_reports;
-        rcfg.clear_reports = opts.clear_reports;
-        let h = Reporter::start(rcfg)?;
-        log::info!(
-            "reporter: writing per-second reports to {}",
-            h.reports_dir().display()
-        );
-        self.reporter = Some(h);
-        Ok(())
-    }
-
-    /// The running reporter: its reports directory, the state and workload stats it reports.
-    pub fn reporter(&self) -> Option<&ReporterHandle> {
-        self.reporter.as_ref()
     }
 
     /// Before a job: the fix pass with the job's `passive=`, the benchmark parameters
@@ -489,6 +422,11 @@ impl Session {
         &self.journal
     }
 
+    /// For journaled changes made on the session's behalf (the reporter's tracefs instance).
+    pub fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
+
     /// The sysinfo of a job that requires `required` (and runs under the memory profile when
     /// `mem_profile`): requirements and their report from the last fix pass, host swappiness
     /// and zswap now, the memory profile and the scratch device's io.cost state.
@@ -518,34 +456,19 @@ impl Session {
     /// Stops the reporter and the balloon, moves this process back, and restores every host
     /// change; errors name what stayed changed.
     pub fn finish(mut self) -> Result<()> {
-        self.stop_reporter();
         let balloon = self.balloon.take().map(|b| b.stop());
         self.leave_hostcritical();
         let restored = self.journal.restore_all();
         balloon.transpose()?;
         restored
     }
-
-    fn stop_reporter(&mut self) {
-        if let Some(h) = self.reporter.take() {
-            match h.stop() {
-                Ok(st) => log::debug!(
-                    "reporter: {} reports written, {} seconds skipped, {} write errors",
-                    st.written,
-                    st.skipped,
-                    st.write_errors
-                ),
-                Err(e) => log::warn!("{:#}", e),
-            }
-        }
-    }
 }
 
 impl Drop for Session {
     /// The error path: the fields' own drops stop the balloon and restore the journal; before
-    /// that the reporter must stop and this process must leave hostcritical.slice.
+    /// that this process must leave hostcritical.slice. (The reporter, which the runner holds,
+    /// is stopped before the session goes.)
     fn drop(&mut self) {
-        self.stop_reporter();
         self.balloon = None;
         self.leave_hostcritical();
     }
@@ -621,11 +544,11 @@ fn log_mem(m: &MemInfo, src: AvailSource) {
         format_size(m.share as f64),
         format_size(m.target as f64)
     );
-    if m.profile != crate::config::DFL_MEM_PROFILE {
+    if m.profile != crate::system::mem::DFL_MEM_PROFILE {
         log::warn!(
             "memory profile {} isn't the default {}: results aren't comparable with default runs",
             m.profile,
-            crate::config::DFL_MEM_PROFILE
+            crate::system::mem::DFL_MEM_PROFILE
         );
     }
 }
@@ -673,7 +596,7 @@ pub(crate) mod testhost {
             mem_avail: None,
             mem_margin: 0.25,
             swappiness: None,
-            rep_retention: crate::report::reporter::DFL_RETENTION,
+            rep_retention: 7 * 24 * 3600,
             keep_reports: false,
             clear_reports: false,
             iocost_from_sys: false,

@@ -264,7 +264,7 @@ impl Bench for Storage {
         );
 
         while rec.mem_usages.len() < props.loops as usize {
-            let session = ctx.session().context("storage needs the host session")?;
+            let (session, reporter) = ctx.host().context("storage needs the host session")?;
             session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
             let cfg = HashdBenchCfg {
                 size: 4 * mem.share,
@@ -280,7 +280,7 @@ impl Bench for Storage {
             let seen = Arc::new(Mutex::new(Seen::default()));
             let w = watch(seen.clone(), mem.target, props.err_max);
             log::info!("storage: loop {}/{}", rec.mem_usages.len() + 1, props.loops);
-            let run = hashd_bench::run_sizing(session, &dir, &cfg, Some(w));
+            let run = hashd_bench::run_sizing(session, reporter, &dir, &cfg, Some(w));
             let (usage, swap) = {
                 let s = seen.lock().unwrap_or_else(|e| e.into_inner());
                 (s.usage(), s.swap())
