@@ -157,7 +157,7 @@ pub enum Command {
     SaveTest(SaveTestArgs),
     /// Guest-side probes used by the VM tests (io.cost knobs, io.stat, swaps, random-read IOPS)
     #[command(name = "__probe", hide = true)]
-    Probe(crate::vm::probe::ProbeArgs),
+    Probe(crate::testaid::probe::ProbeArgs),
     /// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
     #[command(name = "__kvm-probe", hide = true)]
     KvmProbe,
@@ -180,7 +180,7 @@ pub enum Command {
     HashdBench(crate::testaid::hashd_bench::HashdBenchArgs),
     /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
     #[command(name = "__vm-scenario", hide = true)]
-    VmScenario(crate::vm::scenario::ScenarioArgs),
+    VmScenario(crate::testaid::vm_scenario::ScenarioArgs),
 }
 
 /// Drops the hidden subcommands (`__hashd`, …) from the "similar subcommands" tip of an

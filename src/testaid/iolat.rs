@@ -159,7 +159,7 @@ pub fn run(a: &IoLatArgs) -> Result<()> {
             (n.clone(), t.trim().to_string())
         }
         None => {
-            let d = crate::vm::probe::scratch_device()
+            let d = crate::testaid::probe::scratch_device()
                 .context("no --dev given and not in a resctl-bench VM")?;
             (d.name, d.maj_min)
         }

@@ -25,3 +25,9 @@ pub fn die_with_parent(cmd: &mut Command, own_group: bool) {
         });
     }
 }
+
+/// For a forked child running our own code: SIGKILL when the parent dies.
+pub fn die_with_parent_now() {
+    // SAFETY: plain syscall on this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+}

@@ -4,7 +4,7 @@
 //!
 //! Host side: [`host`] builds the initramfs ([`initramfs`], [`kmod`]), the scratch disk and the
 //! QEMU command line ([`qemu`], [`profiles`]; [`nbd`] for a disk with latency), then relays the guest's output ([`channel`]).
-//! Guest side: [`guest`] is PID 1. [`probe`] holds the hidden `__probe` helpers the VM tests run.
+//! Guest side: [`guest`] is PID 1. The guest-side helpers the VM tests run (`__probe`, `__vm-scenario`) are in `crate::testaid`.
 
 pub mod channel;
 pub mod guest;
@@ -12,10 +12,8 @@ pub mod host;
 pub mod initramfs;
 pub mod kmod;
 pub mod nbd;
-pub mod probe;
 pub mod profiles;
 pub mod qemu;
-pub mod scenario;
 pub mod setup;
 
 use clap::Args;
