@@ -1,0 +1,119 @@
+use super::*;
+use clap::Parser;
+
+/// `vm`'s own options as the command line gives them (`rb [-d DIR] vm ...`).
+#[derive(Parser)]
+struct VmCmd {
+    #[arg(short = 'd', long = "dir")]
+    dir: Option<String>,
+    #[command(flatten)]
+    vm: VmArgs,
+}
+
+fn opts(argv: &[&str]) -> Result<Opts> {
+    let argv: Vec<&str> = argv.iter().copied().filter(|a| *a != "vm").collect();
+    let cmd = VmCmd::try_parse_from(argv).unwrap();
+    Opts::new(cmd.dir.as_deref(), &cmd.vm, Path::new("/work/x"))
+}
+
+#[test]
+fn defaults_and_dir_placement() {
+    let o = opts(&["rb", "vm", "--", "run", "storage"]).unwrap();
+    assert_eq!(o.mem, 4 << 30);
+    assert_eq!(o.swap_size, 2 << 30);
+    assert_eq!(o.disk_size, 16 << 30);
+    assert_eq!(o.scratch_dir, PathBuf::from(DFL_DIR));
+    assert_eq!(o.limits.name, "unthrottled");
+    let o = opts(&["rb", "vm", "--", "-d", "scr", "run"]).unwrap();
+    assert_eq!(o.scratch_dir, PathBuf::from("/work/x/scr"));
+    let o = opts(&["rb", "vm", "--", "--dir=/srv/b", "run"]).unwrap();
+    assert_eq!(o.scratch_dir, PathBuf::from("/srv/b"));
+    let o = opts(&["rb", "-d", "/srv/c", "vm", "--", "run"]).unwrap();
+    assert_eq!(o.scratch_dir, PathBuf::from("/srv/c"));
+    assert_eq!(o.args, vec!["--dir", "/srv/c", "run"]);
+    assert_eq!(o.reports_dir, None);
+}
+
+#[test]
+fn reports_dir_follows_the_result_inside_the_shared_dir() {
+    let rd = |argv: &[&str]| opts(argv).unwrap().reports_dir;
+    let p = |s: &str| Some(PathBuf::from(s));
+    assert_eq!(
+        rd(&["rb", "vm", "--", "-r", "res.json.gz", "run"]),
+        p("/work/x/res-report.d")
+    );
+    assert_eq!(
+        rd(&["rb", "vm", "--", "--result=out/./a.json", "run"]),
+        p("/work/x/out/a-report.d")
+    );
+    assert_eq!(
+        rd(&["rb", "vm", "--", "-r/work/x/sub/../b", "run"]),
+        p("/work/x/b-report.d")
+    );
+    // Outside the shared directory, or on the scratch disk: nothing to share.
+    assert_eq!(rd(&["rb", "vm", "--", "-r", "../c.json", "run"]), None);
+    assert_eq!(rd(&["rb", "vm", "--", "-r", "/tmp/c.json", "run"]), None);
+    assert_eq!(
+        rd(&["rb", "vm", "--", "-d", "scr", "-r", "scr/c.json", "run"]),
+        None
+    );
+    assert_eq!(rd(&["rb", "vm", "--", "run", "--", "-r", "x"]), None);
+}
+
+#[test]
+fn disk_latency_is_whole_ms_and_0_turns_it_off() {
+    let lat = |argv: &[&str]| {
+        let o = opts(argv).unwrap();
+        (o.limits.name, o.limits.latency_ms)
+    };
+    assert_eq!(
+        lat(&["rb", "vm", "--disk-profile", "hdd", "--", "x"]),
+        ("hdd".into(), Some(6))
+    );
+    assert_eq!(
+        lat(&[
+            "rb",
+            "vm",
+            "--disk-profile",
+            "hdd",
+            "--disk-latency",
+            "0",
+            "--",
+            "x"
+        ]),
+        ("custom".into(), None)
+    );
+    assert_eq!(
+        lat(&["rb", "vm", "--disk-latency", "0.012", "--", "x"]),
+        ("custom".into(), Some(12))
+    );
+    assert_eq!(
+        lat(&["rb", "vm", "--disk-latency=1ms", "--", "x"]),
+        ("custom".into(), Some(1))
+    );
+}
+
+#[test]
+fn bad_values_are_usage_errors() {
+    for argv in [
+        &["rb", "vm", "--mem", "lots", "--", "x"][..],
+        &["rb", "vm", "--mem", "100M", "--", "x"],
+        &["rb", "vm", "--disk-size", "1G", "--mem", "4G", "--", "x"],
+        &["rb", "vm", "--cpus", "0", "--", "x"],
+        &["rb", "vm", "--disk-profile", "tape", "--", "x"],
+        &["rb", "vm", "--disk-iops=-5", "--", "x"],
+        &["rb", "vm", "--disk-latency", "slow", "--", "x"],
+        &["rb", "vm", "--disk-latency", "500us", "--", "x"],
+        &["rb", "vm", "--disk-latency", "6.5ms", "--", "x"],
+        &["rb", "vm", "--disk-latency", "11s", "--", "x"],
+        &["rb", "vm", "--accel", "xen", "--", "x"],
+        &["rb", "vm", "--timeout", "0", "--", "x"],
+        &["rb", "vm", "--stall-timeout", "5s", "--", "x"],
+        &["rb", "vm", "--stall-timeout", "soon", "--", "x"],
+        &["rb", "vm", "--", "-d", "/", "x"],
+    ] {
+        let e = opts(argv).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2, "{:?}: {}", argv, e);
+        assert!(!e.to_string().contains('\n'));
+    }
+}
