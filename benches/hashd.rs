@@ -13,8 +13,9 @@
 //! before measuring, so the figures are about hashd's own overhead, not the storage.
 
 use anyhow::{Context, Result};
+use resctl_bench::util::proc::thread_cpu_secs as thread_cpu;
 use resctl_bench::workload::hashd::dist::Rng;
-use resctl_bench::workload::hashd::request::{self, thread_cpu, ReqConfig, Request};
+use resctl_bench::workload::hashd::request::{self, ReqConfig, Request};
 use resctl_bench::workload::hashd::{Hashd, HashdOpts, HashdStatus, Params};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -408,7 +408,7 @@ impl ArgsFile {
         }
         let mut text = serde_json::to_string_pretty(&new).context("serializing the args file")?;
         text.push('\n');
-        crate::result::save::write_atomic(&self.path, |w| w.write_all(text.as_bytes()))
+        crate::util::atomic::write_atomic(&self.path, |w| w.write_all(text.as_bytes()))
             .with_context(|| format!("saving args file {}", self.path.display()))?;
         log::info!(
             "args file {}: {}",

@@ -64,13 +64,7 @@ pub struct Config {
     pub logfile: Option<PathBuf>,
 }
 
-fn bad(opt: &str, e: String) -> anyhow::Error {
-    if e.starts_with('"') {
-        UsageError::new(format!("--{} {}", opt, e)).into()
-    } else {
-        UsageError::new(format!("--{}: {}", opt, e)).into()
-    }
-}
+use crate::error::option_error as bad;
 
 impl Config {
     /// The validated global options, with the `-a/--args` file's values under the command

@@ -35,3 +35,13 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
         EXIT_FAILURE
     }
 }
+
+/// The usage error for a bad value of command-line option `--opt`: `--opt "x" is not a …` when
+/// the message starts with the value, else `--opt: message`.
+pub fn option_error(opt: &str, msg: String) -> anyhow::Error {
+    if msg.starts_with('"') {
+        UsageError::new(format!("--{} {}", opt, msg)).into()
+    } else {
+        UsageError::new(format!("--{}: {}", opt, msg)).into()
+    }
+}

@@ -70,16 +70,7 @@ pub fn write_report(reports_dir: &Path, sec: u64, report: &Report) -> Result<Pat
     let tmp = reports_dir.join(format!(".{}.json.tmp", sec));
     let mut json = serde_json::to_vec(report).context("serializing report")?;
     json.push(b'\n');
-    let res = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&json)?;
-        drop(f);
-        std::fs::rename(&tmp, &path)
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing report {}", path.display()));
-    }
+    crate::util::atomic::write_replacing(&path, &tmp, "report", |f| f.write_all(&json))?;
     Ok(path)
 }
 

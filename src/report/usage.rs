@@ -119,20 +119,12 @@ pub fn parse_meminfo(path: &Path, text: &str) -> Result<MemInfo, KernelFileError
             "SwapFree" => &mut m.swap_free,
             _ => continue,
         };
-        let mut toks = rest.split_whitespace();
-        let v: u64 =
-            toks.next()
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| KernelFileError::Parse {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    msg: format!("{:?} has no number", line),
-                })?;
-        *slot = if toks.next() == Some("kB") {
-            v.saturating_mul(1024)
-        } else {
-            v
-        };
+        *slot =
+            crate::system::sysinfo::meminfo_value(rest).ok_or_else(|| KernelFileError::Parse {
+                path: path.to_path_buf(),
+                line: i + 1,
+                msg: format!("{:?} has no number", line),
+            })?;
     }
     Ok(m)
 }

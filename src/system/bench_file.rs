@@ -11,7 +11,7 @@ use super::cgroup::DevNr;
 use super::iocost::{knobs_from_sys, IoCostKnobs, QosOverride};
 use super::HostPaths;
 use crate::error::UsageError;
-use crate::result::save::write_atomic;
+use crate::util::atomic::write_atomic;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

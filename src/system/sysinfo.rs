@@ -32,18 +32,21 @@ pub fn parse_meminfo(text: &str) -> Result<BTreeMap<String, u64>> {
         let (key, rest) = line
             .split_once(':')
             .with_context(|| format!("malformed line {:?}", line))?;
-        let mut it = rest.split_whitespace();
-        let v: u64 = it
-            .next()
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("malformed value in {:?}", line))?;
-        let mult = match it.next() {
-            Some("kB") => 1024,
-            _ => 1,
-        };
-        out.insert(key.trim().to_string(), v.saturating_mul(mult));
+        let v = meminfo_value(rest).with_context(|| format!("malformed value in {:?}", line))?;
+        out.insert(key.trim().to_string(), v);
     }
     Ok(out)
+}
+
+/// The bytes of one /proc/meminfo value (what follows `Key:`): `kB` multiplied out, unitless
+/// counts kept; `None` if there is no number.
+pub fn meminfo_value(rest: &str) -> Option<u64> {
+    let mut it = rest.split_whitespace();
+    let v: u64 = it.next()?.parse().ok()?;
+    Some(match it.next() {
+        Some("kB") => v.saturating_mul(1024),
+        _ => v,
+    })
 }
 
 /// Counts CPUs in a list like `0-3,6,8-9`.

@@ -61,10 +61,7 @@ pub struct Device {
 
 fn read_trim(p: impl AsRef<Path>) -> Result<String> {
     let p = p.as_ref();
-    Ok(std::fs::read_to_string(p)
-        .with_context(|| format!("reading {}", p.display()))?
-        .trim()
-        .to_string())
+    crate::util::fs::read_trim(p).with_context(|| format!("reading {}", p.display()))
 }
 
 pub fn scratch_device() -> Result<Device> {

@@ -1,6 +1,7 @@
 //! Small helpers every layer may use: reading one-line kernel files, starting child processes
 //! that die with us, the unix time.
 
+pub mod atomic;
 pub mod fs;
 pub mod proc;
 

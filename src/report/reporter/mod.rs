@@ -25,6 +25,7 @@ use super::{remove_reports_before, report_path, reports_dir, write_report};
 use crate::system::cgroup::{CgroupFs, DevNr, IoStat, Slice};
 use crate::system::session::{Session, SessionOpts};
 use crate::system::{iocost, sysinfo, HostPaths};
+use crate::util::proc::thread_cpu_secs;
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -158,19 +159,6 @@ fn unix_now() -> f64 {
         Ok(d) => d.as_secs_f64(),
         Err(_) => 0.0,
     }
-}
-
-/// CPU time the calling thread has used, seconds.
-pub fn thread_cpu_secs() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 /// Starts reporter threads.

@@ -400,7 +400,7 @@ fn save(inner: &Inner) -> Result<()> {
         pid: std::process::id(),
         changes: inner.changes.clone(),
     };
-    crate::result::save::write_atomic(&inner.file, |w| {
+    crate::util::atomic::write_atomic(&inner.file, |w| {
         serde_json::to_writer_pretty(&mut *w, &jf).map_err(std::io::Error::other)?;
         w.write_all(b"\n")
     })

@@ -6,7 +6,6 @@
 use super::channel::{self, Relay, Tail};
 use super::profiles::DiskLimits;
 use super::{initramfs, kmod, qemu, setup, Event, GuestConfig, VmArgs};
-use crate::error::UsageError;
 use crate::system::DFL_DIR;
 use crate::units::parse;
 use anyhow::{bail, Context, Result};

@@ -23,9 +23,7 @@ pub struct Opts {
     pub reports_dir: Option<PathBuf>,
 }
 
-pub(super) fn bad(opt: &str, e: String) -> anyhow::Error {
-    UsageError::new(format!("--{} {}", opt, e)).into()
-}
+use crate::error::option_error as bad;
 
 /// `--disk-latency`: whole milliseconds, 0 for none (nbdkit's delay filter counts in ms).
 pub(super) fn disk_latency_ms(s: &str) -> std::result::Result<u32, String> {

@@ -138,7 +138,7 @@ impl Params {
     /// Writes the params atomically (temp file + rename).
     pub fn save(&self, path: &Path) -> Result<()> {
         let json = serde_json::to_string_pretty(self).context("serializing hashd params")?;
-        crate::result::save::write_atomic(path, |w| {
+        crate::util::atomic::write_atomic(path, |w| {
             w.write_all(json.as_bytes())?;
             w.write_all(b"\n")
         })

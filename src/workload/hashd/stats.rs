@@ -121,18 +121,10 @@ impl HashdStatus {
         staging.push(".staging");
         let staging = std::path::PathBuf::from(staging);
         let json = serde_json::to_vec_pretty(self).context("serializing hashd status")?;
-        let res = (|| -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&staging)?;
+        crate::util::atomic::write_replacing(path, &staging, "hashd status", |f| {
             f.write_all(&json)?;
-            f.write_all(b"\n")?;
-            drop(f);
-            std::fs::rename(&staging, path)
-        })();
-        if let Err(e) = res {
-            let _ = std::fs::remove_file(&staging);
-            return Err(e).with_context(|| format!("writing hashd status {}", path.display()));
-        }
-        Ok(())
+            f.write_all(b"\n")
+        })
     }
 
     /// `load` = min(1, rps / rps_max), 0 without rps_max.

@@ -171,9 +171,8 @@ impl TestFiles {
     fn create(&self, i: u64, rng: &mut Rng, buf: &mut [u8]) -> Result<()> {
         let path = self.path(i);
         let tmp = path.with_extension("tmp");
-        let res = (|| -> std::io::Result<()> {
-            let mut f = File::create(&tmp)?;
-            let size = self.file_size(i);
+        let size = self.file_size(i);
+        crate::util::atomic::write_replacing(&path, &tmp, "testfile", |f| {
             let mut done = 0u64;
             while done < size {
                 let n = ((size - done) as usize).min(buf.len());
@@ -184,14 +183,8 @@ impl TestFiles {
                 f.write_all(&buf[..n])?;
                 done += n as u64;
             }
-            drop(f);
-            std::fs::rename(&tmp, &path)
-        })();
-        if let Err(e) = res {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e).with_context(|| format!("creating testfile {}", path.display()));
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn sync(&self) {

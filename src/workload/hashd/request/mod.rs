@@ -13,6 +13,7 @@ use super::anon::{self, AnonArea, AnonPages};
 use super::dist::{ClampedNormal, Rng};
 use super::params::Params;
 use super::testfiles::{TestFiles, PAGE};
+use crate::util::proc::thread_cpu_secs;
 use sha1::{Digest, Sha1};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -226,13 +227,13 @@ impl Workspace {
 
     /// The thread CPU clock before a piece of hashing, if this request is timed.
     fn hash_clock(&self) -> Option<f64> {
-        self.timed.then(thread_cpu)
+        self.timed.then(thread_cpu_secs)
     }
 
     /// Adds the CPU time since `t0` (from [`Workspace::hash_clock`]) to the request's hashing.
     fn charge_hash(&mut self, t0: Option<f64>) {
         if let Some(t0) = t0 {
-            self.hash_cpu += thread_cpu() - t0;
+            self.hash_cpu += thread_cpu_secs() - t0;
         }
     }
 }
@@ -341,17 +342,6 @@ pub fn run(
         hash_cpu,
         io_errors,
     }
-}
-
-/// CPU seconds used by the calling thread.
-pub fn thread_cpu() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the local struct.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 /// SHA-1 over `buf` scaled by `cpu_ratio`: whole passes while the ratio is ≥ 0.99, then one
