@@ -525,3 +525,18 @@ fn bad_global_options_exit_2_with_one_line() {
         expect_usage_error(&args, fragment);
     }
 }
+
+/// The whole error line of every spec in the table, pinned: a change to any message shows in
+/// `cargo insta review`.
+#[test]
+fn error_lines_snapshot() {
+    let mut out = String::new();
+    for (spec, _) in INVALID {
+        let err = match JobSpec::parse(spec).and_then(|s| resctl_bench::bench::validate_run(&s)) {
+            Ok(()) => panic!("{:?} should be rejected", spec),
+            Err(e) => e.to_string(),
+        };
+        out += &format!("{:?}\n    {}\n", spec, err);
+    }
+    insta::assert_snapshot!("grammar_error_lines", out);
+}

@@ -1,0 +1,81 @@
+//! Snapshots of the text the binary prints that no conformance test pins: `--help`, the `doc`
+//! listing, and `summary`/`format` of a standalone `storage` entry (built from the first
+//! storage run of a real upstream iocost-qos result). `cargo insta review` shows a change.
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+use std::io::Read;
+
+fn bin() -> Command {
+    Command::cargo_bin("resctl-bench").unwrap()
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Our version in the header line would churn the snapshot on every release.
+fn without_version(text: &str) -> String {
+    text.replace(env!("CARGO_PKG_VERSION"), "VERSION")
+}
+
+#[test]
+fn help() {
+    insta::assert_snapshot!("help", stdout(&["--help"]));
+}
+
+#[test]
+fn doc_listing() {
+    insta::assert_snapshot!("doc_listing", stdout(&["doc"]));
+}
+
+/// A result file with one `storage` entry: the record and result of the baseline storage run
+/// of the Samsung fixture's iocost-qos entry, with that entry's sysinfo and period.
+fn storage_result_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/results/Samsung_SSD_970_PRO_512GB.json.gz"
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(fixture).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let entries: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let qos = entries
+        .iter()
+        .find(|e| e["spec"]["kind"] == "iocost-qos")
+        .unwrap();
+    let entry = json!({
+        "spec": {"kind": "storage", "id": null, "passive": null, "props": [{"loops": "1"}]},
+        "period": qos["period"],
+        "sysinfo": qos["sysinfo"],
+        "record": qos["record"]["runs"][0]["stor"],
+        "result": qos["result"]["runs"][0]["stor"],
+    });
+    let path = dir.join("storage.json");
+    std::fs::write(&path, serde_json::to_vec(&json!([entry])).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn storage_summary_and_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = storage_result_file(dir.path());
+    let file = file.to_str().unwrap();
+    for (name, args) in [
+        ("storage_summary", vec!["summary"]),
+        ("storage_format", vec!["format"]),
+        ("storage_format_rstat", vec!["format", "--rstat"]),
+    ] {
+        let mut all = vec!["-r", file];
+        all.extend(args);
+        insta::assert_snapshot!(name, without_version(&stdout(&all)));
+    }
+}
