@@ -1,7 +1,7 @@
 //! Dispatch of a parsed command line to the subcommand implementations.
 
+use crate::bench::runner::{self, Mode, RunConfig};
 use crate::cli::{Cli, Command};
-use crate::run::{self, Mode, RunConfig};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -125,7 +125,7 @@ fn cli_jobs(
         args,
         crate::bench::validate_run,
     )?;
-    run::run_cmd(&cfg, mode, specs)
+    runner::run_cmd(&cfg, mode, specs)
 }
 
 /// `pack` from the command line: `./<stem>.tar.gz`.

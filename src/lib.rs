@@ -11,7 +11,6 @@ pub mod format;
 pub mod logging;
 pub mod report;
 pub mod result;
-pub mod run;
 pub mod spec;
 pub mod study;
 pub mod system;

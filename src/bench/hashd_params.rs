@@ -8,6 +8,7 @@
 //! additions.
 
 use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
+use crate::bench::runner::{now, RunCtx, StudyCtx};
 use crate::bench::storage::run::dfl_rps_max;
 use crate::bench::{
     needs, prop, Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind,
@@ -15,7 +16,6 @@ use crate::bench::{
 };
 use crate::result::sysinfo::MemInfo;
 use crate::result::Entry;
-use crate::run::{now, RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::system::bench_file::HashdKnobs;
 use crate::units::{format_duration, format_size};

@@ -11,6 +11,7 @@ pub mod iocost_qos;
 pub mod iocost_tune;
 pub mod needs;
 pub mod protection;
+pub mod runner;
 pub mod selftest;
 pub mod show;
 pub mod storage;
@@ -178,7 +179,7 @@ pub trait Bench: Sync {
 
     /// Runs the bench and returns its record. Only called when the descriptor says it is
     /// `runnable`.
-    fn run(&self, _ctx: &mut crate::run::RunCtx) -> anyhow::Result<serde_json::Value> {
+    fn run(&self, _ctx: &mut crate::bench::runner::RunCtx) -> anyhow::Result<serde_json::Value> {
         crate::usage_bail!("{} can't run in this version", self.desc().kind)
     }
 
@@ -204,7 +205,7 @@ pub trait Bench: Sync {
     /// Turns a record plus the per-second reports into the result (runnable benches).
     fn study(
         &self,
-        _ctx: &crate::run::StudyCtx,
+        _ctx: &crate::bench::runner::StudyCtx,
         _record: &serde_json::value::RawValue,
     ) -> anyhow::Result<serde_json::Value> {
         crate::usage_bail!("{} can't study in this version", self.desc().kind)

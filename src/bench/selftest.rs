@@ -4,7 +4,7 @@
 //! when re-run. `fail-at=N` makes step N fail, to test failure handling.
 
 use super::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
-use crate::run::{RunCtx, StudyCtx};
+use crate::bench::runner::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -136,7 +136,7 @@ impl Bench for SelfTest {
             let value = step_value(step);
             rec.steps.push(Step {
                 step,
-                at: crate::run::now(),
+                at: crate::bench::runner::now(),
                 secs: started.elapsed().as_secs_f64(),
                 value,
             });

@@ -5,7 +5,7 @@
 //! VM tests drive it to check the system layer end to end.
 
 use super::{prop, Bench, BenchDesc, FormatOpts, Shape, ValueKind};
-use crate::run::{RunCtx, StudyCtx};
+use crate::bench::runner::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::system::cgroup::{CgroupFs, Slice};
 use crate::system::HostPaths;

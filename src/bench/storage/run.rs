@@ -5,9 +5,9 @@
 use super::props::Props;
 use super::DESC;
 use crate::bench::hashd_bench::{self, HashdBenchCfg};
+use crate::bench::runner::{now, RunCtx, StudyCtx};
 use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, SpecError};
 use crate::result::sysinfo::MemInfo;
-use crate::run::{now, RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, study_periods};
