@@ -14,7 +14,7 @@ use crate::bench::{
     needs, prop, Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind,
     APPLY_COMMIT,
 };
-use crate::result::sysinfo::MemInfo;
+use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use crate::system::bench_file::HashdKnobs;
@@ -152,7 +152,7 @@ pub struct Record {
     #[serde(flatten)]
     pub knobs: HashdKnobs,
     pub period: (u64, u64),
-    pub mem: MemInfo,
+    pub mem: MemProfile,
     pub sizing: SizingResult,
 }
 
@@ -160,7 +160,7 @@ pub struct Record {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct RecordExtra {
-    mem: crate::format::header::MemInfo,
+    mem: crate::format::header::StoredMemProfile,
     sizing: Option<SizingSummary>,
 }
 
@@ -225,7 +225,7 @@ impl Bench for HashdParams {
         let run = hashd_bench::run_sizing(session, reporter, &dir, &cfg, Some(watch()))?;
         log::info!(
             "hashd-params: {}",
-            result_line(&crate::format::header::HashdKnobs {
+            result_line(&crate::format::header::StoredHashdKnobs {
                 hash_size: run.knobs.hash_size as f64,
                 rps_max: run.knobs.rps_max,
                 mem_size: run.knobs.mem_size as f64,
@@ -280,12 +280,12 @@ impl Bench for HashdParams {
 }
 
 /// `ceil(mem_size × mem_frac)`: the footprint hashd runs with.
-pub fn mem_actual(k: &crate::format::header::HashdKnobs) -> f64 {
+pub fn mem_actual(k: &crate::format::header::StoredHashdKnobs) -> f64 {
     (k.mem_size * k.mem_frac).ceil()
 }
 
 /// `Result: hash_size=… rps_max=… mem_actual=… chunk_pages=…[ fake_cpu_load]`.
-pub fn result_line(k: &crate::format::header::HashdKnobs) -> String {
+pub fn result_line(k: &crate::format::header::StoredHashdKnobs) -> String {
     format!(
         "Result: hash_size={} rps_max={} mem_actual={} chunk_pages={}{}",
         format_size(k.hash_size),
@@ -303,7 +303,8 @@ pub fn result_line(k: &crate::format::header::HashdKnobs) -> String {
 /// A hashd-params entry: the result line; `format` adds how the sizing went when the record
 /// has it (ours; upstream records have only the knobs).
 pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-    let Some(knobs) = crate::format::parse_result_opt::<crate::format::header::HashdKnobs>(entry)?
+    let Some(knobs) =
+        crate::format::parse_result_opt::<crate::format::header::StoredHashdKnobs>(entry)?
     else {
         return Ok(());
     };
@@ -482,7 +483,7 @@ mod tests {
         Record {
             knobs: knobs(),
             period: (1700000000, 1700001200),
-            mem: MemInfo {
+            mem: MemProfile {
                 profile: 16,
                 avail: 14 << 30,
                 share: 12 << 30,
@@ -536,7 +537,7 @@ mod tests {
 
     #[test]
     fn mem_actual_rounds_up() {
-        let k = crate::format::header::HashdKnobs {
+        let k = crate::format::header::StoredHashdKnobs {
             mem_size: 1000.0,
             mem_frac: 0.3333,
             ..Default::default()

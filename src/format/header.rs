@@ -20,8 +20,8 @@ pub struct HeaderSysInfo {
     pub ext_sysreqs_missed: MissedReqs,
     pub sysreqs_report: Option<SysReqsReport>,
     pub iocost: IoCostSnapshot,
-    pub hashd: Option<HashdKnobs>,
-    pub mem: MemInfo,
+    pub hashd: Option<StoredHashdKnobs>,
+    pub mem: StoredMemProfile,
     pub swappiness: u32,
     pub zswap_enabled: bool,
     /// Our mark of a `--quick` run (absent in upstream files).
@@ -43,9 +43,12 @@ pub struct IoCostSnapshot {
 /// layout and the parameter-only layout of records.
 pub use crate::system::iocost::{IoCostModel, IoCostQos};
 
+/// hashd's parameters as an entry's sysinfo stores them, read leniently for the header (sizes
+/// may be stored as floats by older layouts). What the benches write is
+/// `system::bench_file::HashdKnobs`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
-pub struct HashdKnobs {
+pub struct StoredHashdKnobs {
     pub hash_size: f64,
     pub rps_max: u64,
     pub mem_size: f64,
@@ -54,10 +57,11 @@ pub struct HashdKnobs {
     pub fake_cpu_load: bool,
 }
 
-/// The memory profile a job ran with.
+/// The memory profile a job ran with, as its sysinfo stores it, read leniently for the header.
+/// What the runs write is `result::sysinfo::MemProfile`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
-pub struct MemInfo {
+pub struct StoredMemProfile {
     pub profile: u32,
     pub avail: f64,
     pub share: f64,

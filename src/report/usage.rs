@@ -97,7 +97,7 @@ impl KReader {
 
 /// The /proc/meminfo values the reports use, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MemInfo {
+pub struct MemTotals {
     pub mem_total: u64,
     pub mem_free: u64,
     pub swap_total: u64,
@@ -106,8 +106,8 @@ pub struct MemInfo {
 
 /// Picks MemTotal, MemFree, SwapTotal and SwapFree out of /proc/meminfo text; a key that is
 /// absent stays 0, a malformed value of one of them is an error.
-pub fn parse_meminfo(path: &Path, text: &str) -> Result<MemInfo, KernelFileError> {
-    let mut m = MemInfo::default();
+pub fn parse_meminfo(path: &Path, text: &str) -> Result<MemTotals, KernelFileError> {
+    let mut m = MemTotals::default();
     for (i, line) in text.lines().enumerate() {
         let Some((key, rest)) = line.split_once(':') else {
             continue;
@@ -368,7 +368,7 @@ pub fn read_root(
     rd: &mut KReader,
     hp: &HostPaths,
     base: &SystemBase,
-    meminfo: &MemInfo,
+    meminfo: &MemTotals,
     dev: Option<&str>,
     root_io: Option<&BTreeMap<String, f64>>,
     issues: &mut Vec<ReadIssue>,
@@ -633,7 +633,7 @@ mod tests {
         let m = parse_meminfo(&p, rd.read(&p).unwrap()).unwrap();
         assert_eq!(
             m,
-            MemInfo {
+            MemTotals {
                 mem_total: 1000 << 10,
                 mem_free: 400 << 10,
                 swap_total: 100 << 10,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct MemInfo {
+pub struct MemProfile {
     pub profile: u32,
     pub avail: u64,
     pub share: u64,
@@ -33,7 +33,7 @@ pub struct Sysinfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iocost: Option<serde_json::Value>,
     pub hashd: Option<serde_json::Value>,
-    pub mem: MemInfo,
+    pub mem: MemProfile,
     pub swappiness: u32,
     pub zswap_enabled: bool,
     /// Our addition: the validated global options the job ran with.

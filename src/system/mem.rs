@@ -9,7 +9,7 @@
 //! estimate (see [`estimate_avail`]).
 
 use crate::error::UsageError;
-use crate::result::sysinfo::MemInfo;
+use crate::result::sysinfo::MemProfile;
 use crate::system::cgroup::{CgroupFs, Slice};
 use crate::system::sysinfo::read_meminfo;
 use crate::system::HostPaths;
@@ -87,11 +87,11 @@ pub fn resolve(
     hp: &HostPaths,
     profile: Option<u32>,
     mem_avail: Option<u64>,
-) -> Result<(MemInfo, AvailSource)> {
+) -> Result<(MemProfile, AvailSource)> {
     let total = read_meminfo(hp)?.get("MemTotal").copied().unwrap_or(0);
     let Some(profile) = profile else {
         return Ok((
-            MemInfo {
+            MemProfile {
                 profile: 0,
                 avail: total,
                 share: total,
@@ -120,7 +120,7 @@ pub fn resolve(
         .into());
     }
     Ok((
-        MemInfo {
+        MemProfile {
             profile,
             avail,
             share,
@@ -131,7 +131,7 @@ pub fn resolve(
 }
 
 /// `m` with a new `avail`; a usage error when the profile's share doesn't fit into it.
-pub fn with_avail(m: &MemInfo, avail: u64) -> Result<MemInfo> {
+pub fn with_avail(m: &MemProfile, avail: u64) -> Result<MemProfile> {
     if m.profile == 0 {
         return Ok(m.clone());
     }
@@ -145,11 +145,11 @@ pub fn with_avail(m: &MemInfo, avail: u64) -> Result<MemInfo> {
         ))
         .into());
     }
-    Ok(MemInfo { avail, ..m.clone() })
+    Ok(MemProfile { avail, ..m.clone() })
 }
 
 /// The balloon size of a profile: `avail − share` (0 for `off`).
-pub fn balloon_size(mem: &MemInfo) -> u64 {
+pub fn balloon_size(mem: &MemProfile) -> u64 {
     if mem.profile == 0 {
         0
     } else {
@@ -159,7 +159,7 @@ pub fn balloon_size(mem: &MemInfo) -> u64 {
 
 /// The balloon size during hashd benches: `avail − target`, so the benches size themselves
 /// to the profile's target (0 for `off`).
-pub fn hashd_balloon_size(mem: &MemInfo) -> u64 {
+pub fn hashd_balloon_size(mem: &MemProfile) -> u64 {
     if mem.profile == 0 {
         0
     } else {

@@ -199,11 +199,11 @@ fn format_run(out: &mut String, rpt: &Report, i: usize, run: &RunResult) -> Resu
                 };
                 // The tune range iocost-qos gives the protection bench: from 80% of the memory
                 // share up to the size storage just measured.
-                let share = run_rec.map_or(0.0, |r| r.stor.mem.share);
+                let share = run_rec.map_or(0, |r| r.stor.mem.share);
                 let params = TuneParams {
                     load: protection::DFL_LOAD,
                     speed: protection::DFL_SPEED.into(),
-                    size_min: ((share as u64).saturating_mul(4) / 5) as f64,
+                    size_min: (share.saturating_mul(4) / 5) as f64,
                     size_max: run.stor.mem_size.trunc(),
                     intvs: protection::DFL_TUNE_INTVS,
                     isol_pct: trec.isol_pct.clone(),

@@ -10,7 +10,7 @@ pub use format::format;
 use props::{Dither, Props};
 
 use crate::bench::protection::{ProtectionRecord, ProtectionResult};
-use crate::bench::storage::{StorageRecord, StorageResult};
+use crate::bench::storage::{Record as StorageRecord, StorageResult};
 use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, SpecError};
 use crate::format::header::{IoCostModel, IoCostQos};
 use crate::result::Entry;

@@ -3,13 +3,14 @@
 //! and nested in `iocost-qos` runs; `props` the properties, `run` the run and study.
 
 use crate::bench::{needs, BenchDesc, DocPage, FormatOpts, Shape};
-use crate::format::header::{HashdKnobs, MemInfo};
 use crate::format::{parse_record, parse_result, rstat_section};
+use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
 use crate::study::iolat::IoLat;
+use crate::system::bench_file::HashdKnobs;
 use crate::units::{format_pct, format_size};
 use anyhow::Result;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::fmt::Write;
 
@@ -40,22 +41,38 @@ pub const DFL_HASH_SIZE: f64 = 1258291.0;
 pub const DFL_LOG_BPS: f64 = 1100794.0;
 pub const DFL_LOOPS: u32 = 3;
 
-/// What `format` needs of a storage record.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct StorageRecord {
-    pub base_hashd_knobs: HashdKnobs,
-    pub mem: MemInfo,
+/// One successful measurement, beyond upstream's fields: what the search found and how.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoopInfo {
+    pub mem_frac: f64,
+    pub probes: u32,
+    pub secs: u64,
+    pub quick: bool,
 }
 
-impl StorageRecord {
+/// The storage record (spec §4.5), with upstream's field names; `loops` and `retries` are ours.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Record {
+    pub period: (u64, u64),
+    pub final_mem_probe_periods: Vec<(u64, u64)>,
+    pub base_hashd_knobs: HashdKnobs,
+    pub mem: MemProfile,
+    pub mem_usages: Vec<f64>,
+    pub mem_sizes: Vec<f64>,
+    pub loops: Vec<LoopInfo>,
+    /// Inner and outer retries taken.
+    pub retries: (u32, u32),
+}
+
+impl Record {
     /// The fake-CPU RPS the bench ran with: the recorded hashd knob, else derived from the
     /// memory share like the bench does (`round(share_GiB × 166.67)`).
     pub fn rps_max(&self) -> u64 {
         if self.base_hashd_knobs.rps_max > 0 {
             self.base_hashd_knobs.rps_max
         } else {
-            (self.mem.share / (1u64 << 30) as f64 * 166.67).round() as u64
+            (self.mem.share as f64 / (1u64 << 30) as f64 * 166.67).round() as u64
         }
     }
 }
@@ -183,7 +200,7 @@ pub fn params_line(hash_size: f64, rps_max: u64, log_bps: f64) -> String {
 
 /// A standalone `storage` entry.
 pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-    let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
+    let rec: Record = parse_record(entry)?.unwrap_or_default();
     let res: StorageResult = parse_result(entry)?;
     let props = props::Props::read(&entry.spec).map_err(|e| entry.spec.error(e))?;
     let hash_size = props.hash_size as f64;

@@ -4,19 +4,19 @@
 
 use super::props::Props;
 use super::DESC;
+use super::{LoopInfo, Record};
 use crate::bench::hashd_bench::{self, HashdBenchCfg};
 use crate::bench::runner::{now, RunCtx, StudyCtx};
 use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, SpecError};
-use crate::result::sysinfo::MemInfo;
+use crate::result::sysinfo::MemProfile;
 use crate::spec::JobSpec;
 use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, study_periods};
 use crate::study::rstat_study::{ResourceStatStudy, ROOT_SLICE};
-use crate::system::bench_file::HashdKnobs;
 use crate::units::format_size;
 use crate::workload::hashd::sizing::{Phase, Tick, Watch};
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -26,30 +26,6 @@ pub struct Storage;
 /// The fake-CPU RPS for a memory share: round(share_GiB × 166.67) (2000 at profile 16).
 pub fn dfl_rps_max(share: u64) -> u32 {
     ((share as f64 / (1u64 << 30) as f64 * 166.67).round() as u32).max(1)
-}
-
-/// One successful measurement, beyond upstream's fields: what the search found and how.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LoopInfo {
-    pub mem_frac: f64,
-    pub probes: u32,
-    pub secs: u64,
-    pub quick: bool,
-}
-
-/// The storage record (spec §4.5), with upstream's field names; `loops` and `retries` are ours.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Record {
-    pub period: (u64, u64),
-    pub final_mem_probe_periods: Vec<(u64, u64)>,
-    pub base_hashd_knobs: HashdKnobs,
-    pub mem: MemInfo,
-    pub mem_usages: Vec<f64>,
-    pub mem_sizes: Vec<f64>,
-    pub loops: Vec<LoopInfo>,
-    /// Inner and outer retries taken.
-    pub retries: (u32, u32),
 }
 
 /// The storage result (spec §4.6).
@@ -174,7 +150,7 @@ impl Retries {
     fn judge(
         &mut self,
         props: &Props,
-        mem: &MemInfo,
+        mem: &MemProfile,
         usage: u64,
         swap: u64,
         err: f64,
@@ -433,6 +409,7 @@ impl Bench for Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::system::bench_file::HashdKnobs;
 
     #[test]
     fn progress_counts_finished_loops_against_the_spec() {
@@ -494,8 +471,8 @@ mod tests {
         assert!(Storage.applies(&spec, &empty).is_err());
     }
 
-    fn mem() -> MemInfo {
-        MemInfo {
+    fn mem() -> MemProfile {
+        MemProfile {
             profile: 2,
             avail: 3 << 30,
             share: 1 << 30,

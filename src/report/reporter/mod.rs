@@ -20,7 +20,7 @@
 
 use super::iolat_source::IoLatSource;
 use super::model::{HashdReport, Report, RunnerState, Timestamp, STAT_SLICES};
-use super::usage::{self, KReader, MemInfo, ReadIssue, SystemBase, UsageTracker};
+use super::usage::{self, KReader, MemTotals, ReadIssue, SystemBase, UsageTracker};
 use super::{remove_reports_before, report_path, reports_dir, write_report};
 use crate::system::cgroup::{CgroupFs, DevNr, IoStat, Slice};
 use crate::system::session::{Session, SessionOpts};

@@ -99,7 +99,7 @@ impl Sampler {
         self.fill_usages(&mut rep, &shared.units, &mut Vec::new());
     }
 
-    fn system_base(&mut self, issues: &mut Vec<ReadIssue>) -> (SystemBase, MemInfo) {
+    fn system_base(&mut self, issues: &mut Vec<ReadIssue>) -> (SystemBase, MemTotals) {
         let mut base = SystemBase::default();
         let path = self.hp.path("proc/stat");
         match self
@@ -119,7 +119,7 @@ impl Sampler {
             Ok(m) => m,
             Err(e) => {
                 issues.push(ReadIssue::from_kfe("meminfo", &e));
-                MemInfo::default()
+                MemTotals::default()
             }
         };
         base.swap_free = meminfo.swap_free;

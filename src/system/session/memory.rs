@@ -1,7 +1,7 @@
 //! The session's memory profile: the measured or estimated `avail`, and the balloon that
 //! leaves the profile's share to the benches.
 use super::Session;
-use crate::result::sysinfo::MemInfo;
+use crate::result::sysinfo::MemProfile;
 use crate::system::cgroup::{CgroupFs, Slice};
 use crate::system::mem::{self, AvailSource, Balloon};
 use crate::units::format_size;
@@ -44,7 +44,7 @@ impl Session {
     /// A new `avail` for the memory profile, measured by a hashd bench or corrected by the
     /// storage bench: the profile is checked against it again (a usage error when its share no
     /// longer fits). The balloon is left to the caller.
-    pub fn update_mem_avail(&mut self, avail: u64) -> Result<&MemInfo> {
+    pub fn update_mem_avail(&mut self, avail: u64) -> Result<&MemProfile> {
         let Some(m) = &self.memory.info else {
             anyhow::bail!("no memory profile in this session");
         };
@@ -58,12 +58,12 @@ impl Session {
         self.memory.balloon.as_ref()
     }
 
-    pub fn mem(&self) -> Option<&MemInfo> {
+    pub fn mem(&self) -> Option<&MemProfile> {
         self.memory.info.as_ref()
     }
 }
 
-pub(super) fn log_mem(m: &MemInfo, src: AvailSource) {
+pub(super) fn log_mem(m: &MemProfile, src: AvailSource) {
     if m.profile == 0 {
         log::info!(
             "memory profile off: running at the machine's size ({})",

@@ -14,7 +14,7 @@ mod memory;
 use knobs::load_bench_file;
 use memory::log_mem;
 
-use crate::result::sysinfo::{MemInfo, Sysinfo};
+use crate::result::sysinfo::{MemProfile, Sysinfo};
 use crate::system::bench_file::BenchFile;
 use crate::system::blockdev::{self, Scratch};
 use crate::system::cgroup::{self, CgroupFs, Controller, Slice};
@@ -74,7 +74,7 @@ pub struct Session {
 /// The memory profile and the balloon that enforces it (see `mem.rs`).
 struct MemState {
     balloon: Option<Balloon>,
-    info: Option<MemInfo>,
+    info: Option<MemProfile>,
     /// Where `info.avail` came from; `Measured` once a hashd bench measured or corrected it.
     src: Option<AvailSource>,
 }
