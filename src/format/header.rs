@@ -43,9 +43,8 @@ pub struct IoCostSnapshot {
 /// layout and the parameter-only layout of records.
 pub use crate::system::iocost::{IoCostModel, IoCostQos};
 
-/// hashd's parameters as an entry's sysinfo stores them, read leniently for the header (sizes
-/// may be stored as floats by older layouts). What the benches write is
-/// `system::bench_file::HashdKnobs`.
+/// hashd's parameters as an entry's sysinfo stores them, read for the header with float sizes
+/// (any JSON number reads). What the benches write is `system::bench_file::HashdKnobs`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
 pub struct StoredHashdKnobs {
