@@ -1,9 +1,9 @@
 //! resctl-bench: a benchmark harness for Linux resource control.
 
-pub mod app;
 pub mod args_file;
 pub mod bench;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod doc;
 pub mod error;

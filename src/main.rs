@@ -28,5 +28,5 @@ fn main() {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    resctl_bench::app::dispatch(cli)
+    resctl_bench::commands::dispatch(cli)
 }

@@ -21,7 +21,10 @@ const LAYERS: &[(u8, &[&str])] = &[
     (8, &["format"]),
     (9, &["bench"]),
     (9, &["vm"]),
-    (10, &["cli", "config", "args_file", "app", "doc", "testaid"]),
+    (
+        10,
+        &["cli", "config", "args_file", "commands", "doc", "testaid"],
+    ),
 ];
 
 /// Layer group of a top-level module: (rank, index of the group in LAYERS).

@@ -11,7 +11,7 @@ use crate::bench::{prop, PropDesc, SpecError, ValueKind};
 use crate::report::model::{HashdReport, RunnerState};
 use crate::report::reporter::{ReporterHandle, SharedReport};
 use crate::spec::Group;
-use crate::system::bench_file::HashdKnobs;
+use crate::system::bench_json::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
 use crate::system::session::Session;
 use crate::units::format_size;

@@ -9,7 +9,7 @@
 
 use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
 use crate::bench::runner::{now, RunCtx, StudyCtx};
-use crate::bench::storage::run::dfl_rps_max;
+use crate::bench::storage::measure::dfl_rps_max;
 use crate::bench::{
     needs, prop, Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind,
     APPLY_COMMIT,
@@ -17,7 +17,7 @@ use crate::bench::{
 use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
 use crate::spec::JobSpec;
-use crate::system::bench_file::HashdKnobs;
+use crate::system::bench_json::HashdKnobs;
 use crate::units::{format_duration, format_size};
 use crate::workload::hashd::sizing::{SizingResult, Tick, Watch};
 use anyhow::{Context, Result};

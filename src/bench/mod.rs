@@ -166,7 +166,7 @@ pub fn parse_format_specs(specs: &[String]) -> Result<Vec<JobSpec>, UsageError> 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Apply {
     Hashd {
-        knobs: crate::system::bench_file::HashdKnobs,
+        knobs: crate::system::bench_json::HashdKnobs,
         commit: bool,
     },
 }

@@ -44,7 +44,7 @@ pub struct IoCostSnapshot {
 pub use crate::system::iocost::{IoCostModel, IoCostQos};
 
 /// hashd's parameters as an entry's sysinfo stores them, read for the header with float sizes
-/// (any JSON number reads). What the benches write is `system::bench_file::HashdKnobs`.
+/// (any JSON number reads). What the benches write is `system::bench_json::HashdKnobs`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
 pub struct StoredHashdKnobs {

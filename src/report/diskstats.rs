@@ -120,7 +120,7 @@ impl IoLatSource for DiskStatsSource {
 /// The best IO latency source for `devnr`: tracefs block events, else /proc/diskstats means
 /// (logging why). Fails only when neither works.
 pub fn open_best(hp: &HostPaths, devnr: (u32, u32)) -> Result<Box<dyn IoLatSource>> {
-    open_best_journaled(hp, devnr, &mut crate::system::journal_api::NoJournal)
+    open_best_journaled(hp, devnr, &mut crate::system::change_journal::NoJournal)
 }
 
 /// [`open_best`] recording the tracefs instance in `journal`, so that the restore journal
@@ -128,7 +128,7 @@ pub fn open_best(hp: &HostPaths, devnr: (u32, u32)) -> Result<Box<dyn IoLatSourc
 pub fn open_best_journaled(
     hp: &HostPaths,
     devnr: (u32, u32),
-    journal: &mut dyn crate::system::journal_api::ChangeJournal,
+    journal: &mut dyn crate::system::change_journal::ChangeJournal,
 ) -> Result<Box<dyn IoLatSource>> {
     let why = match TraceFsSource::open_journaled(hp, devnr, journal) {
         Ok(s) => return Ok(Box::new(s)),

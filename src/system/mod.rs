@@ -7,12 +7,12 @@
 /// The default top-level work directory (`--dir`), as upstream has it.
 pub const DFL_DIR: &str = "/var/lib/resctl-demo";
 
-pub mod bench_file;
+pub mod bench_json;
 pub mod blockdev;
 pub mod cgroup;
+pub mod change_journal;
 pub mod deps;
 pub mod iocost;
-pub mod journal_api;
 pub mod mem;
 pub mod restore;
 pub mod session;

@@ -5,7 +5,7 @@
 use crate::report::diskstats::{open_best, DiskStatsSource};
 use crate::report::iolat_source::{IoLatSample, IoLatSource};
 use crate::report::tracefs::{ReadMode, TraceFsSource, READER_COMM};
-use crate::system::journal_api::NoJournal;
+use crate::system::change_journal::NoJournal;
 use crate::system::HostPaths;
 use anyhow::{bail, Context, Result};
 use clap::Args;

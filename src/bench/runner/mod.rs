@@ -9,7 +9,7 @@ use crate::report::reporter::ReporterHandle;
 use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
-use crate::system::bench_file::BenchKnobs;
+use crate::system::bench_json::BenchKnobs;
 use crate::system::session::{Needs, Session};
 use crate::system::sysreqs::Enforce;
 use crate::system::HostPaths;

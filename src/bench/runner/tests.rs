@@ -1,5 +1,5 @@
 use super::*;
-use crate::system::bench_file::{read_knobs, HashdKnobs};
+use crate::system::bench_json::{read_knobs, HashdKnobs};
 use crate::system::session::testhost::{host, needs, opts};
 
 fn knobs() -> HashdKnobs {

@@ -7,16 +7,16 @@ use crate::format::{parse_record, parse_result, rstat_section};
 use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
 use crate::study::iolat::IoLat;
-use crate::system::bench_file::HashdKnobs;
+use crate::system::bench_json::HashdKnobs;
 use crate::units::{format_pct, format_size};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::fmt::Write;
 
+pub mod measure;
 pub mod props;
-pub mod run;
-pub use run::Storage;
+pub use measure::Storage;
 
 pub static DESC: BenchDesc = BenchDesc {
     kind: "storage",

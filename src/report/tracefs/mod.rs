@@ -28,7 +28,7 @@
 use crate::report::iolat_source::{IoLatSample, IoLatSource};
 use crate::report::model::{IoLatHists, IO_TYPES};
 use crate::report::trace_page::{decode_page, EventLayout, PageLayout};
-use crate::system::journal_api::{ChangeJournal, NoJournal};
+use crate::system::change_journal::{ChangeJournal, NoJournal};
 use crate::system::HostPaths;
 use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, HashMap, VecDeque};

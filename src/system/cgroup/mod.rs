@@ -6,7 +6,7 @@
 //! write that changes a cgroup that existed before (the root's `cgroup.subtree_control`, a slice
 //! left by someone else) first hands the old value to a [`ChangeJournal`].
 
-use super::journal_api::ChangeJournal;
+use super::change_journal::ChangeJournal;
 use super::HostPaths;
 use crate::error::UsageError;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,4 @@
-use super::super::journal_api::{MemJournal, NoJournal};
+use super::super::change_journal::{MemJournal, NoJournal};
 use super::*;
 use std::fs;
 

@@ -9,7 +9,7 @@
 
 use super::cgroup::{nested_num, parse_io_stat, parse_nested_keyed, read_file, write_file};
 use super::cgroup::{DevNr, KernelFileError};
-use super::journal_api::ChangeJournal;
+use super::change_journal::ChangeJournal;
 use super::HostPaths;
 use crate::error::UsageError;
 use crate::units::parse::{parse_float, parse_int};

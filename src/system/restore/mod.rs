@@ -14,7 +14,7 @@
 //! A lock on `<dir>/restore.lock` keeps two processes from journaling (and restoring) in the same
 //! directory at once.
 
-use crate::system::journal_api::ChangeJournal;
+use crate::system::change_journal::ChangeJournal;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};

@@ -1,7 +1,7 @@
 //! The session's benchmark parameters: `bench.json` with the command-line overrides, what
 //! jobs apply or commit, and writing the io.cost model and QoS to the kernel at each job start.
 use super::{Session, SessionOpts};
-use crate::system::bench_file::{BenchFile, BenchKnobs, DevIdent, HashdKnobs};
+use crate::system::bench_json::{BenchFile, BenchKnobs, DevIdent, HashdKnobs};
 use crate::system::blockdev::Scratch;
 use crate::system::cgroup::DevNr;
 use crate::system::iocost::{self, IoCostKnobs};
@@ -107,7 +107,7 @@ impl Session {
 /// `<dir>/bench.json` for the scratch device (a file for another device is a usage error),
 /// with `--iocost-from-sys` and `--iocost-qos` on top. Without a scratch device there are no
 /// parameters (and `--iocost-from-sys` is an error).
-pub(super) fn load_bench_file(
+pub(super) fn load_bench_json(
     hp: &HostPaths,
     opts: &SessionOpts,
     scratch: &std::result::Result<Scratch, String>,

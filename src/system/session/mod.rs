@@ -11,11 +11,11 @@
 mod knobs;
 mod memory;
 
-use knobs::load_bench_file;
+use knobs::load_bench_json;
 use memory::log_mem;
 
 use crate::result::sysinfo::{MemProfile, Sysinfo};
-use crate::system::bench_file::BenchFile;
+use crate::system::bench_json::BenchFile;
 use crate::system::blockdev::{self, Scratch};
 use crate::system::cgroup::{self, CgroupFs, Controller, Slice};
 use crate::system::iocost::QosOverride;
@@ -117,7 +117,7 @@ impl Session {
             Err(e) if e.downcast_ref::<crate::error::UsageError>().is_some() => return Err(e),
             Err(e) => Err(format!("{:#}", e)),
         };
-        let bench = load_bench_file(&hp, opts, &scratch)?;
+        let bench = load_bench_json(&hp, opts, &scratch)?;
         let (mem, mem_src) = if needs.mem_profile {
             let (m, src) = mem::resolve(&hp, opts.mem_profile, opts.mem_avail)?;
             log_mem(&m, src);

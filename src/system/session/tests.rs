@@ -2,7 +2,7 @@
 
 use super::testhost::{host, needs, opts};
 use super::*;
-use crate::system::bench_file::{BenchKnobs, HashdKnobs};
+use crate::system::bench_json::{BenchKnobs, HashdKnobs};
 use crate::system::blockdev::testutil::put;
 
 fn get(p: &std::path::Path) -> String {
@@ -180,7 +180,7 @@ fn model_file(hp: &HostPaths) -> String {
 }
 
 fn rb_bench(hp: &HostPaths) -> BenchKnobs {
-    crate::system::bench_file::read_knobs(&hp.path("work/rb-bench.json"))
+    crate::system::bench_json::read_knobs(&hp.path("work/rb-bench.json"))
         .unwrap()
         .unwrap()
 }

@@ -409,7 +409,7 @@ impl Bench for Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::bench_file::HashdKnobs;
+    use crate::system::bench_json::HashdKnobs;
 
     #[test]
     fn progress_counts_finished_loops_against_the_spec() {
