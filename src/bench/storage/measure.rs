@@ -4,7 +4,7 @@
 
 use super::props::Props;
 use super::DESC;
-use super::{LoopInfo, Record};
+use super::{LoopInfo, Record, StorageResult};
 use crate::bench::hashd_bench::{self, HashdBenchCfg};
 use crate::bench::runner::{now, RunCtx, StudyCtx};
 use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, SpecError};
@@ -16,7 +16,6 @@ use crate::study::rstat_study::{ResourceStatStudy, ROOT_SLICE};
 use crate::units::format_size;
 use crate::workload::hashd::sizing::{Phase, Tick, Watch};
 use anyhow::{Context, Result};
-use serde::Serialize;
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -26,20 +25,6 @@ pub struct Storage;
 /// The fake-CPU RPS for a memory share: round(share_GiB × 166.67) (2000 at profile 16).
 pub fn dfl_rps_max(share: u64) -> u32 {
     ((share as f64 / (1u64 << 30) as f64 * 166.67).round() as u32).max(1)
-}
-
-/// The storage result (spec §4.6).
-#[derive(Debug, Clone, Serialize)]
-pub struct ResultOut {
-    pub mem_offload_factor: f64,
-    pub mem_usage: u64,
-    pub mem_usage_stdev: u64,
-    pub mem_size: u64,
-    pub mem_size_stdev: u64,
-    pub all_rstat: Box<RawValue>,
-    pub final_rstat: Box<RawValue>,
-    pub iolat: Box<RawValue>,
-    pub nr_reports: (u64, u64),
 }
 
 /// Arithmetic mean and sample standard deviation (0 for fewer than two values).
@@ -381,15 +366,15 @@ impl Bench for Storage {
         )?;
         let (usage, usage_sd) = mean_stdev(&rec.mem_usages);
         let (size, size_sd) = mean_stdev(&rec.mem_sizes);
-        let res = ResultOut {
+        let res = StorageResult {
             mem_offload_factor: if usage > 0.0 { size / usage } else { 0.0 },
-            mem_usage: usage.round() as u64,
-            mem_usage_stdev: usage_sd.round() as u64,
-            mem_size: size.round() as u64,
-            mem_size_stdev: size_sd.round() as u64,
-            all_rstat: all.result().to_raw()?,
-            final_rstat: fin.result().to_raw()?,
-            iolat: iolat.result().to_raw()?,
+            mem_usage: usage.round(),
+            mem_usage_stdev: usage_sd.round(),
+            mem_size: size.round(),
+            mem_size_stdev: size_sd.round(),
+            all_rstat: Some(all.result().to_raw()?),
+            final_rstat: Some(fin.result().to_raw()?),
+            iolat: Some(iolat.result().to_raw()?),
             nr_reports: nr.pair(),
         };
         Ok(serde_json::to_value(&res)?)

@@ -77,20 +77,41 @@ impl Record {
     }
 }
 
-/// A storage result. The rstat blobs stay raw JSON: they are large and only rendered with
-/// the resource-stat tables.
-#[derive(Debug, Default, Deserialize)]
+/// The storage result (spec §4.6): written by the study, read by the reports (standalone and
+/// nested in iocost-qos). The study's distributions stay raw JSON: they are large, only read
+/// when printed, and stored as the study wrote them. Sizes read as any number (2.1-layout
+/// files store floats) and are written as integers, as upstream writes them.
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StorageResult {
     pub mem_offload_factor: f64,
+    #[serde(serialize_with = "as_integer")]
     pub mem_usage: f64,
+    #[serde(serialize_with = "as_integer")]
     pub mem_usage_stdev: f64,
+    #[serde(serialize_with = "as_integer")]
     pub mem_size: f64,
+    #[serde(serialize_with = "as_integer")]
     pub mem_size_stdev: f64,
     pub all_rstat: Option<Box<RawValue>>,
     pub final_rstat: Option<Box<RawValue>>,
-    pub iolat: IoLat,
+    pub iolat: Option<Box<RawValue>>,
     pub nr_reports: (u64, u64),
+}
+
+fn as_integer<S: serde::Serializer>(v: &f64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(v.round().max(0.0) as u64)
+}
+
+impl StorageResult {
+    /// The IO latency distributions (empty when the result has none).
+    pub fn iolat(&self) -> Result<IoLat> {
+        match &self.iolat {
+            Some(raw) if raw.get() != "null" => serde_json::from_str(raw.get())
+                .map_err(|e| anyhow::anyhow!("storage IO latencies: {}", e)),
+            _ => Ok(IoLat::default()),
+        }
+    }
 }
 
 /// `missed / (found + missed)`, 0 without reports.
@@ -138,7 +159,7 @@ pub fn format_result(
     full: bool,
     rstat: u8,
 ) -> Result<()> {
-    res.iolat.format(out, full);
+    res.iolat()?.format(out, full);
     out.push('\n');
 
     if full {
