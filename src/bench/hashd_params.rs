@@ -160,7 +160,7 @@ pub struct Record {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct RecordExtra {
-    mem: crate::format::header::StoredMemProfile,
+    mem: MemProfile,
     sizing: Option<SizingSummary>,
 }
 
@@ -223,17 +223,7 @@ impl Bench for HashdParams {
             if cfg.fake_cpu { ", fake CPU load" } else { "" }
         );
         let run = hashd_bench::run_sizing(session, reporter, &dir, &cfg, Some(watch()))?;
-        log::info!(
-            "hashd-params: {}",
-            result_line(&crate::format::header::StoredHashdKnobs {
-                hash_size: run.knobs.hash_size as f64,
-                rps_max: run.knobs.rps_max,
-                mem_size: run.knobs.mem_size as f64,
-                mem_frac: run.knobs.mem_frac,
-                chunk_pages: run.knobs.chunk_pages,
-                fake_cpu_load: run.knobs.fake_cpu_load,
-            })
-        );
+        log::info!("hashd-params: {}", result_line(&run.knobs));
         let rec = Record {
             knobs: run.knobs,
             period: (start, now()),
@@ -280,15 +270,15 @@ impl Bench for HashdParams {
 }
 
 /// `ceil(mem_size × mem_frac)`: the footprint hashd runs with.
-pub fn mem_actual(k: &crate::format::header::StoredHashdKnobs) -> f64 {
-    (k.mem_size * k.mem_frac).ceil()
+pub fn mem_actual(k: &HashdKnobs) -> f64 {
+    (k.mem_size as f64 * k.mem_frac).ceil()
 }
 
 /// `Result: hash_size=… rps_max=… mem_actual=… chunk_pages=…[ fake_cpu_load]`.
-pub fn result_line(k: &crate::format::header::StoredHashdKnobs) -> String {
+pub fn result_line(k: &HashdKnobs) -> String {
     format!(
         "Result: hash_size={} rps_max={} mem_actual={} chunk_pages={}{}",
-        format_size(k.hash_size),
+        format_size(k.hash_size as f64),
         k.rps_max,
         format_size(mem_actual(k)),
         k.chunk_pages,
@@ -303,9 +293,7 @@ pub fn result_line(k: &crate::format::header::StoredHashdKnobs) -> String {
 /// A hashd-params entry: the result line; `format` adds how the sizing went when the record
 /// has it (ours; upstream records have only the knobs).
 pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-    let Some(knobs) =
-        crate::format::parse_result_opt::<crate::format::header::StoredHashdKnobs>(entry)?
-    else {
+    let Some(knobs) = crate::format::parse_result_opt::<HashdKnobs>(entry)? else {
         return Ok(());
     };
     let _ = writeln!(out, "{}", result_line(&knobs));
@@ -317,7 +305,11 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
             } else {
                 "given".to_string()
             };
-            let size = if s.size > 0.0 { s.size } else { knobs.mem_size };
+            let size = if s.size > 0.0 {
+                s.size
+            } else {
+                knobs.mem_size as f64
+            };
             let _ = writeln!(
                 out,
                 "\nSizing: rps_max={} mem_frac={:.3} of size={} ({} probes) time={}{}",
@@ -334,8 +326,8 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
                 out,
                 "Memory: profile={} share={} target={}",
                 extra.mem.profile,
-                format_size(extra.mem.share),
-                format_size(extra.mem.target)
+                format_size(extra.mem.share as f64),
+                format_size(extra.mem.target as f64)
             );
         }
     }
@@ -537,8 +529,8 @@ mod tests {
 
     #[test]
     fn mem_actual_rounds_up() {
-        let k = crate::format::header::StoredHashdKnobs {
-            mem_size: 1000.0,
+        let k = HashdKnobs {
+            mem_size: 1000,
             mem_frac: 0.3333,
             ..Default::default()
         };

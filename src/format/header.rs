@@ -5,7 +5,9 @@
 //! by older versions (or by us, before the agent ran) still get a header.
 
 use crate::error::UsageError;
+use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
+use crate::system::bench_json::HashdKnobs;
 use crate::units::format_size;
 use anyhow::Result;
 use chrono::TimeZone;
@@ -20,8 +22,8 @@ pub struct HeaderSysInfo {
     pub ext_sysreqs_missed: MissedReqs,
     pub sysreqs_report: Option<SysReqsReport>,
     pub iocost: IoCostSnapshot,
-    pub hashd: Option<StoredHashdKnobs>,
-    pub mem: StoredMemProfile,
+    pub hashd: Option<HashdKnobs>,
+    pub mem: MemProfile,
     pub swappiness: u32,
     pub zswap_enabled: bool,
     /// Our mark of a `--quick` run (absent in upstream files).
@@ -42,30 +44,6 @@ pub struct IoCostSnapshot {
 /// io.cost model and QoS: the shared types of `system::iocost`, which read both the sysinfo
 /// layout and the parameter-only layout of records.
 pub use crate::system::iocost::{IoCostModel, IoCostQos};
-
-/// hashd's parameters as an entry's sysinfo stores them, read for the header with float sizes
-/// (any JSON number reads). What the benches write is `system::bench_json::HashdKnobs`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(default)]
-pub struct StoredHashdKnobs {
-    pub hash_size: f64,
-    pub rps_max: u64,
-    pub mem_size: f64,
-    pub mem_frac: f64,
-    pub chunk_pages: u64,
-    pub fake_cpu_load: bool,
-}
-
-/// The memory profile a job ran with, as its sysinfo stores it, read leniently for the header.
-/// What the runs write is `result::sysinfo::MemProfile`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(default)]
-pub struct StoredMemProfile {
-    pub profile: u32,
-    pub avail: f64,
-    pub share: f64,
-    pub target: f64,
-}
 
 impl HeaderSysInfo {
     pub fn parse(entry: &Entry) -> Result<Self> {
@@ -127,9 +105,9 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
             out,
             "             mem_profile={} (avail={} share={} target={})",
             si.mem.profile,
-            format_size(si.mem.avail),
-            format_size(si.mem.share),
-            format_size(si.mem.target)
+            format_size(si.mem.avail as f64),
+            format_size(si.mem.share as f64),
+            format_size(si.mem.target as f64)
         );
     }
     let passive = rep.enforce.passive();
@@ -171,9 +149,9 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
         let _ = writeln!(
             out,
             "hashd params: hash_size={} rps_max={} mem_actual={} chunk_pages={}{}\n",
-            format_size(h.hash_size),
+            format_size(h.hash_size as f64),
             h.rps_max,
-            format_size(h.mem_size * h.mem_frac),
+            format_size(h.mem_size as f64 * h.mem_frac),
             h.chunk_pages,
             if h.fake_cpu_load {
                 " fake_cpu_load"
