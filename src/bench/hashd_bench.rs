@@ -13,7 +13,7 @@ use crate::report::reporter::{ReporterHandle, SharedReport};
 use crate::spec::Group;
 use crate::system::bench_json::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
-use crate::system::session::Session;
+use crate::system::session::BenchHost;
 use crate::units::format_size;
 use crate::workload::hashd::sizing::{self, HashdTarget, MemSource, SizingOpts, SizingResult};
 use crate::workload::hashd::{Hashd, HashdOpts, Params};
@@ -154,7 +154,7 @@ struct Started {
     rotational: bool,
 }
 
-fn start(session: &mut Session, dir: &Path, cfg: &HashdBenchCfg) -> Result<Started> {
+fn start(session: &mut BenchHost, dir: &Path, cfg: &HashdBenchCfg) -> Result<Started> {
     let hdir = bench_dir(dir);
     std::fs::create_dir_all(&hdir).with_context(|| format!("creating {}", hdir.display()))?;
     let mut opts = HashdOpts::new(&hdir, cfg.size);
@@ -196,7 +196,7 @@ fn start(session: &mut Session, dir: &Path, cfg: &HashdBenchCfg) -> Result<Start
 /// Runs the sizing bench against a hashd in [`BENCH_CG`]. `watch` sees every sample (an error
 /// from it aborts the bench).
 pub fn run_sizing(
-    session: &mut Session,
+    session: &mut BenchHost,
     reporter: Option<&ReporterHandle>,
     dir: &Path,
     cfg: &HashdBenchCfg,
@@ -254,7 +254,7 @@ impl HogSteps {
 /// balloon, a memory hog in [`BENCH_CG`] (which may swap) grows step by step until the kernel
 /// starts swapping the hog itself out; the highest `memory.current` of that cgroup is the
 /// figure. The storage bench corrects it further with its retries.
-pub fn ensure_mem_avail(session: &mut Session) -> Result<()> {
+pub fn ensure_mem_avail(session: &mut BenchHost) -> Result<()> {
     if !session.mem_avail_unmeasured() || !session.has_slices() {
         return Ok(());
     }

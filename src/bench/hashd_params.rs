@@ -206,8 +206,8 @@ impl Bench for HashdParams {
         let quick = ctx.quick();
         let dir = ctx.dir().to_path_buf();
         let start = now();
-        let (session, reporter) = ctx.host().context("hashd-params needs the host session")?;
-        hashd_bench::ensure_mem_avail(session)?;
+        let (mut session, reporter) = ctx.host().context("hashd-params needs the host session")?;
+        hashd_bench::ensure_mem_avail(&mut session)?;
         let mem = session
             .mem()
             .cloned()
@@ -222,7 +222,7 @@ impl Bench for HashdParams {
                 .map_or("by CPU saturation".to_string(), |r| r.to_string()),
             if cfg.fake_cpu { ", fake CPU load" } else { "" }
         );
-        let run = hashd_bench::run_sizing(session, reporter, &dir, &cfg, Some(watch()))?;
+        let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(watch()))?;
         log::info!("hashd-params: {}", result_line(&run.knobs));
         let rec = Record {
             knobs: run.knobs,

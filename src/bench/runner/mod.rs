@@ -10,7 +10,7 @@ use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
 use crate::system::bench_json::BenchKnobs;
-use crate::system::session::{Needs, Session};
+use crate::system::session::{BenchHost, Needs, Session};
 use crate::system::sysreqs::Enforce;
 use crate::system::HostPaths;
 use anyhow::{Context, Result};
@@ -125,15 +125,17 @@ impl RunCtx<'_> {
         crate::report::reports_dir(&self.dir)
     }
 
-    /// The host session, for benches with `system` needs (e.g. to resize the balloon).
-    pub fn session(&mut self) -> Option<&mut Session> {
+    /// The host session as benches with `system` needs see it (e.g. to resize the balloon).
+    pub fn session(&mut self) -> Option<BenchHost<'_>> {
         self.host().map(|(s, _)| s)
     }
 
-    /// The host session and the running reporter together (hashd benches need both).
-    pub fn host(&mut self) -> Option<(&mut Session, Option<&ReporterHandle>)> {
+    /// The session and the running reporter together (hashd benches need both).
+    pub fn host(&mut self) -> Option<(BenchHost<'_>, Option<&ReporterHandle>)> {
         match &mut self.sysinfo {
-            SysinfoSrc::Session { host, .. } => Some((&mut host.session, host.reporter.as_ref())),
+            SysinfoSrc::Session { host, .. } => {
+                Some((BenchHost::new(&mut host.session), host.reporter.as_ref()))
+            }
             SysinfoSrc::Fixed(_) => None,
         }
     }
@@ -545,8 +547,8 @@ fn execute(
     };
     let run = bench.run(&mut ctx);
     if ctx.revert_knobs {
-        if let Some(s) = ctx.session() {
-            match s.revert_knobs() {
+        if let SysinfoSrc::Session { host, .. } = &mut ctx.sysinfo {
+            match host.session.revert_knobs() {
                 Err(e) if run.is_ok() => {
                     return Err(e.context(format!("{}: reverting the parameters", name)))
                 }

@@ -188,13 +188,13 @@ impl Bench for Storage {
             None => Record::default(),
         };
         let dir = ctx.dir().to_path_buf();
-        let session = ctx.session().context("storage needs the host session")?;
+        let mut session = ctx.session().context("storage needs the host session")?;
         // A resumed run keeps the avail its finished loops were measured with.
         let profile = session.mem().map(|m| m.profile);
         if session.mem_avail_unmeasured() && rec.mem.avail > 0 && Some(rec.mem.profile) == profile {
             session.update_mem_avail(rec.mem.avail)?;
         }
-        hashd_bench::ensure_mem_avail(session)?;
+        hashd_bench::ensure_mem_avail(&mut session)?;
         let mut mem = session
             .mem()
             .cloned()
@@ -225,7 +225,7 @@ impl Bench for Storage {
         );
 
         while rec.mem_usages.len() < props.loops as usize {
-            let (session, reporter) = ctx.host().context("storage needs the host session")?;
+            let (mut session, reporter) = ctx.host().context("storage needs the host session")?;
             session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
             let cfg = HashdBenchCfg {
                 size: 4 * mem.share,
@@ -241,7 +241,7 @@ impl Bench for Storage {
             let seen = Arc::new(Mutex::new(Seen::default()));
             let w = watch(seen.clone(), mem.target, props.err_max);
             log::info!("storage: loop {}/{}", rec.mem_usages.len() + 1, props.loops);
-            let run = hashd_bench::run_sizing(session, reporter, &dir, &cfg, Some(w));
+            let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(w));
             let (usage, swap) = {
                 let s = seen.lock().unwrap_or_else(|e| e.into_inner());
                 (s.usage(), s.swap())
@@ -311,7 +311,7 @@ impl Bench for Storage {
                         format_size(mem.target as f64),
                         format_size(avail as f64)
                     );
-                    let session = ctx.session().context("storage needs the host session")?;
+                    let mut session = ctx.session().context("storage needs the host session")?;
                     mem = session.update_mem_avail(avail)?.clone();
                     retries.inner_left = props.inner_retries;
                     rec.mem = mem.clone();

@@ -8,8 +8,11 @@
 //! does the same and reports restore errors. The per-second reporter runs on top of it
 //! (`report::reporter::start_on`), held by the runner and stopped before the session ends.
 
+mod bench_host;
 mod knobs;
 mod memory;
+
+pub use bench_host::BenchHost;
 
 use knobs::load_bench_json;
 use memory::log_mem;

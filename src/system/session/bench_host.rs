@@ -1,0 +1,54 @@
+//! What a bench may do with the host session while it runs: read the host paths, the scratch
+//! device and the memory profile, size the balloon, correct the measured `avail`, create its
+//! cgroups and drop the page cache. Setup, the fix passes, the benchmark parameters and the
+//! restore stay with the runner.
+
+use super::Session;
+use crate::result::sysinfo::MemProfile;
+use crate::system::{blockdev, HostPaths};
+use anyhow::Result;
+
+/// A bench's view of the session (see the module docs).
+pub struct BenchHost<'a>(&'a mut Session);
+
+impl<'a> BenchHost<'a> {
+    pub fn new(session: &'a mut Session) -> Self {
+        Self(session)
+    }
+
+    pub fn hp(&self) -> &HostPaths {
+        self.0.hp()
+    }
+
+    pub fn scratch_dev(&self) -> Option<&blockdev::DevInfo> {
+        self.0.scratch_dev()
+    }
+
+    pub fn has_slices(&self) -> bool {
+        self.0.has_slices()
+    }
+
+    pub fn create_cgroup(&mut self, cg: &str) -> Result<()> {
+        self.0.create_cgroup(cg)
+    }
+
+    pub fn drop_caches(&self) -> Result<()> {
+        self.0.drop_caches()
+    }
+
+    pub fn mem(&self) -> Option<&MemProfile> {
+        self.0.mem()
+    }
+
+    pub fn mem_avail_unmeasured(&self) -> bool {
+        self.0.mem_avail_unmeasured()
+    }
+
+    pub fn update_mem_avail(&mut self, avail: u64) -> Result<&MemProfile> {
+        self.0.update_mem_avail(avail)
+    }
+
+    pub fn set_balloon(&mut self, size: u64) -> Result<()> {
+        self.0.set_balloon(size)
+    }
+}
