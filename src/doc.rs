@@ -24,13 +24,25 @@ const TOPICS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Every page, topics first, then the benches in registry order.
+/// Topics listed right before a bench's page rather than at the top: (topic, bench).
+const TOPIC_BEFORE: &[(&str, &str)] = &[("hashd", "hashd-params")];
+
+/// Every page: the topics, then the benches in registry order (a topic in [`TOPIC_BEFORE`]
+/// goes right before its bench).
 pub fn pages() -> Vec<(&'static str, &'static str, &'static str)> {
-    let benches = crate::bench::BENCHES.iter().filter_map(|b| {
+    let placed = |t: &str| TOPIC_BEFORE.iter().any(|(topic, _)| *topic == t);
+    let mut out: Vec<_> = TOPICS.iter().copied().filter(|t| !placed(t.0)).collect();
+    for b in crate::bench::BENCHES {
         let d = b.desc();
-        d.doc.as_ref().map(|p| (d.kind, p.title, p.text))
-    });
-    TOPICS.iter().copied().chain(benches).collect()
+        let Some(page) = &d.doc else { continue };
+        for (topic, bench) in TOPIC_BEFORE {
+            if *bench == d.kind {
+                out.extend(TOPICS.iter().copied().filter(|t| t.0 == *topic));
+            }
+        }
+        out.push((d.kind, page.title, page.text));
+    }
+    out
 }
 
 pub fn page(subject: &str) -> Option<&'static str> {
