@@ -25,11 +25,6 @@ pub struct Group<'a> {
 static EMPTY: PropSet = PropSet::new();
 
 impl<'a> Group<'a> {
-    /// The group's index in the spec (0 = the first group).
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
     pub fn props(&self) -> &'a PropSet {
         self.props
     }
