@@ -11,8 +11,8 @@ use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS}
 use crate::bench::runner::{now, RunCtx, StudyCtx};
 use crate::bench::storage::measure::dfl_rps_max;
 use crate::bench::{
-    needs, prop, Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind,
-    APPLY_COMMIT,
+    needs, prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError,
+    ValueKind, APPLY_COMMIT,
 };
 use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
@@ -87,19 +87,7 @@ impl Props {
             };
             positive_knob(&g, k, kind, otherwise)
         };
-        let (apply, commit) = match (g.flag("apply")?, g.flag("commit")?) {
-            (Some(false), Some(true)) => {
-                return Err(g.err(
-                    "apply=false with commit: committing implies applying (accepted: \
-                     apply=false alone, commit=false, or both left out)",
-                ))
-            }
-            (apply, commit) => {
-                let apply = apply.unwrap_or(true);
-                let commit = commit.unwrap_or(apply);
-                (apply || commit, commit)
-            }
-        };
+        let ApplyCommit { apply, commit } = ApplyCommit::check(&g)?;
         let clamp = |v: u64| v.min(u32::MAX as u64) as u32;
         Ok(Props {
             apply,
@@ -110,11 +98,6 @@ impl Props {
             chunk_pages: positive("chunk-pages", ValueKind::Int)?.map(clamp),
             log_bps: g.u64("log-bps", ValueKind::Size)?,
         })
-    }
-
-    /// [`Props::check`] as a usage error.
-    pub fn parse(spec: &JobSpec) -> Result<Props> {
-        Self::check(spec).map_err(|e| spec.error(e).into())
     }
 
     /// rps_max for the bench: the property; with fake CPU load the storage bench's rate for
@@ -197,12 +180,17 @@ fn watch() -> Watch {
 }
 
 impl Bench for HashdParams {
+    type Props = Props;
+
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
-        let props = Props::parse(ctx.spec())?;
+    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
+        Props::check(spec)
+    }
+
+    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
         let quick = ctx.quick();
         let dir = ctx.dir().to_path_buf();
         let start = now();
@@ -233,12 +221,7 @@ impl Bench for HashdParams {
         Ok(serde_json::to_value(&rec)?)
     }
 
-    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
-        Props::check(spec).map(|_| ())
-    }
-
-    fn applies(&self, spec: &JobSpec, record: &RawValue) -> Result<Option<Apply>> {
-        let props = Props::parse(spec)?;
+    fn applies(&self, props: &Props, record: &RawValue) -> Result<Option<Apply>> {
         if !props.apply {
             return Ok(None);
         }
@@ -340,7 +323,8 @@ mod tests {
     use super::*;
 
     fn props(spec: &str) -> Result<Props> {
-        Props::parse(&JobSpec::parse(spec).unwrap())
+        let spec = JobSpec::parse(spec).unwrap();
+        Props::check(&spec).map_err(|e| spec.error(e).into())
     }
 
     #[test]
@@ -540,7 +524,9 @@ mod tests {
     #[test]
     fn the_record_applies_and_commits_its_knobs_unless_told_not_to() {
         let raw = serde_json::value::to_raw_value(&record()).unwrap();
-        let applies = |spec: &str| HashdParams.applies(&JobSpec::parse(spec).unwrap(), &raw);
+        let applies = |spec: &str| {
+            crate::bench::AnyBench::applies(&HashdParams, &JobSpec::parse(spec).unwrap(), &raw)
+        };
         assert_eq!(
             applies("hashd-params").unwrap(),
             Some(Apply::Hashd {
@@ -559,9 +545,13 @@ mod tests {
         // An upstream record is the knobs alone.
         let upstream = serde_json::value::to_raw_value(&knobs()).unwrap();
         let spec = JobSpec::parse("hashd-params").unwrap();
-        assert!(HashdParams.applies(&spec, &upstream).unwrap().is_some());
+        assert!(
+            crate::bench::AnyBench::applies(&HashdParams, &spec, &upstream)
+                .unwrap()
+                .is_some()
+        );
         let empty = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
-        let e = HashdParams.applies(&spec, &empty).unwrap_err();
+        let e = crate::bench::AnyBench::applies(&HashdParams, &spec, &empty).unwrap_err();
         assert!(e.to_string().contains("no hashd parameters"), "{}", e);
     }
 

@@ -1,10 +1,13 @@
 //! `iocost-params`: the io.cost model and QoS parameters benchmarked for the scratch device.
 //! The report prints the recorded parameters. Running it comes with the IO engine.
 
-use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, Shape, APPLY_COMMIT};
+use crate::bench::{
+    needs, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, APPLY_COMMIT,
+};
 use crate::format::header::{IoCostModel, IoCostQos};
 use crate::format::parse_record;
 use crate::result::Entry;
+use crate::spec::JobSpec;
 use anyhow::Result;
 use serde::Deserialize;
 use std::fmt::Write;
@@ -31,8 +34,14 @@ pub static DESC: BenchDesc = BenchDesc {
 };
 
 impl Bench for IocostParams {
+    type Props = ApplyCommit;
+
     fn desc(&self) -> &'static BenchDesc {
         &DESC
+    }
+
+    fn props(&self, spec: &JobSpec) -> Result<ApplyCommit, SpecError> {
+        ApplyCommit::check(&spec.group(0))
     }
 
     fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {

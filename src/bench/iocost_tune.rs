@@ -1,8 +1,9 @@
 //! `iocost-tune`: io.cost QoS solutions derived from `iocost-qos` results. Listed so its specs
 //! are recognised; neither running nor formatting it is available in this version.
 
-use crate::bench::{Bench, BenchDesc, DocPage, FormatOpts, NO_PROPS};
+use crate::bench::{Bench, BenchDesc, DocPage, FormatOpts, SpecError, NO_PROPS};
 use crate::result::Entry;
+use crate::spec::JobSpec;
 use anyhow::Result;
 
 pub struct IocostTune;
@@ -22,8 +23,15 @@ pub static DESC: BenchDesc = BenchDesc {
 };
 
 impl Bench for IocostTune {
+    /// It takes no properties.
+    type Props = ();
+
     fn desc(&self) -> &'static BenchDesc {
         &DESC
+    }
+
+    fn props(&self, _spec: &JobSpec) -> Result<(), SpecError> {
+        Ok(())
     }
 
     fn format(&self, _out: &mut String, _entry: &Entry, _opts: &FormatOpts) -> Result<bool> {

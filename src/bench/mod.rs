@@ -27,7 +27,7 @@ use crate::spec::JobSpec;
 use crate::system::sysreqs::SysReq;
 
 /// Every bench, in the order `--help` and `doc` list them.
-pub static BENCHES: &[&dyn Bench] = &[
+pub static BENCHES: &[&dyn AnyBench] = &[
     &iocost_params::IocostParams,
     &hashd_params::HashdParams,
     &storage::Storage,
@@ -100,7 +100,35 @@ pub const APPLY_COMMIT: [PropDesc; 2] = [
     ),
 ];
 
-pub fn find(kind: &str) -> Option<&'static dyn Bench> {
+/// What a bench whose result parameterizes later ones does with it, both on by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApplyCommit {
+    pub apply: bool,
+    pub commit: bool,
+}
+
+impl ApplyCommit {
+    /// `apply=false` alone turns both off (a commit implies an apply); `apply=false,commit`
+    /// contradicts itself and is refused.
+    pub fn check(g: &crate::spec::Group) -> Result<Self, SpecError> {
+        match (g.flag("apply")?, g.flag("commit")?) {
+            (Some(false), Some(true)) => Err(g.err(
+                "apply=false with commit: committing implies applying (accepted: \
+                 apply=false alone, commit=false, or both left out)",
+            )),
+            (apply, commit) => {
+                let apply = apply.unwrap_or(true);
+                let commit = commit.unwrap_or(apply);
+                Ok(Self {
+                    apply: apply || commit,
+                    commit,
+                })
+            }
+        }
+    }
+}
+
+pub fn find(kind: &str) -> Option<&'static dyn AnyBench> {
     BENCHES.iter().copied().find(|b| b.desc().kind == kind)
 }
 
@@ -119,7 +147,7 @@ pub fn help_list() -> String {
 }
 
 /// The spec's bench, or the error listing the known ones.
-fn lookup(spec: &JobSpec) -> Result<&'static dyn Bench, UsageError> {
+fn lookup(spec: &JobSpec) -> Result<&'static dyn AnyBench, UsageError> {
     find(&spec.kind).ok_or_else(|| {
         let known: Vec<String> = visible().map(|b| b.kind.to_string()).collect();
         let msg = format!(
@@ -171,23 +199,31 @@ pub enum Apply {
     },
 }
 
-/// A bench implementation. `run` touches the system and returns the record; `study` turns a
-/// record plus per-second reports into the result; `solve` post-processes a result; `format`
-/// renders an entry's result (after the common header).
+/// A bench implementation, written against its own typed properties: the registry reads them
+/// from the spec once, under the rules of a new run, and every stage that needs them gets the
+/// struct, never the spec's strings. `run` touches the system and returns the record; `study`
+/// turns a record plus per-second reports into the result; `solve` post-processes a result;
+/// `format` renders an entry's result (after the common header).
 pub trait Bench: Sync {
+    /// What the bench's spec says, typed, with the defaults filled in.
+    type Props;
+
     fn desc(&self) -> &'static BenchDesc;
+
+    /// Reads the spec's properties under the rules of a new run: the bench's own rules beyond
+    /// the keys and value kinds of its shape (which `validate_run` checks first). Called before
+    /// anything runs, so a bad value is reported as itself (exit 2) rather than after the host
+    /// setup or hours of earlier jobs.
+    fn props(&self, spec: &JobSpec) -> Result<Self::Props, SpecError>;
 
     /// Runs the bench and returns its record. Only called when the descriptor says it is
     /// `runnable`.
-    fn run(&self, _ctx: &mut crate::bench::runner::RunCtx) -> anyhow::Result<serde_json::Value> {
+    fn run(
+        &self,
+        _ctx: &mut crate::bench::runner::RunCtx,
+        _props: &Self::Props,
+    ) -> anyhow::Result<serde_json::Value> {
         crate::usage_bail!("{} can't run in this version", self.desc().kind)
-    }
-
-    /// The bench's own rules for its properties, beyond the keys and value kinds of its shape
-    /// (which `validate_run` checks first). Run before anything runs, so a bad value is
-    /// reported as itself (exit 2) rather than after the host setup or hours of earlier jobs.
-    fn check(&self, _spec: &JobSpec) -> Result<(), SpecError> {
-        Ok(())
     }
 
     /// What a finished record applies for the later jobs, as the spec's `apply`/`commit` ask.
@@ -196,7 +232,7 @@ pub trait Bench: Sync {
     /// reused record goes through too).
     fn applies(
         &self,
-        _spec: &JobSpec,
+        _props: &Self::Props,
         _record: &serde_json::value::RawValue,
     ) -> anyhow::Result<Option<Apply>> {
         Ok(None)
@@ -217,7 +253,11 @@ pub trait Bench: Sync {
 
     /// How far the checkpointed `record` of an unfinished run got, e.g. "1 of 3 loops done";
     /// `None` when the bench can't tell.
-    fn progress(&self, _spec: &JobSpec, _record: &serde_json::value::RawValue) -> Option<String> {
+    fn progress(
+        &self,
+        _props: &Self::Props,
+        _record: &serde_json::value::RawValue,
+    ) -> Option<String> {
         None
     }
 
@@ -229,6 +269,93 @@ pub trait Bench: Sync {
         entry: &crate::result::Entry,
         opts: &FormatOpts,
     ) -> anyhow::Result<bool>;
+}
+
+/// A [`Bench`] as the registry holds it: handed a spec, it reads the bench's typed properties
+/// and passes them on. Implemented for every [`Bench`]; nothing implements it directly.
+pub trait AnyBench: Sync {
+    fn desc(&self) -> &'static BenchDesc;
+    /// [`Bench::props`] without the value: whether a new run may take this spec.
+    fn check(&self, spec: &JobSpec) -> Result<(), SpecError>;
+    /// [`Bench::run`] with the spec's properties.
+    fn run(
+        &self,
+        spec: &JobSpec,
+        ctx: &mut crate::bench::runner::RunCtx,
+    ) -> anyhow::Result<serde_json::Value>;
+    /// [`Bench::applies`] with the spec's properties.
+    fn applies(
+        &self,
+        spec: &JobSpec,
+        record: &serde_json::value::RawValue,
+    ) -> anyhow::Result<Option<Apply>>;
+    fn study(
+        &self,
+        ctx: &crate::bench::runner::StudyCtx,
+        record: &serde_json::value::RawValue,
+    ) -> anyhow::Result<serde_json::Value>;
+    fn solve(&self, result: serde_json::Value) -> anyhow::Result<serde_json::Value>;
+    /// [`Bench::progress`]; `None` also when a stored spec no longer reads.
+    fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String>;
+    fn format(
+        &self,
+        out: &mut String,
+        entry: &crate::result::Entry,
+        opts: &FormatOpts,
+    ) -> anyhow::Result<bool>;
+}
+
+impl<B: Bench> AnyBench for B {
+    fn desc(&self) -> &'static BenchDesc {
+        Bench::desc(self)
+    }
+
+    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
+        self.props(spec).map(|_| ())
+    }
+
+    fn run(
+        &self,
+        spec: &JobSpec,
+        ctx: &mut crate::bench::runner::RunCtx,
+    ) -> anyhow::Result<serde_json::Value> {
+        let props = self.props(spec).map_err(|e| spec.error(e))?;
+        Bench::run(self, ctx, &props)
+    }
+
+    fn applies(
+        &self,
+        spec: &JobSpec,
+        record: &serde_json::value::RawValue,
+    ) -> anyhow::Result<Option<Apply>> {
+        let props = self.props(spec).map_err(|e| spec.error(e))?;
+        Bench::applies(self, &props, record)
+    }
+
+    fn study(
+        &self,
+        ctx: &crate::bench::runner::StudyCtx,
+        record: &serde_json::value::RawValue,
+    ) -> anyhow::Result<serde_json::Value> {
+        Bench::study(self, ctx, record)
+    }
+
+    fn solve(&self, result: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+        Bench::solve(self, result)
+    }
+
+    fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String> {
+        Bench::progress(self, &self.props(spec).ok()?, record)
+    }
+
+    fn format(
+        &self,
+        out: &mut String,
+        entry: &crate::result::Entry,
+        opts: &FormatOpts,
+    ) -> anyhow::Result<bool> {
+        Bench::format(self, out, entry, opts)
+    }
 }
 
 #[cfg(test)]
@@ -287,5 +414,47 @@ mod tests {
         }
         validate_format(&JobSpec::parse("iocost-qos:sub-full,id=a").unwrap()).unwrap();
         assert!(validate_format(&JobSpec::parse("iocost-qos:vrate-min=5").unwrap()).is_err());
+    }
+
+    #[test]
+    fn benches_receive_their_typed_props() {
+        let spec = JobSpec::parse(
+            "protection::scenario=mem-hog,loops=3:scenario=mem-hog-tune,size-max=16G,isol-pct=10",
+        )
+        .unwrap();
+        let p = Bench::props(&protection::Protection, &spec).unwrap();
+        let [protection::props::Scenario::MemHog(hog), protection::props::Scenario::MemHogTune(tune)] =
+            &p.scenarios[..]
+        else {
+            panic!("{:?}", p);
+        };
+        assert_eq!((hog.loops, hog.speed.as_str()), (3, "2x"));
+        assert_eq!(
+            (tune.size_max, tune.isol_pct.as_str()),
+            (16.0 * (1u64 << 30) as f64, "10")
+        );
+        assert_eq!(tune.isol_thr, 0.9);
+
+        let ac = |text: &str| {
+            let spec = JobSpec::parse(text).unwrap();
+            Bench::props(&iocost_params::IocostParams, &spec).map_err(|e| spec.error(e).to_string())
+        };
+        assert_eq!(
+            ac("iocost-params"),
+            Ok(ApplyCommit {
+                apply: true,
+                commit: true
+            })
+        );
+        assert_eq!(
+            ac("iocost-params:commit=false"),
+            Ok(ApplyCommit {
+                apply: true,
+                commit: false
+            })
+        );
+        assert!(ac("iocost-params:apply=false,commit")
+            .unwrap_err()
+            .contains("committing implies applying"));
     }
 }

@@ -17,7 +17,7 @@ const DFL_STEPS: u64 = 5;
 const DFL_STEP_TIME: f64 = 0.1;
 
 #[derive(Debug, Clone, PartialEq)]
-struct Props {
+pub struct Props {
     steps: u64,
     step_time: f64,
     fail_at: Option<u64>,
@@ -53,10 +53,6 @@ impl Props {
                 .unwrap_or(DFL_STEP_TIME),
             fail_at: g.u64("fail-at", ValueKind::Int)?,
         })
-    }
-
-    fn from_spec(spec: &JobSpec) -> Result<Self> {
-        Self::read(spec).map_err(|e| spec.error(e).into())
     }
 }
 
@@ -100,18 +96,22 @@ fn step_value(step: u64) -> u64 {
 }
 
 impl Bench for SelfTest {
+    type Props = Props;
+
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String> {
-        let steps = Props::from_spec(spec).ok()?.steps;
-        let rec: Record = serde_json::from_str(record.get()).ok()?;
-        Some(format!("{} of {} steps done", rec.steps.len(), steps))
+    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
+        Props::read(spec)
     }
 
-    fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
-        let props = Props::from_spec(ctx.spec())?;
+    fn progress(&self, props: &Props, record: &RawValue) -> Option<String> {
+        let rec: Record = serde_json::from_str(record.get()).ok()?;
+        Some(format!("{} of {} steps done", rec.steps.len(), props.steps))
+    }
+
+    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
         let mut rec = match ctx.prev_record() {
             Some(raw) => serde_json::from_str::<Record>(raw.get()).unwrap_or_else(|e| {
                 log::warn!("selftest: ignoring unreadable previous record ({})", e);

@@ -4,7 +4,7 @@
 //! what `balloon.slice` holds. `hold=DUR` keeps it running (and the host changed) that long. The
 //! VM tests drive it to check the system layer end to end.
 
-use super::{prop, Bench, BenchDesc, FormatOpts, Shape, ValueKind};
+use super::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
 use crate::bench::runner::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::system::cgroup::{CgroupFs, Slice};
@@ -48,19 +48,29 @@ pub static DESC: BenchDesc = BenchDesc {
     system: Some(&super::needs::ALL),
 };
 
-/// `hold`, in seconds.
-fn hold_secs(spec: &JobSpec) -> Result<f64> {
-    let hold = spec.group(0).f64("hold", ValueKind::Duration);
-    Ok(hold.map_err(|e| spec.error(e))?.unwrap_or(0.0))
+/// The systest properties.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Props {
+    /// How long to keep the setup, in seconds.
+    pub hold: f64,
 }
 
 impl Bench for SysTest {
+    type Props = Props;
+
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
-        let hold = hold_secs(ctx.spec())?;
+    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
+        let hold = spec.group(0).f64("hold", ValueKind::Duration)?;
+        Ok(Props {
+            hold: hold.unwrap_or(0.0),
+        })
+    }
+
+    fn run(&self, _ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+        let hold = props.hold;
         let hp = HostPaths::real();
         let mi = crate::system::sysinfo::read_meminfo(&hp)?;
         let cg = CgroupFs::new(&hp);

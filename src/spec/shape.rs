@@ -82,7 +82,7 @@ pub fn check_value(key: &str, value: &str, kind: ValueKind) -> Result<ParsedValu
 impl JobSpec {
     /// Checks a spec given to `run`/`study`/`solve` against its bench's shape: a valid
     /// `passive`, every key one the bench takes in that group, every value parses, and no more
-    /// groups than the bench takes. The bench's own rules come after (`Bench::check`).
+    /// groups than the bench takes. The bench's own rules come after (`Bench::props`).
     pub fn check_run_shape(&self, shape: &Shape) -> Result<(), UsageError> {
         if let Some(passive) = &self.passive {
             check_passive(passive).map_err(|e| self.err(0, e))?;

@@ -38,11 +38,13 @@ pub static DESC: BenchDesc = BenchDesc {
 };
 
 impl Bench for IocostQos {
+    type Props = Props;
+
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
+    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
         props::check(spec)
     }
 

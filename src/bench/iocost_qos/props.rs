@@ -160,7 +160,7 @@ impl Props {
 
 /// The rules of a spec to run: a grid whose bounds are in order, and explicit groups that are
 /// valid QoS overrides.
-pub fn check(spec: &JobSpec) -> Result<(), SpecError> {
+pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
     let g = spec.group(0);
     let min = g.f64("vrate-min", ValueKind::Float)?;
     let max = g.f64("vrate-max", ValueKind::Float)?;
@@ -181,5 +181,5 @@ pub fn check(spec: &JobSpec) -> Result<(), SpecError> {
         QosOverride::from_pairs(g.props().iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .map_err(|e| g.err(e))?;
     }
-    Props::read(spec).map(|_| ())
+    Props::read(spec)
 }

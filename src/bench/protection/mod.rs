@@ -40,11 +40,13 @@ pub static DESC: BenchDesc = BenchDesc {
 };
 
 impl Bench for Protection {
+    type Props = props::Props;
+
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
+    fn props(&self, spec: &JobSpec) -> Result<props::Props, SpecError> {
         props::check(spec)
     }
 

@@ -1,7 +1,7 @@
 //! The protection properties: one scenario per group from the second on (spec §6), their
 //! shape, typed values and rules.
 
-use super::{DFL_LOAD, DFL_MEM_HOG_LOOPS, DFL_SPEED, DFL_TUNE_INTVS};
+use super::{DFL_ISOL_PCT, DFL_ISOL_THR, DFL_LOAD, DFL_MEM_HOG_LOOPS, DFL_SPEED, DFL_TUNE_INTVS};
 use crate::bench::{prop, PropDesc, SpecError, ValueKind, PCT_LABELS};
 use crate::spec::{Group, JobSpec};
 
@@ -66,6 +66,9 @@ pub struct TuneProps {
     pub size_min: f64,
     pub size_max: f64,
     pub intvs: u64,
+    /// The isolation percentile label (of `PCT_LABELS`) and the threshold it must reach.
+    pub isol_pct: String,
+    pub isol_thr: f64,
 }
 
 impl TuneProps {
@@ -76,13 +79,29 @@ impl TuneProps {
             size_min: g.f64("size-min", ValueKind::Size)?.unwrap_or(0.0),
             size_max: g.f64("size-max", ValueKind::Size)?.unwrap_or(0.0),
             intvs: g.u64("intvs", ValueKind::Int)?.unwrap_or(DFL_TUNE_INTVS),
+            isol_pct: g.text("isol-pct").unwrap_or(DFL_ISOL_PCT).to_string(),
+            isol_thr: g.f64("isol-thr", ValueKind::Frac)?.unwrap_or(DFL_ISOL_THR),
         })
     }
 }
 
+/// One scenario group of a spec.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scenario {
+    MemHog(MemHogProps),
+    MemHogTune(TuneProps),
+}
+
+/// The protection properties: its scenarios in run order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Props {
+    pub scenarios: Vec<Scenario>,
+}
+
 /// The rules of a spec to run: every scenario group names its scenario, holds only the keys
 /// that scenario takes, no zero counts or load, and a tune range that is one.
-pub fn check(spec: &JobSpec) -> Result<(), SpecError> {
+pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
+    let mut scenarios = vec![];
     for g in spec.later_groups() {
         let Some(scenario) = g.text("scenario") else {
             return Err(
@@ -116,7 +135,10 @@ pub fn check(spec: &JobSpec) -> Result<(), SpecError> {
                     g.text("size-min").unwrap_or_default()
                 )));
             }
+            scenarios.push(Scenario::MemHogTune(TuneProps::read(&g)?));
+        } else {
+            scenarios.push(Scenario::MemHog(MemHogProps::read(&g)?));
         }
     }
-    Ok(())
+    Ok(Props { scenarios })
 }

@@ -2,7 +2,7 @@
 //! checkpoint → study → solve → save → print the summary. `study` and `solve` take the same path
 //! but never run anything: they re-derive results of completed entries.
 
-use crate::bench::{self, Apply, Bench, FormatOpts};
+use crate::bench::{self, AnyBench, Apply, FormatOpts};
 use crate::error::UsageError;
 use crate::format::job_name;
 use crate::report::reporter::ReporterHandle;
@@ -55,7 +55,7 @@ pub struct RunConfig {
     pub quick: bool,
 }
 
-/// What a bench's `run` gets: its spec, the matched previous record (incremental benches resume
+/// What a bench's `run` gets beside its properties: the matched previous record (incremental benches resume
 /// from it), checkpointing into the result file, and — for benches that touch the system — the
 /// host session (balloon, running reporter).
 pub struct RunCtx<'a> {
@@ -100,10 +100,6 @@ impl SysinfoSrc<'_> {
 }
 
 impl RunCtx<'_> {
-    pub fn spec(&self) -> &JobSpec {
-        &self.spec
-    }
-
     /// The record this job left in the result file earlier (incremental benches only; for other
     /// benches a complete record is reused without running).
     pub fn prev_record(&self) -> Option<&RawValue> {
@@ -202,7 +198,7 @@ pub use crate::util::now;
 
 /// The implementation of every spec's bench, checked before anything runs so a bad spec late in
 /// the list doesn't fail after hours of work.
-fn implementations(mode: &Mode, specs: &[JobSpec]) -> Result<Vec<&'static dyn Bench>> {
+fn implementations(mode: &Mode, specs: &[JobSpec]) -> Result<Vec<&'static dyn AnyBench>> {
     specs
         .iter()
         .map(|spec| {
@@ -279,7 +275,7 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
 }
 
 /// Whether the job will run (not just reuse a complete record of a non-incremental bench).
-fn will_run(file: &ResultFile, idx: usize, bench: &dyn Bench) -> bool {
+fn will_run(file: &ResultFile, idx: usize, bench: &dyn AnyBench) -> bool {
     let e = &file.entries[idx];
     let complete = e.record.is_some() && !e.incomplete;
     !complete || bench.desc().incremental
@@ -291,7 +287,7 @@ fn start_session(
     cfg: &RunConfig,
     file: &ResultFile,
     specs: &[JobSpec],
-    benches: &[&'static dyn Bench],
+    benches: &[&'static dyn AnyBench],
     idxs: &[usize],
 ) -> Result<Option<RunHost>> {
     let mut needs: Option<Needs> = None;
@@ -361,7 +357,7 @@ fn run_job(
     mode: &Mode,
     mut file: ResultFile,
     spec: JobSpec,
-    bench: &'static dyn Bench,
+    bench: &'static dyn AnyBench,
     idx: usize,
     reports_dir: &Path,
     sysinfo: &RawValue,
@@ -460,11 +456,11 @@ fn run_job(
     Ok(file)
 }
 
-/// Applies what a finished record hands to the later jobs (see [`Bench::applies`]), after its
+/// Applies what a finished record hands to the later jobs (see [`bench::Bench::applies`]), after its
 /// run or when it is reused.
 fn apply_record(
     name: &str,
-    bench: &dyn Bench,
+    bench: &dyn AnyBench,
     spec: &JobSpec,
     record: &RawValue,
     session: Option<&mut Session>,
@@ -508,7 +504,7 @@ const REUSING: &str = "already complete, reusing the record in the result file";
 fn execute(
     file: ResultFile,
     spec: &JobSpec,
-    bench: &'static dyn Bench,
+    bench: &'static dyn AnyBench,
     idx: usize,
     prev: Option<Box<RawValue>>,
     cfg: &RunConfig,
@@ -545,7 +541,7 @@ fn execute(
         revert_knobs: false,
         quick: cfg.quick,
     };
-    let run = bench.run(&mut ctx);
+    let run = bench.run(spec, &mut ctx);
     if ctx.revert_knobs {
         if let SysinfoSrc::Session { host, .. } = &mut ctx.sysinfo {
             match host.session.revert_knobs() {

@@ -170,18 +170,26 @@ impl Retries {
 }
 
 impl Bench for Storage {
+    type Props = Props;
+
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String> {
-        let loops = Props::parse(spec).ok()?.loops;
-        let rec: Record = serde_json::from_str(record.get()).ok()?;
-        Some(format!("{} of {} loops done", rec.mem_usages.len(), loops))
+    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
+        Props::check(spec)
     }
 
-    fn run(&self, ctx: &mut RunCtx) -> Result<serde_json::Value> {
-        let props = Props::parse(ctx.spec())?;
+    fn progress(&self, props: &Props, record: &RawValue) -> Option<String> {
+        let rec: Record = serde_json::from_str(record.get()).ok()?;
+        Some(format!(
+            "{} of {} loops done",
+            rec.mem_usages.len(),
+            props.loops
+        ))
+    }
+
+    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
         let quick = ctx.quick();
         let mut rec: Record = match ctx.prev_record() {
             Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
@@ -255,7 +263,7 @@ impl Bench for Storage {
                 }
                 Err(e) => return Err(e),
             };
-            let verdict = retries.judge(&props, &mem, usage, swap, err)?;
+            let verdict = retries.judge(props, &mem, usage, swap, err)?;
             if err < -props.err_max && matches!(verdict, Verdict::Success) {
                 log::info!(
                     "storage: memory usage {} is {:+.1}% off the target, but the workload wasn't \
@@ -328,14 +336,9 @@ impl Bench for Storage {
         Ok(serde_json::to_value(&rec)?)
     }
 
-    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
-        Props::check(spec).map(|_| ())
-    }
-
     /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
     /// (spec §4.6).
-    fn applies(&self, spec: &JobSpec, record: &RawValue) -> Result<Option<Apply>> {
-        let props = Props::parse(spec)?;
+    fn applies(&self, props: &Props, record: &RawValue) -> Result<Option<Apply>> {
         if !props.apply {
             return Ok(None);
         }
@@ -409,7 +412,10 @@ mod tests {
             ("storage:loops=2", "1 of 2 loops done"),
         ] {
             let spec = JobSpec::parse(spec).unwrap();
-            assert_eq!(Storage.progress(&spec, &raw).as_deref(), Some(want));
+            assert_eq!(
+                crate::bench::AnyBench::progress(&Storage, &spec, &raw).as_deref(),
+                Some(want)
+            );
         }
     }
 
@@ -430,7 +436,9 @@ mod tests {
             ..Record::default()
         };
         let raw = serde_json::value::to_raw_value(&rec).unwrap();
-        let applies = |spec: &str| Storage.applies(&JobSpec::parse(spec).unwrap(), &raw);
+        let applies = |spec: &str| {
+            crate::bench::AnyBench::applies(&Storage, &JobSpec::parse(spec).unwrap(), &raw)
+        };
         // storage applies nothing unless asked (upstream's defaults).
         assert_eq!(applies("storage").unwrap(), None);
         let want = HashdKnobs {
@@ -453,7 +461,7 @@ mod tests {
         );
         let empty = serde_json::value::to_raw_value(&Record::default()).unwrap();
         let spec = JobSpec::parse("storage:apply").unwrap();
-        assert!(Storage.applies(&spec, &empty).is_err());
+        assert!(crate::bench::AnyBench::applies(&Storage, &spec, &empty).is_err());
     }
 
     fn mem() -> MemProfile {
@@ -466,7 +474,7 @@ mod tests {
     }
 
     fn props() -> Props {
-        Props::parse(&crate::spec::JobSpec::parse("storage").unwrap()).unwrap()
+        Props::check(&crate::spec::JobSpec::parse("storage").unwrap()).unwrap()
     }
 
     #[test]
@@ -479,17 +487,17 @@ mod tests {
         assert_eq!((p.err_max, p.inner_retries, p.outer_retries), (0.1, 2, 2));
         let s =
             crate::spec::JobSpec::parse("storage:loops=1,commit,rps-max=300,hash-size=2M").unwrap();
-        let p = Props::parse(&s).unwrap();
+        let p = Props::check(&s).unwrap();
         assert_eq!(
             (p.loops, p.rps_max, p.apply, p.commit),
             (1, Some(300), true, true)
         );
         assert_eq!(p.hash_size, 2 << 20);
-        assert!(Props::parse(&crate::spec::JobSpec::parse("storage:loops=0").unwrap()).is_err());
+        assert!(Props::check(&crate::spec::JobSpec::parse("storage:loops=0").unwrap()).is_err());
         // A zero hashd knob is refused, as in hashd-params, not silently replaced.
         for bad in ["rps-max=0", "chunk-pages=0", "hash-size=0"] {
             let s = crate::spec::JobSpec::parse(&format!("storage:{}", bad)).unwrap();
-            let e = Props::parse(&s).unwrap_err();
+            let e = s.error(Props::check(&s).unwrap_err());
             assert!(e.to_string().contains("=0 can't be used"), "{}", e);
         }
     }

@@ -87,9 +87,4 @@ impl Props {
         positive_knob(&g, "chunk-pages", ValueKind::Int, "use the default")?;
         Self::read(spec)
     }
-
-    /// [`Props::check`] as a usage error.
-    pub fn parse(spec: &JobSpec) -> anyhow::Result<Props> {
-        Self::check(spec).map_err(|e| spec.error(e).into())
-    }
 }
