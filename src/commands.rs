@@ -119,7 +119,7 @@ fn cli_jobs(
 ) -> Result<()> {
     let config = crate::config::Config::from_opts(global)?;
     let cfg = run_config(&config, mode.name())?;
-    let specs = crate::args_file::collect_job_specs(
+    let specs = crate::config::args_file::collect_job_specs(
         &config,
         mode.name(),
         args,

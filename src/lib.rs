@@ -1,6 +1,5 @@
 //! resctl-bench: a benchmark harness for Linux resource control.
 
-pub mod args_file;
 pub mod bench;
 pub mod cli;
 pub mod commands;

@@ -3,28 +3,12 @@
 //! run the same phases inside their cgroups. The work directory is the global `--dir` (given
 //! explicitly), quick mode the global `--quick`.
 
+use crate::cli::testaid::HashdBenchArgs;
 use crate::workload::hashd::sizing::{run, HashdTarget, SizingOpts};
 use crate::workload::hashd::{Hashd, HashdOpts, Params};
 use anyhow::{Context, Result};
-use clap::Args;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-#[derive(Debug, Args)]
-pub struct HashdBenchArgs {
-    /// The 100 % footprint (size, e.g. 2G)
-    #[arg(long = "size", value_name = "SIZE")]
-    pub size: String,
-    /// Sleep instead of hashing (needs --rps-max)
-    #[arg(long = "fake-cpu")]
-    pub fake_cpu: bool,
-    /// Use this rps_max instead of measuring it
-    #[arg(long = "rps-max", value_name = "N")]
-    pub rps_max: Option<u32>,
-    /// Use the longer probes of rotational devices
-    #[arg(long = "rotational")]
-    pub rotational: bool,
-}
 
 pub fn run_cmd(a: &HashdBenchArgs, global: &crate::cli::GlobalOpts) -> Result<()> {
     let dir = match global.dir.as_deref() {

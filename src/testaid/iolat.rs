@@ -2,39 +2,16 @@
 //! random-read load on the device, and prints per-second read/write p50/p99 (stderr) and a
 //! JSON summary (stdout). The VM tests use it to compare disk profiles.
 
+use crate::cli::testaid::IoLatArgs;
 use crate::report::diskstats::{open_best, DiskStatsSource};
 use crate::report::iolat_source::{IoLatSample, IoLatSource};
 use crate::report::tracefs::{ReadMode, TraceFsSource, READER_COMM};
 use crate::system::change_journal::NoJournal;
 use crate::system::HostPaths;
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use serde::Serialize;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-#[derive(Debug, Clone, Args)]
-pub struct IoLatArgs {
-    /// Seconds to sample
-    #[arg(long = "secs", default_value_t = 10)]
-    pub secs: u64,
-    /// Block device name (e.g. vda) [default: the VM scratch device]
-    #[arg(long = "dev", value_name = "NAME")]
-    pub dev: Option<String>,
-    /// Load to run on the device meanwhile (randread: 4 KiB O_DIRECT random reads)
-    #[arg(long = "load", value_name = "randread")]
-    pub load: Option<String>,
-    /// Concurrent readers of the load (queue depth)
-    #[arg(long = "jobs", default_value_t = 4)]
-    pub jobs: usize,
-    /// Latency source: auto (tracefs, else diskstats), tracefs, tracefs-text (trace_pipe
-    /// instead of the raw per-CPU pipes) or diskstats
-    #[arg(long = "source", default_value = "auto")]
-    pub source: String,
-    /// Print the block trace event formats to stderr first
-    #[arg(long = "show-formats")]
-    pub show_formats: bool,
-}
 
 #[derive(Debug, Serialize)]
 struct Second {

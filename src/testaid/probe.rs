@@ -3,51 +3,13 @@
 //! The pieces (`scratch_device`, `crate::workload::randread`) are plain functions for later
 //! reuse.
 
+use crate::cli::testaid::ProbeArgs;
 use crate::workload::randread::{randread, RandRead};
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use serde::Serialize;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-#[derive(Debug, Clone, Args)]
-pub struct ProbeArgs {
-    /// Write this to io.cost.qos for the scratch device (MAJ:MIN is prepended) and read it back
-    #[arg(long = "iocost-qos", value_name = "KNOBS")]
-    pub iocost_qos: Option<String>,
-    /// Same for io.cost.model
-    #[arg(long = "iocost-model", value_name = "KNOBS")]
-    pub iocost_model: Option<String>,
-    /// Include the root cgroup's io.stat
-    #[arg(long = "io-stat")]
-    pub io_stat: bool,
-    /// Include /proc/swaps
-    #[arg(long = "swaps")]
-    pub swaps: bool,
-    /// Measure 4 KiB O_DIRECT random-read IOPS for this many seconds
-    #[arg(long = "randread", value_name = "SECS")]
-    pub randread: Option<f64>,
-    /// Device or file to read [default: the scratch device]
-    #[arg(long = "randread-target", value_name = "PATH")]
-    pub randread_target: Option<PathBuf>,
-    /// Concurrent readers (queue depth)
-    #[arg(long = "jobs", default_value_t = 4)]
-    pub jobs: usize,
-    /// Write --content to this file (relative to the working directory)
-    #[arg(long = "write-file", value_name = "PATH")]
-    pub write_file: Option<PathBuf>,
-    #[arg(long = "content", default_value = "")]
-    pub content: String,
-    /// Write these bytes to stdout / stderr verbatim (instead of the JSON report)
-    #[arg(long = "stdout", value_name = "TEXT")]
-    pub stdout: Option<String>,
-    #[arg(long = "stderr", value_name = "TEXT")]
-    pub stderr: Option<String>,
-    /// Exit with this status
-    #[arg(long = "exit", value_name = "N")]
-    pub exit: Option<i32>,
-}
 
 /// The scratch block device of a `resctl-bench vm` guest (serial `resctl-*`).
 #[derive(Debug, Clone, Serialize)]

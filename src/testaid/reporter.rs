@@ -2,6 +2,7 @@
 //! IO load, then a JSON summary on stdout: which seconds have a report, and what the reporter
 //! thread cost (its CPU time, the process RSS). Used by the tests and `scripts/bench-reporter`.
 
+use crate::cli::testaid::ReporterArgs;
 use crate::cli::GlobalOpts;
 use crate::config::Config;
 use crate::report::iolat_source::IoLatSource;
@@ -10,27 +11,12 @@ use crate::report::{load_report, report_path, reports_dir};
 use crate::system::cgroup::DevNr;
 use crate::system::{blockdev, HostPaths};
 use anyhow::{Context, Result};
-use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-#[derive(Debug, Args)]
-pub struct ReporterArgs {
-    /// Seconds to run the reporter
-    #[arg(long = "secs", value_name = "N")]
-    pub secs: u64,
-    /// Synthetic load next to it: cpu (a spinning thread), io (a writer and two O_DIRECT
-    /// random readers on DIR/scratch), or both (cpu,io)
-    #[arg(long = "load", value_name = "KINDS", value_delimiter = ',')]
-    pub load: Vec<String>,
-    /// IO-latency source: none, auto (tracefs, else /proc/diskstats), tracefs or diskstats
-    #[arg(long = "iolat", value_name = "SOURCE", default_value = "none")]
-    pub iolat: String,
-}
 
 /// The summary printed at the end.
 #[derive(Debug, Serialize)]

@@ -16,35 +16,13 @@
 //!   shared directory, so that `vm` binds FILE's report directory at `WORK/report.d`).
 
 use super::probe::{scratch_device, Device};
+use crate::cli::testaid::{Scenario, ScenarioArgs};
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Scenario {
-    RestoreAfterKill,
-    Balloon,
-    Reports,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ScenarioArgs {
-    #[arg(value_enum)]
-    pub scenario: Scenario,
-    /// Work directory of the runs (on the scratch disk)
-    #[arg(long = "work", default_value = "/var/lib/resctl-demo/scenario")]
-    pub work: PathBuf,
-    /// `balloon`: the memory profile
-    #[arg(long = "profile", default_value = "1")]
-    pub profile: String,
-    /// `reports`: the result file of the runs [default: WORK/result.json]
-    #[arg(long = "run-result", value_name = "FILE")]
-    pub run_result: Option<PathBuf>,
-}
 
 /// The four knobs the kill scenario watches, as the kernel shows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,7 +1,9 @@
 //! Validated global options. `cli` keeps typed values as strings; `Config::from_opts` parses each
 //! with the shared parsers in `crate::units::parse` so every bad value gets one line naming the
 //! option, the value and what is accepted (a `UsageError`, exit code 2). With `-a/--args FILE`
-//! the stored values fill in what the command line leaves out (`crate::args_file`).
+//! the stored values fill in what the command line leaves out (`args_file`).
+
+pub mod args_file;
 
 use crate::cli::{GlobalOpts, DFL_DIR};
 use crate::error::UsageError;
@@ -50,7 +52,7 @@ pub struct Config {
     pub iocost_qos: Option<QosOverride>,
     pub swappiness: Option<u32>,
     /// The `-a/--args` file, saved once the job specs are known (`ArgsFile::save`).
-    pub args_file: Option<crate::args_file::ArgsFile>,
+    pub args_file: Option<args_file::ArgsFile>,
     pub iocost_from_sys: bool,
     pub keep_reports: bool,
     pub clear_reports: bool,
@@ -71,7 +73,7 @@ impl Config {
     /// line's.
     pub fn from_opts(o: &GlobalOpts) -> anyhow::Result<Config> {
         match &o.args {
-            Some(path) => crate::args_file::ArgsFile::load(path)?.into_config(o),
+            Some(path) => args_file::ArgsFile::load(path)?.into_config(o),
             None => Self::validate(o),
         }
     }

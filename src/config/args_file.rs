@@ -15,8 +15,8 @@
 //! atomically, only when they differ from what the file holds. Per-invocation switches
 //! (`--result`, `--force`, `--test`, …) are never stored.
 
+use super::{Config, HashdCpuLoad, QosOverride};
 use crate::cli::GlobalOpts;
-use crate::config::{Config, HashdCpuLoad, QosOverride};
 use crate::error::UsageError;
 use crate::spec::JobSpec;
 use anyhow::{Context, Result};

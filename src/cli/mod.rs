@@ -5,6 +5,8 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+pub mod testaid;
+
 pub use crate::system::DFL_DIR;
 
 #[derive(Debug, Parser)]
@@ -154,20 +156,20 @@ pub enum Command {
     Vm(crate::vm::VmArgs),
     /// Testing aid: repeatedly save the entries of FROM to --result, alternating two orders
     #[command(name = "__save-test", hide = true)]
-    SaveTest(SaveTestArgs),
+    SaveTest(testaid::SaveTestArgs),
     /// Guest-side probes used by the VM tests (io.cost knobs, io.stat, swaps, random-read IOPS)
     #[command(name = "__probe", hide = true)]
-    Probe(crate::testaid::probe::ProbeArgs),
+    Probe(testaid::ProbeArgs),
     /// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
     #[command(name = "__kvm-probe", hide = true)]
     KvmProbe,
     /// Testing aid: run the per-second reporter for --secs into DIR/report.d (optionally next
     /// to a synthetic load) and print a JSON summary of coverage and overhead
     #[command(name = "__reporter", hide = true)]
-    Reporter(crate::testaid::reporter::ReporterArgs),
+    Reporter(testaid::ReporterArgs),
     /// Testing aid: per-second IO latency of a block device, optionally under a random-read load
     #[command(name = "__iolat", hide = true)]
-    IoLat(crate::testaid::iolat::IoLatArgs),
+    IoLat(testaid::IoLatArgs),
     /// The memory balloon: holds the byte counts read from stdin, one a line, until EOF
     #[command(name = "__balloon", hide = true)]
     Balloon,
@@ -177,10 +179,10 @@ pub enum Command {
     /// Testing aid: the hashd sizing bench (rps_max, memory footprint) against a hashd on this
     /// host, without cgroups; prints the result JSON
     #[command(name = "__hashd-bench", hide = true)]
-    HashdBench(crate::testaid::hashd_bench::HashdBenchArgs),
+    HashdBench(testaid::HashdBenchArgs),
     /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
     #[command(name = "__vm-scenario", hide = true)]
-    VmScenario(crate::testaid::vm_scenario::ScenarioArgs),
+    VmScenario(testaid::ScenarioArgs),
 }
 
 /// Drops the hidden subcommands (`__hashd`, …) from the "similar subcommands" tip of an
@@ -210,23 +212,6 @@ pub fn without_hidden_suggestions(mut err: clap::Error) -> clap::Error {
         }
     }
     bare
-}
-
-#[derive(Debug, Args)]
-pub struct SaveTestArgs {
-    /// Result file to take the entries from
-    #[arg(long = "from", value_name = "FILE")]
-    pub from: PathBuf,
-    /// Number of saves (0 = until killed)
-    #[arg(long = "loops", default_value_t = 0)]
-    pub loops: u64,
-    /// Instead: fork this many saving children, SIGKILL each at a random moment, print
-    /// `killed N` and wait for a line on stdin before the next
-    #[arg(long = "kills", default_value_t = 0)]
-    pub kills: u64,
-    /// Seed of the kill delays
-    #[arg(long = "seed", default_value_t = 1)]
-    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

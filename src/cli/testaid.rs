@@ -1,0 +1,136 @@
+//! The arguments of the hidden test-aid subcommands (`crate::testaid` runs them). Kept with
+//! the other clap definitions so the command line is defined in one place and `testaid` sits
+//! above `cli`, not beside it.
+
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct SaveTestArgs {
+    /// Result file to take the entries from
+    #[arg(long = "from", value_name = "FILE")]
+    pub from: PathBuf,
+    /// Number of saves (0 = until killed)
+    #[arg(long = "loops", default_value_t = 0)]
+    pub loops: u64,
+    /// Instead: fork this many saving children, SIGKILL each at a random moment, print
+    /// `killed N` and wait for a line on stdin before the next
+    #[arg(long = "kills", default_value_t = 0)]
+    pub kills: u64,
+    /// Seed of the kill delays
+    #[arg(long = "seed", default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// Write this to io.cost.qos for the scratch device (MAJ:MIN is prepended) and read it back
+    #[arg(long = "iocost-qos", value_name = "KNOBS")]
+    pub iocost_qos: Option<String>,
+    /// Same for io.cost.model
+    #[arg(long = "iocost-model", value_name = "KNOBS")]
+    pub iocost_model: Option<String>,
+    /// Include the root cgroup's io.stat
+    #[arg(long = "io-stat")]
+    pub io_stat: bool,
+    /// Include /proc/swaps
+    #[arg(long = "swaps")]
+    pub swaps: bool,
+    /// Measure 4 KiB O_DIRECT random-read IOPS for this many seconds
+    #[arg(long = "randread", value_name = "SECS")]
+    pub randread: Option<f64>,
+    /// Device or file to read [default: the scratch device]
+    #[arg(long = "randread-target", value_name = "PATH")]
+    pub randread_target: Option<PathBuf>,
+    /// Concurrent readers (queue depth)
+    #[arg(long = "jobs", default_value_t = 4)]
+    pub jobs: usize,
+    /// Write --content to this file (relative to the working directory)
+    #[arg(long = "write-file", value_name = "PATH")]
+    pub write_file: Option<PathBuf>,
+    #[arg(long = "content", default_value = "")]
+    pub content: String,
+    /// Write these bytes to stdout / stderr verbatim (instead of the JSON report)
+    #[arg(long = "stdout", value_name = "TEXT")]
+    pub stdout: Option<String>,
+    #[arg(long = "stderr", value_name = "TEXT")]
+    pub stderr: Option<String>,
+    /// Exit with this status
+    #[arg(long = "exit", value_name = "N")]
+    pub exit: Option<i32>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReporterArgs {
+    /// Seconds to run the reporter
+    #[arg(long = "secs", value_name = "N")]
+    pub secs: u64,
+    /// Synthetic load next to it: cpu (a spinning thread), io (a writer and two O_DIRECT
+    /// random readers on DIR/scratch), or both (cpu,io)
+    #[arg(long = "load", value_name = "KINDS", value_delimiter = ',')]
+    pub load: Vec<String>,
+    /// IO-latency source: none, auto (tracefs, else /proc/diskstats), tracefs or diskstats
+    #[arg(long = "iolat", value_name = "SOURCE", default_value = "none")]
+    pub iolat: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct IoLatArgs {
+    /// Seconds to sample
+    #[arg(long = "secs", default_value_t = 10)]
+    pub secs: u64,
+    /// Block device name (e.g. vda) [default: the VM scratch device]
+    #[arg(long = "dev", value_name = "NAME")]
+    pub dev: Option<String>,
+    /// Load to run on the device meanwhile (randread: 4 KiB O_DIRECT random reads)
+    #[arg(long = "load", value_name = "randread")]
+    pub load: Option<String>,
+    /// Concurrent readers of the load (queue depth)
+    #[arg(long = "jobs", default_value_t = 4)]
+    pub jobs: usize,
+    /// Latency source: auto (tracefs, else diskstats), tracefs, tracefs-text (trace_pipe
+    /// instead of the raw per-CPU pipes) or diskstats
+    #[arg(long = "source", default_value = "auto")]
+    pub source: String,
+    /// Print the block trace event formats to stderr first
+    #[arg(long = "show-formats")]
+    pub show_formats: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HashdBenchArgs {
+    /// The 100 % footprint (size, e.g. 2G)
+    #[arg(long = "size", value_name = "SIZE")]
+    pub size: String,
+    /// Sleep instead of hashing (needs --rps-max)
+    #[arg(long = "fake-cpu")]
+    pub fake_cpu: bool,
+    /// Use this rps_max instead of measuring it
+    #[arg(long = "rps-max", value_name = "N")]
+    pub rps_max: Option<u32>,
+    /// Use the longer probes of rotational devices
+    #[arg(long = "rotational")]
+    pub rotational: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    RestoreAfterKill,
+    Balloon,
+    Reports,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ScenarioArgs {
+    #[arg(value_enum)]
+    pub scenario: Scenario,
+    /// Work directory of the runs (on the scratch disk)
+    #[arg(long = "work", default_value = "/var/lib/resctl-demo/scenario")]
+    pub work: PathBuf,
+    /// `balloon`: the memory profile
+    #[arg(long = "profile", default_value = "1")]
+    pub profile: String,
+    /// `reports`: the result file of the runs [default: WORK/result.json]
+    #[arg(long = "run-result", value_name = "FILE")]
+    pub run_result: Option<PathBuf>,
+}
