@@ -4,7 +4,7 @@
 
 use super::{configs, IoCostQosRecord, IoCostQosResult, QosOverride, RunRecord, RunResult};
 use crate::bench::protection::{
-    self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult, TuneParams,
+    self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult,
 };
 use crate::bench::storage::{self, missing_ratio, DFL_LOOPS};
 use crate::bench::FormatOpts;
@@ -200,7 +200,7 @@ fn format_run(out: &mut String, rpt: &Report, i: usize, run: &RunResult) -> Resu
                 // The tune range iocost-qos gives the protection bench: from 80% of the memory
                 // share up to the size storage just measured.
                 let share = run_rec.map_or(0, |r| r.stor.mem.share);
-                let params = TuneParams {
+                let params = protection::props::TuneProps {
                     load: protection::DFL_LOAD,
                     speed: protection::DFL_SPEED.into(),
                     size_min: (share.saturating_mul(4) / 5) as f64,

@@ -16,6 +16,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::fmt::Write;
 
+use props::TuneProps;
+
 pub mod props;
 
 pub struct Protection;
@@ -188,18 +190,6 @@ pub struct ProtectionRecord {
     pub scenarios: Vec<ScenarioRecord>,
 }
 
-/// The parameters of a mem-hog-tune scenario as shown in its `Params:` lines.
-#[derive(Debug, Clone)]
-pub struct TuneParams {
-    pub load: f64,
-    pub speed: String,
-    pub size_min: f64,
-    pub size_max: f64,
-    pub intvs: u64,
-    pub isol_pct: String,
-    pub isol_thr: f64,
-}
-
 /// The mem-hog report: `Info:` (full), IO latency, slice resource stat (full), the isolation and
 /// latency-impact table, and the `Result:` line(s). Ends after the last result line.
 pub fn format_mem_hog(out: &mut String, res: &MemHogResult, full: bool, rstat: u8) -> Result<()> {
@@ -266,7 +256,7 @@ pub fn format_mem_hog(out: &mut String, res: &MemHogResult, full: bool, rstat: u
 /// ending with a blank line.
 pub fn format_tune(
     out: &mut String,
-    params: &TuneParams,
+    params: &TuneProps,
     res: &MemHogTuneResult,
     final_size: Option<f64>,
     full: bool,
@@ -317,16 +307,11 @@ pub fn format_tune(
     Ok(())
 }
 
-fn tune_params(group: &Group, rec: &MemHogTuneRecord) -> Result<TuneParams, SpecError> {
-    let p = props::TuneProps::read(group)?;
-    Ok(TuneParams {
-        load: p.load,
-        speed: p.speed,
-        size_min: p.size_min,
-        size_max: p.size_max,
-        intvs: p.intvs,
+fn tune_params(group: &Group, rec: &MemHogTuneRecord) -> Result<TuneProps, SpecError> {
+    Ok(TuneProps {
         isol_pct: rec.isol_pct.clone(),
         isol_thr: rec.isol_thr,
+        ..TuneProps::read(group)?
     })
 }
 
