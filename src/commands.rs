@@ -140,3 +140,77 @@ fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
     crate::result::pack::pack(&cfg.result, &cfg.dir, Path::new("."))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// A value for every global option, as a user would give it.
+    const EXAMPLES: &[(&str, &[&str])] = &[
+        ("result", &["-r", "r.json"]),
+        ("dir", &["-d", "/tmp/elsewhere"]),
+        ("dev", &["-D", "vdb"]),
+        ("rep_retention", &["--rep-retention", "1D"]),
+        ("mem_profile", &["-M", "8"]),
+        ("mem_avail", &["-m", "4G"]),
+        ("mem_margin", &["--mem-margin", "10%"]),
+        ("iocost_qos", &["--iocost-qos", "vrate=50"]),
+        ("swappiness", &["--swappiness", "10"]),
+        ("args", &["-a", "/tmp/resctl-bench-options-test.json"]),
+        ("iocost_from_sys", &["--iocost-from-sys"]),
+        ("keep_reports", &["--keep-reports"]),
+        ("clear_reports", &["--clear-reports"]),
+        ("force", &["--force"]),
+        ("quick", &["--quick"]),
+        ("verbose", &["-v"]),
+        ("logfile", &["--logfile", "/tmp/x.log"]),
+    ];
+
+    /// What the code paths read of the options: the runner's and the host session's
+    /// configuration (`bench_args` aside: it records every option), whether an args file is
+    /// kept, and what `main` hands to the logger.
+    fn consumed(args: &[&str]) -> String {
+        let mut argv = vec!["resctl-bench"];
+        argv.extend_from_slice(args);
+        argv.extend(["run", "selftest"]);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let g = &cli.global;
+        // The args file is only loaded, not validated against a directory, here.
+        let mut config = match crate::config::Config::from_opts(g) {
+            Ok(c) => c,
+            Err(e) => panic!("{:?}: {:#}", args, e),
+        };
+        let kept_args = config.args_file.take().map(|a| a.path().to_path_buf());
+        config.result.get_or_insert_with(|| "default.json".into());
+        let mut run = run_config(&config, "run").unwrap();
+        run.bench_args = None;
+        format!("{:?} {:?} {:?} {:?}", run, kept_args, g.verbose, g.logfile)
+    }
+
+    #[test]
+    fn every_global_option_is_read_by_some_code_path() {
+        let ids: Vec<String> = crate::cli::Cli::command()
+            .get_arguments()
+            .filter(|a| a.is_global_set())
+            .map(|a| a.get_id().to_string())
+            .collect();
+        for id in &ids {
+            assert!(
+                EXAMPLES.iter().any(|(k, _)| k == id),
+                "--{}: no example; add one, and make sure some code path reads it",
+                id
+            );
+        }
+        let base = consumed(&[]);
+        for (id, args) in EXAMPLES {
+            assert!(ids.contains(&id.to_string()), "{} is no global option", id);
+            assert_ne!(
+                consumed(args),
+                base,
+                "{:?} changes nothing that is read",
+                args
+            );
+        }
+    }
+}

@@ -80,11 +80,7 @@ fn rerun_with_only_the_args_file_runs_the_stored_spec() {
     let mut want = vec![
         "dir",
         "dev",
-        "linux",
         "rep_retention",
-        "systemd_timeout",
-        "hashd_size",
-        "hashd_cpu_load",
         "mem_profile",
         "mem_avail",
         "mem_margin",

@@ -498,10 +498,6 @@ fn bad_global_options_exit_2_with_one_line() {
             "min=80 must not be above max=70",
         ),
         (
-            &["--systemd-timeout", "500ms"],
-            "--systemd-timeout \"500ms\" is shorter than the minimum of 1s",
-        ),
-        (
             &["--rep-retention", "a week"],
             "--rep-retention \"a week\" is not a duration",
         ),
@@ -509,14 +505,6 @@ fn bad_global_options_exit_2_with_one_line() {
         (
             &["--mem-margin", "x"],
             "--mem-margin \"x\" is not a fraction",
-        ),
-        (
-            &["--hashd-size", "100"],
-            "--hashd-size \"100\" is smaller than a page",
-        ),
-        (
-            &["--hashd-cpu-load", "maybe"],
-            "--hashd-cpu-load \"maybe\" is not one of keep, fake, real",
         ),
     ];
     for (opts, fragment) in cases {

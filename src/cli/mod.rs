@@ -39,10 +39,6 @@ pub struct GlobalOpts {
     #[arg(short = 'D', long = "dev", global = true, value_name = "DEV")]
     pub dev: Option<String>,
 
-    /// Linux source tarball for build sideloads
-    #[arg(short = 'l', long = "linux", global = true, value_name = "PATH")]
-    pub linux: Option<PathBuf>,
-
     /// Per-second report retention (duration, e.g. 7D or 604800)
     #[arg(long = "rep-retention", global = true, value_name = "DUR")]
     pub rep_retention: Option<String>,
@@ -58,18 +54,6 @@ pub struct GlobalOpts {
     /// Workload memory.low margin below its share (fraction or percent) [default: 25%]
     #[arg(long = "mem-margin", global = true, value_name = "FRAC")]
     pub mem_margin: Option<String>,
-
-    /// Timeout for systemd operations (duration, at least 1s) [default: 2M]
-    #[arg(long = "systemd-timeout", global = true, value_name = "DUR")]
-    pub systemd_timeout: Option<String>,
-
-    /// Override the hashd memory footprint (size)
-    #[arg(long = "hashd-size", global = true, value_name = "SIZE")]
-    pub hashd_size: Option<String>,
-
-    /// Override hashd's CPU load mode
-    #[arg(long = "hashd-cpu-load", global = true, value_name = "keep|fake|real")]
-    pub hashd_cpu_load: Option<String>,
 
     /// io.cost QoS overrides: rpct,wpct,min,max (percent), rlat,wlat (usec), vrate (min=max)
     #[arg(long = "iocost-qos", global = true, value_name = "K=V,...")]
@@ -98,22 +82,6 @@ pub struct GlobalOpts {
     /// Keep going even when system requirements are missed
     #[arg(long = "force", global = true)]
     pub force: bool,
-
-    /// Force the shadow-inode protection test
-    #[arg(long = "force-shadow-inode-prot-test", global = true)]
-    pub force_shadow_inode_prot_test: bool,
-
-    /// Skip the shadow-inode protection test
-    #[arg(
-        long = "skip-shadow-inode-prot-test",
-        global = true,
-        conflicts_with = "force_shadow_inode_prot_test"
-    )]
-    pub skip_shadow_inode_prot_test: bool,
-
-    /// Developer test mode (shortened phases, meaningless numbers)
-    #[arg(long = "test", global = true)]
-    pub test: bool,
 
     /// Quick mode: shorter phases (fewer rounds, shorter settling windows), still real
     /// measurements; results carry a `quick` mark

@@ -2,20 +2,23 @@
 //! that configure a run, the subcommand and its job specs, so a long series of invocations can be
 //! repeated or continued with just `-a FILE SUBCOMMAND`.
 //!
-//! Stored keys: `dir dev linux rep_retention systemd_timeout hashd_size hashd_cpu_load mem_profile
-//! mem_avail mem_margin iocost_qos swappiness mode job_specs`. Option values may be written as
+//! Stored keys: `dir dev rep_retention mem_profile mem_avail mem_margin iocost_qos swappiness mode
+//! job_specs`. Option values may be written as
 //! JSON numbers/`null` or as strings in the command-line syntax (`"7D"`, `"16G"`, `"off"`);
 //! `iocost_qos` may also be an object of QoS keys. `job_specs` holds spec strings or spec objects
 //! (`{kind, id, passive, props}`). Upstream's key names (`linux_tar`, `hashd_fake_cpu_load`,
-//! `iocost_qos_ovr`, `swappiness_ovr`) are read too.
+//! `iocost_qos_ovr`, `swappiness_ovr`) are read too; upstream's options for what this version doesn't
+//! have (`linux_tar` for build sideloads, `systemd_timeout`, and the hashd overrides `hashd_size`
+//! and `hashd_fake_cpu_load`, which only the benches to come would read) are accepted and
+//! dropped.
 //!
 //! Flow: `load` reads the file (a missing or empty file holds nothing); `Config::from_opts`
 //! validates the file's values (errors name the file) and then the command line over them, so
 //! the command line wins. Once the job specs are known, `save` writes the effective values back
 //! atomically, only when they differ from what the file holds. Per-invocation switches
-//! (`--result`, `--force`, `--test`, …) are never stored.
+//! (`--result`, `--force`, `--quick`, …) are never stored.
 
-use super::{Config, HashdCpuLoad, QosOverride};
+use super::{Config, QosOverride};
 use crate::cli::GlobalOpts;
 use crate::error::UsageError;
 use crate::spec::JobSpec;
@@ -36,11 +39,7 @@ const MODES: &[&str] = &[
 const KEYS: &[&str] = &[
     "dir",
     "dev",
-    "linux",
     "rep_retention",
-    "systemd_timeout",
-    "hashd_size",
-    "hashd_cpu_load",
     "mem_profile",
     "mem_avail",
     "mem_margin",
@@ -52,24 +51,29 @@ const KEYS: &[&str] = &[
 
 fn canonical_key(key: &str) -> Option<&'static str> {
     match key {
-        "linux_tar" => Some("linux"),
-        "hashd_fake_cpu_load" => Some("hashd_cpu_load"),
         "iocost_qos_ovr" => Some("iocost_qos"),
         "swappiness_ovr" => Some("swappiness"),
         _ => KEYS.iter().copied().find(|k| *k == key),
     }
 }
 
+/// Upstream's keys for options this version doesn't have; a file may hold them (upstream
+/// writes them all), they are dropped.
+const DROPPED_KEYS: &[&str] = &[
+    "linux_tar",
+    "linux",
+    "systemd_timeout",
+    "hashd_size",
+    "hashd_cpu_load",
+    "hashd_fake_cpu_load",
+];
+
 /// The stored options in command-line syntax (what `GlobalOpts` carries); `None` = not stored.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct StoredOpts {
     dir: Option<String>,
     dev: Option<String>,
-    linux: Option<String>,
     rep_retention: Option<String>,
-    systemd_timeout: Option<String>,
-    hashd_size: Option<String>,
-    hashd_cpu_load: Option<String>,
     mem_profile: Option<String>,
     mem_avail: Option<String>,
     mem_margin: Option<String>,
@@ -98,11 +102,7 @@ pub struct ArgsFile {
 struct Written {
     dir: String,
     dev: Option<String>,
-    linux: Option<String>,
     rep_retention: u64,
-    systemd_timeout: f64,
-    hashd_size: Option<u64>,
-    hashd_cpu_load: HashdCpuLoad,
     /// GiB, or `"off"`.
     mem_profile: Value,
     mem_avail: Option<u64>,
@@ -124,11 +124,7 @@ fn written(cfg: &Config, mode: Option<&str>, job_specs: &[String]) -> Written {
     Written {
         dir: cfg.dir.to_string_lossy().into_owned(),
         dev: cfg.dev.clone(),
-        linux: cfg.linux.as_ref().map(|p| p.to_string_lossy().into_owned()),
         rep_retention: cfg.rep_retention,
-        systemd_timeout: cfg.systemd_timeout,
-        hashd_size: cfg.hashd_size,
-        hashd_cpu_load: cfg.hashd_cpu_load,
         mem_profile: match cfg.mem_profile {
             Some(n) => Value::from(n),
             None => Value::from("off"),
@@ -167,22 +163,13 @@ fn qos_text(q: &QosOverride) -> String {
 fn option_text(key: &str, v: &Value) -> Result<Option<String>, String> {
     let numeric = matches!(
         key,
-        "rep_retention"
-            | "systemd_timeout"
-            | "hashd_size"
-            | "mem_profile"
-            | "mem_avail"
-            | "mem_margin"
-            | "swappiness"
+        "rep_retention" | "mem_profile" | "mem_avail" | "mem_margin" | "swappiness"
     );
     match v {
         Value::Null if key == "mem_profile" => Ok(Some("off".into())),
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
         Value::Number(n) if numeric => Ok(Some(n.to_string())),
-        Value::Bool(b) if key == "hashd_cpu_load" => {
-            Ok(Some(if *b { "fake" } else { "real" }.into()))
-        }
         Value::Object(o) if key == "iocost_qos" => {
             let mut parts = Vec::new();
             for (k, v) in o {
@@ -200,7 +187,6 @@ fn option_text(key: &str, v: &Value) -> Result<Option<String>, String> {
         }
         _ => Err(match key {
             "iocost_qos" => "expected \"K=V,...\", an object of QoS keys, or null".into(),
-            "hashd_cpu_load" => "expected \"keep\", \"fake\", \"real\" or null".into(),
             _ if numeric => "expected a number, a string in the option's syntax, or null".into(),
             _ => "expected a string or null".into(),
         }),
@@ -246,6 +232,13 @@ impl ArgsFile {
     fn read_keys(&mut self, map: &Map<String, Value>) -> Result<(), String> {
         let mut seen: Vec<(&str, &str)> = Vec::new();
         for (raw_key, v) in map {
+            if DROPPED_KEYS.contains(&raw_key.as_str()) {
+                log::debug!(
+                    "args file: dropping {:?} (not an option of this version)",
+                    raw_key
+                );
+                continue;
+            }
             let Some(key) = canonical_key(raw_key) else {
                 return Err(format!(
                     "unknown key {:?} (accepted: {})",
@@ -299,11 +292,7 @@ impl ArgsFile {
                 }
                 "dir" => &mut o.dir,
                 "dev" => &mut o.dev,
-                "linux" => &mut o.linux,
                 "rep_retention" => &mut o.rep_retention,
-                "systemd_timeout" => &mut o.systemd_timeout,
-                "hashd_size" => &mut o.hashd_size,
-                "hashd_cpu_load" => &mut o.hashd_cpu_load,
                 "mem_profile" => &mut o.mem_profile,
                 "mem_avail" => &mut o.mem_avail,
                 "mem_margin" => &mut o.mem_margin,
@@ -329,14 +318,7 @@ impl ArgsFile {
         };
         o.dir = pick(&base.dir, &s.dir);
         o.dev = pick(&base.dev, &s.dev);
-        o.linux = match (keep_argv, &base.linux) {
-            (true, Some(p)) => Some(p.clone()),
-            _ => s.linux.as_ref().map(PathBuf::from),
-        };
         o.rep_retention = pick(&base.rep_retention, &s.rep_retention);
-        o.systemd_timeout = pick(&base.systemd_timeout, &s.systemd_timeout);
-        o.hashd_size = pick(&base.hashd_size, &s.hashd_size);
-        o.hashd_cpu_load = pick(&base.hashd_cpu_load, &s.hashd_cpu_load);
         o.mem_profile = pick(&base.mem_profile, &s.mem_profile);
         o.mem_avail = pick(&base.mem_avail, &s.mem_avail);
         o.mem_margin = pick(&base.mem_margin, &s.mem_margin);
@@ -358,11 +340,7 @@ impl ArgsFile {
             };
             clear(&mut s.dir, a.dir.is_some());
             clear(&mut s.dev, a.dev.is_some());
-            clear(&mut s.linux, a.linux.is_some());
             clear(&mut s.rep_retention, a.rep_retention.is_some());
-            clear(&mut s.systemd_timeout, a.systemd_timeout.is_some());
-            clear(&mut s.hashd_size, a.hashd_size.is_some());
-            clear(&mut s.hashd_cpu_load, a.hashd_cpu_load.is_some());
             clear(&mut s.mem_profile, a.mem_profile.is_some());
             clear(&mut s.mem_avail, a.mem_avail.is_some());
             clear(&mut s.mem_margin, a.mem_margin.is_some());
@@ -501,6 +479,22 @@ mod tests {
     }
 
     #[test]
+    fn upstream_keys_of_options_we_lack_are_dropped() {
+        let (_d, p) = file_with(
+            r#"{"dir": "/x", "linux_tar": "", "systemd_timeout": 120.0, "hashd_size": null,
+                "hashd_fake_cpu_load": false, "mode": "Run", "job_specs": []}"#,
+        );
+        let cfg = ArgsFile::load(&p).unwrap().into_config(&opts(&[])).unwrap();
+        assert_eq!(cfg.dir, PathBuf::from("/x"));
+        let v = written(&cfg, Some("run"), &[]).value().unwrap();
+        for key in DROPPED_KEYS {
+            assert!(v.get(key).is_none(), "{} is written", key);
+        }
+        // They alone don't make the file differ from what a save would write.
+        assert_eq!(cfg.args_file.unwrap().normalized, Some(v));
+    }
+
+    #[test]
     fn bad_stored_value_names_the_file_unless_overridden() {
         let (_d, p) = file_with(r#"{"swappiness": 300}"#);
         let e = ArgsFile::load(&p)
@@ -560,8 +554,6 @@ mod tests {
             "off",
             "--iocost-qos",
             "rpct=95.5,vrate=70",
-            "--hashd-cpu-load",
-            "fake",
         ]))
         .unwrap();
         let specs = vec!["selftest:steps=2".to_string()];

@@ -8,25 +8,11 @@ pub mod args_file;
 use crate::cli::{GlobalOpts, DFL_DIR};
 use crate::error::UsageError;
 use crate::units::parse::{parse_duration, parse_frac, parse_int, parse_size};
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 pub const DFL_REP_RETENTION: u64 = 7 * 24 * 3600;
 pub use crate::system::mem::DFL_MEM_PROFILE;
 pub const DFL_MEM_MARGIN: f64 = 0.25;
-pub const DFL_SYSTEMD_TIMEOUT: f64 = 120.0;
-pub const PAGE_SIZE: u64 = 4096;
-
-/// `--hashd-cpu-load`: keep hashd-params' choice, or force fake/real CPU load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HashdCpuLoad {
-    #[default]
-    Keep,
-    Fake,
-    Real,
-}
-
 /// `--iocost-qos`: the QoS override type shared with the iocost-qos bench.
 pub use crate::system::iocost::{QosOverride, QOS_KEYS};
 
@@ -37,7 +23,6 @@ pub struct Config {
     pub dir: PathBuf,
     /// Scratch device name without `/dev/` (e.g. `nvme0n1`); `None` = auto-detect.
     pub dev: Option<String>,
-    pub linux: Option<PathBuf>,
     /// Seconds.
     pub rep_retention: u64,
     /// GiB; `None` = `off` (run at the machine's size).
@@ -45,10 +30,6 @@ pub struct Config {
     /// Bytes; `None` = estimate.
     pub mem_avail: Option<u64>,
     pub mem_margin: f64,
-    /// Seconds.
-    pub systemd_timeout: f64,
-    pub hashd_size: Option<u64>,
-    pub hashd_cpu_load: HashdCpuLoad,
     pub iocost_qos: Option<QosOverride>,
     pub swappiness: Option<u32>,
     /// The `-a/--args` file, saved once the job specs are known (`ArgsFile::save`).
@@ -57,9 +38,6 @@ pub struct Config {
     pub keep_reports: bool,
     pub clear_reports: bool,
     pub force: bool,
-    pub force_shadow_inode_prot_test: bool,
-    pub skip_shadow_inode_prot_test: bool,
-    pub test: bool,
     /// `--quick`: shortened bench phases; results are marked.
     pub quick: bool,
     pub verbose: u8,
@@ -141,43 +119,6 @@ impl Config {
                 v
             }
         };
-        let systemd_timeout = match o.systemd_timeout.as_deref() {
-            None => DFL_SYSTEMD_TIMEOUT,
-            Some(s) => {
-                let v = parse_duration(s).map_err(|e| bad("systemd-timeout", e))?;
-                if v < 1.0 {
-                    return Err(bad(
-                        "systemd-timeout",
-                        format!("{:?} is shorter than the minimum of 1s", s),
-                    ));
-                }
-                v
-            }
-        };
-        let hashd_size = match o.hashd_size.as_deref() {
-            None => None,
-            Some(s) => {
-                let v = parse_size(s).map_err(|e| bad("hashd-size", e))?;
-                if v < PAGE_SIZE {
-                    return Err(bad(
-                        "hashd-size",
-                        format!("{:?} is smaller than a page (at least 4096 bytes)", s),
-                    ));
-                }
-                Some(v)
-            }
-        };
-        let hashd_cpu_load = match o.hashd_cpu_load.as_deref() {
-            None | Some("keep") => HashdCpuLoad::Keep,
-            Some("fake") => HashdCpuLoad::Fake,
-            Some("real") => HashdCpuLoad::Real,
-            Some(s) => {
-                return Err(bad(
-                    "hashd-cpu-load",
-                    format!("{:?} is not one of keep, fake, real", s),
-                ))
-            }
-        };
         let iocost_qos = match o.iocost_qos.as_deref() {
             None => None,
             Some(s) => Some(
@@ -201,14 +142,10 @@ impl Config {
             result: o.result.clone(),
             dir,
             dev,
-            linux: o.linux.clone(),
             rep_retention,
             mem_profile,
             mem_avail,
             mem_margin,
-            systemd_timeout,
-            hashd_size,
-            hashd_cpu_load,
             iocost_qos,
             swappiness,
             args_file: None,
@@ -216,9 +153,6 @@ impl Config {
             keep_reports: o.keep_reports,
             clear_reports: o.clear_reports,
             force: o.force,
-            force_shadow_inode_prot_test: o.force_shadow_inode_prot_test,
-            skip_shadow_inode_prot_test: o.skip_shadow_inode_prot_test,
-            test: o.test,
             quick: o.quick,
             verbose: o.verbose,
             logfile: o.logfile.clone(),
@@ -234,14 +168,10 @@ impl Config {
             "mem_profile": self.mem_profile,
             "mem_avail": self.mem_avail.unwrap_or(0),
             "mem_margin": self.mem_margin,
-            "systemd_timeout": self.systemd_timeout,
-            "hashd_size": self.hashd_size,
-            "hashd_cpu_load": self.hashd_cpu_load,
             "iocost_qos": self.iocost_qos,
             "swappiness": self.swappiness,
             "iocost_from_sys": self.iocost_from_sys,
             "force": self.force,
-            "test": self.test,
             "quick": self.quick,
         })
     }
@@ -293,8 +223,6 @@ mod tests {
         assert_eq!(c.rep_retention, 604800);
         assert_eq!(c.mem_profile, Some(16));
         assert_eq!(c.mem_margin, 0.25);
-        assert_eq!(c.systemd_timeout, 120.0);
-        assert_eq!(c.hashd_cpu_load, HashdCpuLoad::Keep);
         assert!(c.iocost_qos.is_none() && c.swappiness.is_none() && c.mem_avail.is_none());
         assert_eq!(cfg(&["-d", ""]).unwrap().dir, PathBuf::from(DFL_DIR));
     }
@@ -314,12 +242,6 @@ mod tests {
             "8G",
             "--mem-margin",
             "10%",
-            "--systemd-timeout",
-            "1m30s",
-            "--hashd-size",
-            "1G+512M",
-            "--hashd-cpu-load",
-            "fake",
             "--iocost-qos",
             "rpct=95.123,rlat=5000,vrate=60",
             "--swappiness",
@@ -331,9 +253,6 @@ mod tests {
         assert_eq!(c.mem_profile, None);
         assert_eq!(c.mem_avail, Some(8 << 30));
         assert_eq!(c.mem_margin, 0.1);
-        assert_eq!(c.systemd_timeout, 90.0);
-        assert_eq!(c.hashd_size, Some(3 << 29));
-        assert_eq!(c.hashd_cpu_load, HashdCpuLoad::Fake);
         let q = c.iocost_qos.unwrap();
         assert_eq!(
             (q.rpct, q.rlat, q.min, q.max),
@@ -355,10 +274,6 @@ mod tests {
         assert!(err(&["--iocost-qos", "min=50,max=40"]).contains("must not be above"));
         assert!(err(&["--iocost-qos", "vrate=50,min=40"]).contains("don't combine"));
         assert!(err(&["--iocost-qos", "rpct=101"]).contains("between 0 and 100"));
-        assert!(err(&["--systemd-timeout", "500ms"]).contains("minimum of 1s"));
-        assert!(err(&["--systemd-timeout", "x"]).contains("is not a duration"));
-        assert!(err(&["--hashd-size", "1K"]).contains("smaller than a page"));
-        assert!(err(&["--hashd-cpu-load", "max"]).contains("keep, fake, real"));
         assert!(err(&["--mem-margin=-1"]).contains("negative"));
         assert!(err(&["--mem-margin", "150%"]).contains("above 100%"));
         assert!(err(&["-m", "lots"]).contains("--mem-avail \"lots\" is not a size"));
