@@ -257,7 +257,40 @@ fn usage_errors_exit_2() {
     let out = cmd(&res).args(["study", "selftest"]).assert().code(2);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(
-        stderr.contains("job[selftest:-] isn't complete"),
+        stderr.contains(
+            "job[selftest:-]: the result file holds no run of \"selftest\" to study; run it first"
+        ),
+        "{}",
+        stderr
+    );
+}
+
+#[test]
+fn study_of_a_spec_the_file_lacks_names_the_stored_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("r.json");
+    let entry = |loops: &str| {
+        serde_json::json!({
+            "spec": {"kind": "storage", "id": null, "passive": null, "props": [{"loops": loops}]},
+            "period": [1, 2], "sysinfo": {}, "record": {}, "result": {}
+        })
+    };
+    std::fs::write(&res, serde_json::to_vec(&[entry("1")]).unwrap()).unwrap();
+    for mode in ["study", "solve"] {
+        let out = cmd(&res).args([mode, "storage"]).assert().code(2);
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        let want = format!(
+            "error: job[storage:-]: the result file holds no run of \"storage\" to {m}; it holds \
+             \"storage:loops=1\", whose properties differ: pass that spec ({m} storage:loops=1)\n",
+            m = mode
+        );
+        assert_eq!(stderr, want);
+    }
+    std::fs::write(&res, serde_json::to_vec(&[entry("1"), entry("2")]).unwrap()).unwrap();
+    let out = cmd(&res).args(["study", "storage"]).assert().code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("it holds \"storage:loops=1\", \"storage:loops=2\", whose properties differ: pass one of those specs"),
         "{}",
         stderr
     );

@@ -104,6 +104,52 @@ pub fn cached_kernel() -> Option<Kernel> {
     vers.iter().rev().find_map(|v| unpacked_kernel(v))
 }
 
+/// Why no kernel was found: one that is there but unreadable (root-only kernel images, a cache
+/// set up by another user) says so, as that needs another fix than `vm --setup`.
+fn no_kernel_error() -> UsageError {
+    use std::io::ErrorKind::PermissionDenied;
+    if let Some(rel) = uname_release() {
+        let image = format!("/boot/vmlinuz-{}", rel);
+        if let Err(e) = std::fs::File::open(&image) {
+            if e.kind() == PermissionDenied {
+                return UsageError::new(format!(
+                    "vm: the host kernel {} can't be read ({}): run resctl-bench vm as root \
+                     (e.g. with sudo), or run {} as yourself to cache a kernel you can read",
+                    image, e, FIX
+                ));
+            }
+        }
+    }
+    if let Ok(cache) = cache_dir() {
+        let dir = cache.join("kernel");
+        let unreadable = match std::fs::read_dir(&dir) {
+            Err(e) if e.kind() == PermissionDenied => Some((dir.clone(), e)),
+            Err(_) => None,
+            Ok(vers) => vers.flatten().find_map(|v| {
+                let boot = v.path().join("boot");
+                match std::fs::read_dir(&boot) {
+                    Err(e) if e.kind() == PermissionDenied => Some((boot, e)),
+                    _ => None,
+                }
+            }),
+        };
+        if let Some((path, e)) = unreadable {
+            return UsageError::new(format!(
+                "vm: the cached kernel in {} can't be read ({}): the cache belongs to the user \
+                 who ran `vm --setup`; run vm as that user (e.g. root), or point XDG_CACHE_HOME \
+                 at a cache of your own and run {}",
+                path.display(),
+                e,
+                FIX
+            ));
+        }
+    }
+    UsageError::new(format!(
+        "vm: no kernel for the VM (the host has no /boot/vmlinuz-$(uname -r) and none is cached); run {}",
+        FIX
+    ))
+}
+
 /// The kernel a VM boots: the options, else the host's, else the cached Debian one.
 pub fn kernel(image: Option<&Path>, modules: Option<&Path>) -> Result<Kernel> {
     let dfl = host_kernel().or_else(cached_kernel);
@@ -111,19 +157,34 @@ pub fn kernel(image: Option<&Path>, modules: Option<&Path>) -> Result<Kernel> {
         match (opt, &dfl) {
             (Some(p), _) => Ok(p.to_path_buf()),
             (None, Some(k)) => Ok(from_dfl(k).clone()),
-            (None, None) => Err(UsageError::new(format!(
-                "vm: no kernel for the VM (the host has no /boot/vmlinuz-$(uname -r) and none is cached); run {}",
-                FIX
-            ))
-            .into()),
+            (None, None) => Err(no_kernel_error().into()),
         }
     };
     let k = Kernel {
         image: pick(image, |k| &k.image)?,
         modules: pick(modules, |k| &k.modules)?,
     };
-    if std::fs::File::open(&k.image).is_err() {
-        crate::usage_bail!("--kernel {}: cannot read the file", k.image.display());
+    if let Err(e) = std::fs::File::open(&k.image) {
+        let given = if image.is_some() {
+            "--kernel "
+        } else {
+            "vm: the kernel "
+        };
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            crate::usage_bail!(
+                "{}{} can't be read ({}): run resctl-bench vm as root (e.g. with sudo) or as \
+                 the user who cached it",
+                given,
+                k.image.display(),
+                e
+            );
+        }
+        crate::usage_bail!(
+            "{}{}: cannot read the file ({})",
+            given,
+            k.image.display(),
+            e
+        );
     }
     if !k.modules.is_dir() {
         crate::usage_bail!("--modules {}: not a directory", k.modules.display());

@@ -291,12 +291,16 @@ fn start_session(
     idxs: &[usize],
 ) -> Result<Option<RunHost>> {
     let mut needs: Option<Needs> = None;
+    let mut kinds: Vec<&str> = Vec::new();
     for ((spec, bench), idx) in specs.iter().zip(benches).zip(idxs) {
         let Some(sys) = bench.desc().system else {
             continue;
         };
         if !will_run(file, *idx, *bench) {
             continue;
+        }
+        if !kinds.contains(&spec.kind.as_str()) {
+            kinds.push(&spec.kind);
         }
         let n = needs.get_or_insert_with(|| Needs {
             sysreqs: Vec::new(),
@@ -313,6 +317,16 @@ fn start_session(
     let Some(mut needs) = needs else {
         return Ok(None);
     };
+    // SAFETY: geteuid has no preconditions and can't fail.
+    if unsafe { libc::geteuid() } != 0 {
+        crate::usage_bail!(
+            "{} {} root: {} cgroups, swap and kernel settings of this host (and restores them); \
+             run resctl-bench as root (e.g. with sudo), or try it in a throwaway VM: resctl-bench vm",
+            kinds.join(", "),
+            if kinds.len() > 1 { "need" } else { "needs" },
+            if kinds.len() > 1 { "they change" } else { "it changes" },
+        );
+    }
     needs.sysreqs.sort();
     let Some(opts) = &cfg.system else {
         crate::usage_bail!("these benches need the host setup, which this invocation lacks");
@@ -351,6 +365,42 @@ impl RunHost {
     }
 }
 
+/// `study`/`solve` of a spec that no run in the file matches: the entries of the same bench
+/// the file does hold, to pass instead (a non-incremental bench matches only equal props).
+fn no_stored_run(file: &ResultFile, spec: &JobSpec, mode: &Mode) -> UsageError {
+    let stored: Vec<String> = file
+        .entries
+        .iter()
+        .filter(|e| e.spec.kind == spec.kind && e.spec.id == spec.id && e.record.is_some())
+        .map(|e| e.spec.canonical())
+        .collect();
+    let what = format!(
+        "{}: the result file holds no run of {:?} to {}",
+        job_name(spec),
+        spec.canonical(),
+        mode.name()
+    );
+    match &stored[..] {
+        [] => UsageError::new(format!("{}; run it first", what)),
+        [one] => UsageError::new(format!(
+            "{}; it holds {:?}, whose properties differ: pass that spec ({} {})",
+            what,
+            one,
+            mode.name(),
+            one
+        )),
+        _ => UsageError::new(format!(
+            "{}; it holds {}, whose properties differ: pass one of those specs",
+            what,
+            stored
+                .iter()
+                .map(|s| format!("{:?}", s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_job(
     cfg: &RunConfig,
@@ -374,6 +424,9 @@ fn run_job(
     }
 
     let mut to_apply = None;
+    if *mode != Mode::Run && prev.is_none() {
+        return Err(no_stored_run(&file, &spec, mode).into());
+    }
     if *mode == Mode::Solve {
         let Some(old) = file.entries[idx].result.as_deref().filter(|_| complete) else {
             crate::usage_bail!("{} isn't complete; solve needs a finished run", name);
