@@ -29,7 +29,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             a.spin,
             a.exit_after,
         ),
-        Command::Pack => cli_pack(&cli.global),
+        Command::Pack(a) => cli_pack(&cli.global, a.allow_missing),
         Command::Doc(a) => {
             crate::config::Config::from_opts(&cli.global)?;
             print!("{}", crate::doc::render(&a.subjects)?);
@@ -129,7 +129,7 @@ fn cli_jobs(
 }
 
 /// `pack` from the command line: `./<stem>.tar.gz`.
-fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
+fn cli_pack(global: &crate::cli::GlobalOpts, allow_missing: bool) -> Result<()> {
     let config = crate::config::Config::from_opts(global)?;
     let cfg = run_config(&config, "pack")?;
     // pack takes no job specs: the stored subcommand and specs stay as they are.
@@ -137,7 +137,7 @@ fn cli_pack(global: &crate::cli::GlobalOpts) -> Result<()> {
         file.save(&config, None)?;
     }
     let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
-    crate::result::pack::pack(&cfg.result, &cfg.dir, Path::new("."))?;
+    crate::result::pack::pack(&cfg.result, &cfg.dir, Path::new("."), allow_missing)?;
     Ok(())
 }
 

@@ -110,3 +110,62 @@ fn pack_of_missing_result_is_a_usage_error() {
         stderr
     );
 }
+
+/// What `resctl-bench vm … -r r.json run …` leaves: the result and, beside it, the reports in
+/// `r-report.d/` (the guest's report.d is mounted there); no report.d under `--dir`.
+#[test]
+fn pack_after_a_vm_run_finds_the_reports_beside_the_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    let res = tmp.path().join("r.json");
+    std::fs::write(&res, format!("[{}]", entry("storage", 100, 104))).unwrap();
+    let rep = tmp.path().join("r-report.d");
+    std::fs::create_dir(&rep).unwrap();
+    for t in 100..104 {
+        std::fs::write(rep.join(format!("{}.json", t)), format!("{{\"t\":{}}}", t)).unwrap();
+    }
+    let out = Command::new(BIN)
+        .current_dir(tmp.path())
+        .args(["-r", "r.json", "-d", "work", "pack"])
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(stderr.contains("4 reports packed, 0 missing"), "{}", stderr);
+    let names: Vec<String> = members(&tmp.path().join("r.tar.gz"))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "r.json",
+            "r-report.d/100.json",
+            "r-report.d/101.json",
+            "r-report.d/102.json",
+            "r-report.d/103.json"
+        ]
+    );
+
+    // The reports gone: exit 2 naming the run and where pack looked; --allow-missing packs
+    // the result alone.
+    std::fs::remove_dir_all(&rep).unwrap();
+    std::fs::remove_file(tmp.path().join("r.tar.gz")).unwrap();
+    let out = Command::new(BIN)
+        .current_dir(tmp.path())
+        .args(["-r", "r.json", "-d", "work", "pack"])
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert_eq!(
+        stderr,
+        "error: pack: no per-second reports for job[storage:-] (4 s from 100) in work/report.d \
+         or r-report.d; give the run's --dir, or --allow-missing to pack without them\n"
+    );
+    assert!(!tmp.path().join("r.tar.gz").exists());
+    let out = Command::new(BIN)
+        .current_dir(tmp.path())
+        .args(["-r", "r.json", "-d", "work", "pack", "--allow-missing"])
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(stderr.contains("0 reports packed, 4 missing"), "{}", stderr);
+}

@@ -29,6 +29,10 @@ fn without_version(text: &str) -> String {
 #[test]
 fn help() {
     insta::assert_snapshot!("help", stdout(&["--help"]));
+    // `help run` and `run --help` print the same.
+    let run = stdout(&["help", "run"]);
+    assert_eq!(run, stdout(&["run", "--help"]));
+    insta::assert_snapshot!("help_run", run);
 }
 
 #[test]

@@ -136,11 +136,13 @@ pub fn visible() -> impl Iterator<Item = &'static BenchDesc> {
     BENCHES.iter().map(|b| b.desc()).filter(|d| !d.hidden)
 }
 
-/// The bench list appended to `--help`.
+/// The bench list appended to `--help`: which run, and which only format existing results.
 pub fn help_list() -> String {
-    let mut s = String::from("Benches:\n");
+    let mut s =
+        String::from("Benches (* runs in this version; the others format existing results):\n");
     for b in visible() {
-        s += &format!("  {:<15} {}\n", b.kind, b.about);
+        let mark = if b.runnable { '*' } else { ' ' };
+        s += &format!("  {} {:<15} {}\n", mark, b.kind, b.about);
     }
     s += "\nRun `resctl-bench doc BENCH` for a bench's properties and output.";
     s

@@ -14,8 +14,7 @@ pub use crate::system::DFL_DIR;
     name = "resctl-bench",
     version,
     about = "Benchmark harness for Linux resource control: memory offloading, protection and io.cost QoS",
-    after_help = crate::bench::help_list(),
-    disable_help_subcommand = true
+    after_help = crate::bench::help_list()
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -117,7 +116,7 @@ pub enum Command {
     #[command(name = "__journal-test", hide = true)]
     JournalTest(JournalTestArgs),
     /// Pack the result file and its per-second reports into a tarball
-    Pack,
+    Pack(PackArgs),
     /// Print documentation: `doc` lists subjects, `doc NAME` prints one
     Doc(DocArgs),
     /// Run resctl-bench inside a disposable QEMU VM test host (see `doc vm`)
@@ -151,6 +150,13 @@ pub enum Command {
     /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
     #[command(name = "__vm-scenario", hide = true)]
     VmScenario(testaid::ScenarioArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// Pack even when the reports of a run are nowhere to be found (they are left out)
+    #[arg(long = "allow-missing")]
+    pub allow_missing: bool,
 }
 
 /// Drops the hidden subcommands (`__hashd`, …) from the "similar subcommands" tip of an

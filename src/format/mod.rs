@@ -28,10 +28,7 @@ pub struct FormatOpts {
 /// Width of the `=` line printed above every entry.
 pub const SEPARATOR_WIDTH: usize = 90;
 
-/// `job[KIND:ID]` (`-` without an id), as used in messages.
-pub fn job_name(spec: &JobSpec) -> String {
-    format!("job[{}:{}]", spec.kind, spec.id.as_deref().unwrap_or("-"))
-}
+pub use crate::spec::job_name;
 
 fn layout_error(entry: &Entry, what: &str, err: serde_json::Error) -> anyhow::Error {
     UsageError::new(format!(

@@ -1,6 +1,8 @@
 //! `pack`: one tarball holding the result file and the per-second reports its entries cover, so
-//! the results can be studied elsewhere. Unpacked, the reports sit in `<stem>-report.d/`, which is
-//! where `study` looks by default.
+//! the results can be studied elsewhere. The reports are looked for where runs put them:
+//! `<dir>/report.d/` (a `run` on the host) and `<stem>-report.d/` beside the result file (a run
+//! in `resctl-bench vm`, or an unpacked tarball). Unpacked, the reports sit in `<stem>-report.d/`,
+//! which is where `study` looks by default.
 
 use super::{write_atomic, Entry};
 use crate::error::UsageError;
@@ -48,9 +50,42 @@ pub struct PackStats {
     pub missing: u64,
 }
 
-/// Writes `<out_dir>/<stem>.tar.gz` (atomically) with the result file and the reports found in
-/// `<dir>/report.d/` for every second of the merged entry periods.
-pub fn pack(result: &Path, dir: &Path, out_dir: &Path) -> Result<PackStats> {
+/// Where the per-second reports of `result`'s runs may be, in the order they are searched.
+pub fn report_dirs(result: &Path, dir: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![dir.join("report.d"), default_reports_dir(result)];
+    dirs.dedup();
+    dirs
+}
+
+/// The report of second `t` in the first of `dirs` that has it.
+fn find_report(dirs: &[PathBuf], t: u64) -> Option<PathBuf> {
+    dirs.iter()
+        .map(|d| d.join(format!("{}.json", t)))
+        .find(|p| p.is_file())
+}
+
+/// Entries with a period of which no second has a report in `dirs`: their runs' reports are
+/// gone, or somewhere we don't look.
+fn entries_without_reports(entries: &[Entry], dirs: &[PathBuf]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| e.period.0 < e.period.1)
+        .filter(|e| (e.period.0..e.period.1).all(|t| find_report(dirs, t).is_none()))
+        .map(|e| {
+            format!(
+                "{} ({} s from {})",
+                crate::spec::job_name(&e.spec),
+                e.period.1 - e.period.0,
+                e.period.0
+            )
+        })
+        .collect()
+}
+
+/// Writes `<out_dir>/<stem>.tar.gz` (atomically) with the result file and the reports found (see
+/// [`report_dirs`]) for every second of the merged entry periods. An entry none of whose
+/// seconds has a report is a usage error unless `allow_missing`.
+pub fn pack(result: &Path, dir: &Path, out_dir: &Path, allow_missing: bool) -> Result<PackStats> {
     let Some(bytes) = super::read_bytes(result)? else {
         crate::usage_bail!(
             "{}: result file doesn't exist; pack needs an existing --result file",
@@ -59,16 +94,32 @@ pub fn pack(result: &Path, dir: &Path, out_dir: &Path) -> Result<PackStats> {
     };
     let entries = super::parse_entries(result, &bytes)?;
     drop(bytes);
-    let periods = merged_periods(&entries);
-    for (a, b) in &periods {
-        log::info!("pack: period {} - {} ({} secs)", a, b, b - a);
-    }
     let stem = stem(result);
     let base = result
         .file_name()
         .ok_or_else(|| UsageError::new(format!("{}: not a file name", result.display())))?;
     let tarball = out_dir.join(format!("{}.tar.gz", stem));
-    let report_d = dir.join("report.d");
+    let dirs = report_dirs(result, dir);
+    let bare = entries_without_reports(&entries, &dirs);
+    if !bare.is_empty() {
+        let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        let msg = format!(
+            "pack: no per-second reports for {} in {}",
+            bare.join(", "),
+            looked.join(" or ")
+        );
+        if !allow_missing {
+            crate::usage_bail!(
+                "{}; give the run's --dir, or --allow-missing to pack without them",
+                msg
+            );
+        }
+        log::warn!("{}", msg);
+    }
+    let periods = merged_periods(&entries);
+    for (a, b) in &periods {
+        log::info!("pack: period {} - {} ({} secs)", a, b, b - a);
+    }
     let (mut packed, mut missing) = (0u64, 0u64);
 
     write_atomic(&tarball, |w| {
@@ -78,12 +129,12 @@ pub fn pack(result: &Path, dir: &Path, out_dir: &Path) -> Result<PackStats> {
         tar.append_path_with_name(result, base)?;
         for &(a, b) in &periods {
             for t in a..b {
-                let src = report_d.join(format!("{}.json", t));
-                if src.is_file() {
-                    tar.append_path_with_name(&src, format!("{}-report.d/{}.json", stem, t))?;
-                    packed += 1;
-                } else {
-                    missing += 1;
+                match find_report(&dirs, t) {
+                    Some(src) => {
+                        tar.append_path_with_name(&src, format!("{}-report.d/{}.json", stem, t))?;
+                        packed += 1;
+                    }
+                    None => missing += 1,
                 }
             }
         }

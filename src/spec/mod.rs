@@ -261,6 +261,11 @@ impl JobSpec {
     }
 }
 
+/// `job[KIND:ID]` (`-` without an id), as used in messages.
+pub fn job_name(spec: &JobSpec) -> String {
+    format!("job[{}:{}]", spec.kind, spec.id.as_deref().unwrap_or("-"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::suggest::did_you_mean;
