@@ -1,6 +1,7 @@
-//! Snapshots of the text the binary prints that no conformance test pins: `--help`, the `doc`
-//! listing, and `summary`/`format` of a standalone `storage` entry (built from the first
-//! storage run of a real upstream iocost-qos result). `cargo insta review` shows a change.
+//! Snapshots of the text the binary prints that no conformance test pins: `--help`, `help run`,
+//! the end of a run, the `doc` listing, and `summary`/`format` of a standalone `storage` entry
+//! (built from the first storage run of a real upstream iocost-qos result). `cargo insta review`
+//! shows a change.
 
 use assert_cmd::Command;
 use serde_json::{json, Value};
@@ -82,4 +83,52 @@ fn storage_summary_and_format() {
         all.extend(args);
         insta::assert_snapshot!(name, without_version(&stdout(&all)));
     }
+}
+
+/// Dates, times and measured step times vary from run to run.
+fn without_clock(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            let mut l = l.to_string();
+            if let Some(at) = l.find(" result] ") {
+                let head_end = l[at..].find("] ").map(|i| at + i + 2).unwrap();
+                let id_end = if l[head_end..].starts_with('"') {
+                    head_end + 1 + l[head_end + 1..].find('"').unwrap() + 2
+                } else {
+                    head_end
+                };
+                l.replace_range(id_end.., "DATE TIME - TIME");
+            }
+            if let Some(at) = l.find("mean step time ") {
+                l.replace_range(at + "mean step time ".len().., "T");
+            }
+            l + "\n"
+        })
+        .collect()
+}
+
+/// What a run ends with: the summaries of its jobs on stdout, after everything else, and the
+/// command for their full reports as the last line on stderr.
+#[test]
+fn end_of_run_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "-r",
+            "r.json",
+            "run",
+            "selftest:steps=1,step-time=0",
+            "selftest:id=b,steps=2,step-time=0",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let block = format!(
+        "{}{}\n",
+        String::from_utf8(out.stdout).unwrap(),
+        stderr.lines().last().unwrap()
+    );
+    insta::assert_snapshot!("end_of_run", without_clock(&without_version(&block)));
 }

@@ -1,5 +1,5 @@
 //! The run path: load the result file → link specs to entries → per job run (or reuse) →
-//! checkpoint → study → solve → save → print the summary. `study` and `solve` take the same path
+//! checkpoint → study → solve → save → restore the host → print the summaries. `study` and `solve` take the same path
 //! but never run anything: they re-derive results of completed entries.
 
 use crate::bench::{self, AnyBench, Apply, FormatOpts};
@@ -255,8 +255,14 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
         _ => None,
     };
 
+    // The jobs' summaries go last, after the host is restored, so the result is what the
+    // screen ends with; a failed job still shows those that finished before it.
+    let mut summaries = String::new();
+    let mut shown: Vec<String> = Vec::new();
+    let mut outcome = Ok(());
     for ((spec, bench), idx) in specs.into_iter().zip(benches).zip(idxs) {
-        file = run_job(
+        let label = format_spec_of(&spec);
+        match run_job(
             cfg,
             &mode,
             file,
@@ -266,12 +272,50 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
             &reports_dir,
             &sysinfo,
             session.as_mut(),
-        )?;
+        ) {
+            Ok(f) => {
+                file = f;
+                summaries += &summary_of(&file.entries[idx])?;
+                shown.push(label);
+            }
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
     }
-    if let Some(s) = session {
-        s.finish().context("restoring the host configuration")?;
+    let restored = match session {
+        Some(s) => s.finish().context("restoring the host configuration"),
+        None => Ok(()),
+    };
+    print_summaries(&summaries, &cfg.result, &shown);
+    outcome.and(restored)
+}
+
+/// How `format` picks a job's entry: its kind, and its id if it has one.
+fn format_spec_of(spec: &JobSpec) -> String {
+    match &spec.id {
+        Some(id) => format!("{}:id={}", spec.kind, id),
+        None => spec.kind.clone(),
     }
-    Ok(())
+}
+
+/// Prints the jobs' summaries and, on stderr, how to see their full reports.
+fn print_summaries(summaries: &str, result: &Path, shown: &[String]) {
+    use std::io::Write;
+    if summaries.is_empty() {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    // `| head` closing the pipe is not worth failing the run for.
+    let _ = stdout
+        .write_all(summaries.as_bytes())
+        .and_then(|_| stdout.flush());
+    eprintln!(
+        "Full report: resctl-bench -r {} format {}",
+        result.display(),
+        shown.join(" ")
+    );
 }
 
 /// Whether the job will run (not just reuse a complete record of a non-incremental bench).
@@ -505,7 +549,6 @@ fn run_job(
             reused,
         )?;
     }
-    print_summary(&file.entries[idx])?;
     Ok(file)
 }
 
@@ -640,9 +683,9 @@ fn execute(
     Ok((file, raw))
 }
 
-/// The short report printed after each job: exactly what `summary` prints for the entry
+/// The short report of a finished job: exactly what `summary` prints for the entry
 /// (separator, header block, body), rendered by the same `format_entry`.
-fn print_summary(entry: &Entry) -> Result<()> {
+fn summary_of(entry: &Entry) -> Result<String> {
     let opts = FormatOpts {
         full: false,
         ..Default::default()
@@ -657,8 +700,7 @@ fn print_summary(entry: &Entry) -> Result<()> {
             entry.spec.kind
         );
     }
-    print!("{}", out);
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]

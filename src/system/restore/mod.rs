@@ -169,7 +169,7 @@ impl Journal {
             );
             let mut inner = lock(&journal.inner);
             inner.changes = leftover.changes;
-            restore_locked(&mut inner)
+            restore_locked(&mut inner, true)
                 .with_context(|| format!("restoring the changes left in {}", file.display()))?;
         } else if file.exists() {
             remove_journal_file(&file)?;
@@ -285,7 +285,7 @@ impl Journal {
     /// is dropped with a warning.
     pub fn restore_all(&self) -> Result<()> {
         let mut inner = lock(&self.inner);
-        restore_locked(&mut inner)
+        restore_locked(&mut inner, false)
     }
 
     /// Restores the journal on SIGINT, SIGTERM and SIGHUP, then exits with 128 + signal. A
@@ -350,7 +350,7 @@ fn restore_after_signal(sig: i32) -> ! {
     let journals: Vec<_> = registry().iter().filter_map(|w| w.upgrade()).collect();
     for j in journals {
         let mut inner = lock(&j);
-        if let Err(e) = restore_locked(&mut inner) {
+        if let Err(e) = restore_locked(&mut inner, true) {
             eprintln!("resctl-bench: {:#}", e);
         }
         inner.closed = true;
@@ -421,15 +421,22 @@ fn remove_journal_file(file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn restore_locked(inner: &mut Inner) -> Result<()> {
+/// Undoes the journal's changes. `each`: log every restored change (a crashed run's leftovers,
+/// a signal); otherwise one line sums up a normal end, and `-v` lists them.
+fn restore_locked(inner: &mut Inner, each: bool) -> Result<()> {
     if inner.changes.is_empty() {
         return Ok(());
     }
     let mut failed = Vec::new();
     let mut errors = Vec::new();
+    let mut restored = 0;
     for change in inner.changes.iter().rev() {
         match restore_one(change, inner.remount) {
-            Ok(()) => log::info!("restored {}", change),
+            Ok(()) if each => log::info!("restored {}", change),
+            Ok(()) => {
+                restored += 1;
+                log::debug!("restored {}", change)
+            }
             // The owner removed it already (a tracefs instance on a normal stop).
             Err(e) if is_not_found(&e) && matches!(change, Change::CreatedDir { .. }) => {
                 log::debug!("{}: already removed", change)
@@ -442,6 +449,9 @@ fn restore_locked(inner: &mut Inner) -> Result<()> {
                 failed.push(change.clone());
             }
         }
+    }
+    if restored > 0 {
+        log::info!("host restored ({} changes undone)", restored);
     }
     failed.reverse();
     inner.changes = failed;
