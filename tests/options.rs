@@ -75,7 +75,8 @@ fn logfile_gets_every_log_line_appended_with_timestamps() {
         .code(2);
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{}", text);
+    // starting, the progress line of the step, the step done; the reuse; the error.
+    assert_eq!(lines.len(), 5, "{}", text);
     // `[YYYY-MM-DD HH:MM:SS.mmm LEVEL] message`
     for l in &lines {
         let b = l.as_bytes();
@@ -90,9 +91,10 @@ fn logfile_gets_every_log_line_appended_with_timestamps() {
         "{}",
         text
     );
-    assert!(lines[2].contains("already complete"), "{}", text);
+    assert!(lines[1].ends_with("INFO ] selftest step 1/1 | 0s"), "{}", text);
+    assert!(lines[3].contains("already complete"), "{}", text);
     assert!(
-        lines[3].contains("ERROR] "),
+        lines[4].contains("ERROR] "),
         "the final error too: {}",
         text
     );

@@ -127,7 +127,14 @@ impl Bench for SelfTest {
             log::info!("selftest: resuming at step {} of {}", done + 1, props.steps);
             rec.resumed_at.push(done + 1);
         }
+        let run_started = Instant::now();
         for step in done + 1..=props.steps {
+            let ran = step - done - 1;
+            if ran > 0 {
+                let per_step = run_started.elapsed().as_secs_f64() / ran as f64;
+                crate::logging::progress::eta(Some(per_step * (props.steps - step + 1) as f64));
+            }
+            crate::logging::progress::phase(format!("step {}/{}", step, props.steps));
             if props.fail_at == Some(step) {
                 anyhow::bail!("selftest: step {} failed as requested by fail-at", step);
             }

@@ -1,0 +1,154 @@
+//! What a bench's `run` and `study` get from the runner: [`RunCtx`] (its previous record,
+//! checkpoints into the result file, the host session) and [`StudyCtx`].
+
+use super::RunHost;
+use crate::format::job_name;
+use crate::report::reporter::ReporterHandle;
+use crate::result::{to_raw, ResultFile};
+use crate::spec::JobSpec;
+use crate::system::bench_json::BenchKnobs;
+use crate::system::session::BenchHost;
+use crate::util::now;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::path::{Path, PathBuf};
+
+/// What a bench's `run` gets beside its properties: the matched previous record (incremental benches resume
+/// from it), checkpointing into the result file, and — for benches that touch the system — the
+/// host session (balloon, running reporter).
+pub struct RunCtx<'a> {
+    pub(super) spec: JobSpec,
+    pub(super) prev_record: Option<Box<RawValue>>,
+    pub(super) dir: PathBuf,
+    pub(super) file: ResultFile,
+    pub(super) idx: usize,
+    pub(super) period_start: u64,
+    pub(super) sysinfo: SysinfoSrc<'a>,
+    /// Set by [`RunCtx::revert_knobs_at_end`].
+    pub(super) revert_knobs: bool,
+    pub(super) quick: bool,
+}
+
+/// Where an entry's sysinfo comes from: fixed (benches that don't touch the system), or read
+/// from the host session whenever it is stored, so the header shows the host as the job left it.
+pub(super) enum SysinfoSrc<'a> {
+    Fixed(Box<RawValue>),
+    Session {
+        host: &'a mut RunHost,
+        bench_args: Option<serde_json::Value>,
+        needs: &'static crate::bench::SystemNeeds,
+    },
+}
+
+impl SysinfoSrc<'_> {
+    pub(super) fn current(&self) -> Result<Box<RawValue>> {
+        match self {
+            SysinfoSrc::Fixed(raw) => Ok(raw.clone()),
+            SysinfoSrc::Session {
+                host,
+                bench_args,
+                needs,
+            } => to_raw(&host.session.sysinfo(
+                bench_args.clone(),
+                needs.sysreqs,
+                needs.mem_profile,
+            )?),
+        }
+    }
+}
+
+impl RunCtx<'_> {
+    /// The record this job left in the result file earlier (incremental benches only; for other
+    /// benches a complete record is reused without running).
+    pub fn prev_record(&self) -> Option<&RawValue> {
+        self.prev_record.as_deref()
+    }
+
+    /// `--quick`: shortened phases (the result carries the mark).
+    pub fn quick(&self) -> bool {
+        self.quick
+    }
+
+    /// Top-level work directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the per-second reports of this run go (`<dir>/report.d`).
+    pub fn reports_dir(&self) -> PathBuf {
+        crate::report::reports_dir(&self.dir)
+    }
+
+    /// The host session as benches with `system` needs see it (e.g. to resize the balloon).
+    pub fn session(&mut self) -> Option<BenchHost<'_>> {
+        self.host().map(|(s, _)| s)
+    }
+
+    /// The session and the running reporter together (hashd benches need both).
+    pub fn host(&mut self) -> Option<(BenchHost<'_>, Option<&ReporterHandle>)> {
+        match &mut self.sysinfo {
+            SysinfoSrc::Session { host, .. } => {
+                Some((BenchHost::new(&mut host.session), host.reporter.as_ref()))
+            }
+            SysinfoSrc::Fixed(_) => None,
+        }
+    }
+
+    /// The running reporter: `set_state`, and `shared()` for the workload statistics (hashd)
+    /// and extra cgroups the reports should carry.
+    pub fn reporter(&self) -> Option<&ReporterHandle> {
+        match &self.sysinfo {
+            SysinfoSrc::Session { host, .. } => host.reporter.as_ref(),
+            SysinfoSrc::Fixed(_) => None,
+        }
+    }
+
+    /// The benchmark parameters this job runs with (bench.json with the command-line overrides
+    /// and what earlier jobs applied); `None` for benches without system needs.
+    pub fn bench_knobs(&self) -> Option<&BenchKnobs> {
+        match &self.sysinfo {
+            SysinfoSrc::Session { host, .. } => host.session.bench_knobs(),
+            SysinfoSrc::Fixed(_) => None,
+        }
+    }
+
+    /// Asks for the parameters of this job's start to come back when the job ends (however it
+    /// ends), undoing what it applied without committing.
+    pub fn revert_knobs_at_end(&mut self) {
+        self.revert_knobs = true;
+    }
+
+    /// Stores `record` as the entry's in-progress record and saves the whole result file
+    /// atomically. The entry's `result` is left as it was.
+    pub fn checkpoint<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<()> {
+        let raw = to_raw(record)?;
+        let e = &mut self.file.entries[self.idx];
+        e.record = Some(raw);
+        e.incomplete = true;
+        e.period = (self.period_start, now().max(self.period_start));
+        e.sysinfo = self.sysinfo.current()?;
+        self.file.touch(self.idx);
+        self.file.save().context("saving checkpoint")?;
+        log::debug!("{}: checkpoint saved", job_name(&self.spec));
+        Ok(())
+    }
+}
+
+/// What a bench's `study` gets.
+#[derive(Debug, Clone)]
+pub struct StudyCtx {
+    /// Where the per-second reports (`<t>.json`) are.
+    pub reports_dir: PathBuf,
+    /// The entry's period `[start, end]` in unix seconds.
+    pub period: (u64, u64),
+}
+
+impl StudyCtx {
+    pub fn new(reports_dir: PathBuf, period: (u64, u64)) -> Self {
+        Self {
+            reports_dir,
+            period,
+        }
+    }
+}
