@@ -16,8 +16,18 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             &a.specs,
         ),
         Command::Solve(a) => cli_jobs(&cli.global, Mode::Solve, &a),
-        Command::Format(a) => format_cmd(&cli.global, &a.specs.specs, true, a.rstat),
-        Command::Summary(a) => format_cmd(&cli.global, &a.specs, false, 0),
+        Command::Format(a) => format_cmd(
+            &cli.global,
+            &a.specs.specs,
+            true,
+            a.rstat,
+            crate::bench::export::OutputFormat::Text,
+        ),
+        Command::Summary(a) => {
+            let output = crate::bench::export::OutputFormat::parse(&a.output_format)
+                .expect("clap accepts only the known formats");
+            format_cmd(&cli.global, &a.specs.specs, false, 0, output)
+        }
         Command::Deps(a) => {
             let cfg = crate::config::Config::from_opts(&cli.global)?;
             crate::system::deps::deps_cmd(&cfg.dir, cfg.dev.as_deref(), a.fix)
@@ -57,13 +67,16 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     }
 }
 
-/// `format` (full) and `summary`: render the selected entries of the result file to stdout.
+/// `format` (full) and `summary`: render the selected entries of the result file to stdout,
+/// as the report or (`summary -o json|csv`) as records of their headline numbers.
 fn format_cmd(
     global: &crate::cli::GlobalOpts,
     specs: &[String],
     full: bool,
     rstat: u8,
+    output: crate::bench::export::OutputFormat,
 ) -> Result<()> {
+    use crate::bench::export::{self, OutputFormat};
     use std::io::Write;
     let name = if full { "format" } else { "summary" };
     // The global options mean nothing here, but a bad one is refused as `run` refuses it.
@@ -75,7 +88,11 @@ fn format_cmd(
     };
     let entries = crate::result::parse_entries(&path, &bytes)?;
     drop(bytes);
-    let text = crate::bench::show::format_entries(&entries, &specs, full, rstat)?;
+    let text = match output {
+        OutputFormat::Text => crate::bench::show::format_entries(&entries, &specs, full, rstat)?,
+        OutputFormat::Json => export::to_json(&export::records(&entries, &specs)?),
+        OutputFormat::Csv => export::to_csv(&export::records(&entries, &specs)?),
+    };
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())

@@ -91,7 +91,11 @@ fn logfile_gets_every_log_line_appended_with_timestamps() {
         "{}",
         text
     );
-    assert!(lines[1].ends_with("INFO ] selftest step 1/1 | 0s"), "{}", text);
+    assert!(
+        lines[1].ends_with("INFO ] selftest step 1/1 | 0s"),
+        "{}",
+        text
+    );
     assert!(lines[3].contains("already complete"), "{}", text);
     assert!(
         lines[4].contains("ERROR] "),

@@ -132,3 +132,25 @@ fn end_of_run_block() {
     );
     insta::assert_snapshot!("end_of_run", without_clock(&without_version(&block)));
 }
+
+/// `summary -o json|csv`: the upstream fixtures (iocost-params and iocost-qos records) and a
+/// storage entry.
+#[test]
+fn export_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = storage_result_file(dir.path());
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/results/Samsung_SSD_970_PRO_512GB.json.gz"
+    );
+    for (name, file) in [("samsung", fixture), ("storage", storage.to_str().unwrap())] {
+        for fmt in ["json", "csv"] {
+            let text = stdout(&["-r", file, "summary", "-o", fmt]);
+            if fmt == "json" {
+                let doc: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(doc["export_version"], 1);
+            }
+            insta::assert_snapshot!(format!("export_{}_{}", name, fmt), without_version(&text));
+        }
+    }
+}

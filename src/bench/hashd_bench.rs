@@ -273,6 +273,7 @@ pub fn ensure_mem_avail(session: &mut BenchHost) -> Result<()> {
         format_size(steps.step as f64),
         format_size(steps.cap as f64)
     );
+    crate::logging::progress::step("measuring the memory a workload can get");
     let t = Instant::now();
     let exe = Path::new("/proc/self/exe");
     let mut hog = crate::system::mem::Balloon::start_exe(exe, Some((&fs, BENCH_CG)), 0)?;

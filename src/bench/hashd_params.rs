@@ -158,23 +158,21 @@ struct SizingSummary {
     mem_history: Vec<IgnoredAny>,
 }
 
-/// The once-a-second status: upstream's line without the memory-usage error storage adds.
+/// The once-a-second status of the probe running: throughput and latency.
 fn watch() -> Watch {
-    let mut n = 0u64;
     Box::new(move |t: &Tick| {
-        let line = format!(
-            "[{}] mem: {} rps: {:.1} lat: {:.1}ms",
-            t.phase.name(),
-            format_size(t.probe_size as f64),
+        let status = format!(
+            "{:.1} rps, {:.1} ms",
             t.sample.rps,
             t.sample.lat_ctl * 1000.0
         );
-        n += 1;
-        if n % 10 == 0 {
-            log::info!("{}", line);
-        } else {
-            log::debug!("{}", line);
-        }
+        log::debug!(
+            "[{}] {}: {}",
+            t.phase.name(),
+            format_size(t.probe_size as f64),
+            status
+        );
+        crate::logging::progress::status(status);
         Ok(())
     })
 }
@@ -210,6 +208,7 @@ impl Bench for HashdParams {
                 .map_or("by CPU saturation".to_string(), |r| r.to_string()),
             if cfg.fake_cpu { ", fake CPU load" } else { "" }
         );
+        crate::logging::progress::phase("sizing hashd");
         let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(watch()))?;
         log::info!("hashd-params: {}", result_line(&run.knobs));
         let rec = Record {
@@ -249,6 +248,21 @@ impl Bench for HashdParams {
     fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
         format(out, entry, opts)?;
         Ok(true)
+    }
+
+    /// hashd's parameters: what the result line shows, sizes in bytes.
+    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+        use serde_json::json;
+        let Some(k) = crate::format::parse_result_opt::<HashdKnobs>(entry)? else {
+            return Ok(Vec::new());
+        };
+        Ok(vec![vec![
+            ("hash_size", json!(k.hash_size)),
+            ("rps_max", json!(k.rps_max)),
+            ("mem_actual", json!(mem_actual(&k))),
+            ("chunk_pages", json!(k.chunk_pages)),
+            ("fake_cpu_load", json!(k.fake_cpu_load)),
+        ]])
     }
 }
 

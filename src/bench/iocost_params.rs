@@ -1,6 +1,7 @@
 //! `iocost-params`: the io.cost model and QoS parameters benchmarked for the scratch device.
 //! The report prints the recorded parameters. Running it comes with the IO engine.
 
+use crate::bench::export::{num, Row};
 use crate::bench::{
     needs, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, APPLY_COMMIT,
 };
@@ -10,6 +11,7 @@ use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::Result;
 use serde::Deserialize;
+use serde_json::json;
 use std::fmt::Write;
 
 pub struct IocostParams;
@@ -47,6 +49,29 @@ impl Bench for IocostParams {
     fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
         format(out, entry, opts)?;
         Ok(true)
+    }
+
+    /// The model (bytes and IOs per second) and the QoS targets (percentiles, µs, vrate %).
+    fn headline(&self, entry: &Entry) -> Result<Vec<Row>> {
+        let Some(rec) = parse_record::<IoCostParamsRecord>(entry)? else {
+            return Ok(Vec::new());
+        };
+        let (m, q) = (&rec.model, &rec.qos);
+        Ok(vec![vec![
+            ("devnr", json!(rec.devnr)),
+            ("rbps", json!(m.rbps)),
+            ("rseqiops", json!(m.rseqiops)),
+            ("rrandiops", json!(m.rrandiops)),
+            ("wbps", json!(m.wbps)),
+            ("wseqiops", json!(m.wseqiops)),
+            ("wrandiops", json!(m.wrandiops)),
+            ("rpct", num(q.rpct)),
+            ("rlat", json!(q.rlat)),
+            ("wpct", num(q.wpct)),
+            ("wlat", json!(q.wlat)),
+            ("min", num(q.min)),
+            ("max", num(q.max)),
+        ]])
     }
 }
 

@@ -4,6 +4,7 @@
 //! validation, `summary`/`format`, `doc`, `--help` and the runner — goes through [`BENCHES`].
 //! Adding a bench is its module plus one line there.
 
+pub mod export;
 pub mod hashd_bench;
 pub mod hashd_params;
 pub mod iocost_params;
@@ -271,6 +272,13 @@ pub trait Bench: Sync {
         entry: &crate::result::Entry,
         opts: &FormatOpts,
     ) -> anyhow::Result<bool>;
+
+    /// The headline numbers of an entry that has a result, for `summary --output-format
+    /// json|csv` (see [`export`]): one row, or one per configuration; none: nothing to add to
+    /// the entry's identity.
+    fn headline(&self, _entry: &crate::result::Entry) -> anyhow::Result<Vec<export::Row>> {
+        Ok(Vec::new())
+    }
 }
 
 /// A [`Bench`] as the registry holds it: handed a spec, it reads the bench's typed properties
@@ -305,6 +313,7 @@ pub trait AnyBench: Sync {
         entry: &crate::result::Entry,
         opts: &FormatOpts,
     ) -> anyhow::Result<bool>;
+    fn headline(&self, entry: &crate::result::Entry) -> anyhow::Result<Vec<export::Row>>;
 }
 
 impl<B: Bench> AnyBench for B {
@@ -357,6 +366,10 @@ impl<B: Bench> AnyBench for B {
         opts: &FormatOpts,
     ) -> anyhow::Result<bool> {
         Bench::format(self, out, entry, opts)
+    }
+
+    fn headline(&self, entry: &crate::result::Entry) -> anyhow::Result<Vec<export::Row>> {
+        Bench::headline(self, entry)
     }
 }
 

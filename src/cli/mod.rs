@@ -107,7 +107,7 @@ pub enum Command {
     /// Print the full report of result entries
     Format(FormatArgs),
     /// Print the short report of result entries
-    Summary(FormatSpecs),
+    Summary(SummaryArgs),
     /// Check the system requirements (cgroup2, io.cost, swap, IO scheduler, ...) and list them;
     /// exits 1 if any is missed
     Deps(DepsArgs),
@@ -218,6 +218,22 @@ pub struct FormatSpecs {
     /// Entries to print (BENCH[:ID-and-format-props]); default: every entry
     #[arg(value_name = "SPEC")]
     pub specs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    /// text (the report), or each entry's headline numbers as json or csv records (see
+    /// `doc common`, "Export")
+    #[arg(
+        short = 'o',
+        long = "output-format",
+        value_name = "FORMAT",
+        default_value = "text",
+        value_parser = ["text", "json", "csv"]
+    )]
+    pub output_format: String,
+    #[command(flatten)]
+    pub specs: FormatSpecs,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 //! `format` and `summary` end with the QoS list and the MOF and latency tables.
 
 use super::{configs, IoCostQosRecord, IoCostQosResult, QosOverride, RunRecord, RunResult};
+use crate::bench::export::{self, num, Row};
 use crate::bench::protection::{
     self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult,
 };
@@ -14,6 +15,7 @@ use crate::result::Entry;
 use crate::study::iolat::{format_lat_group, LatMap, SUMMARY_PCTS};
 use crate::units::format_pct;
 use anyhow::Result;
+use serde_json::{json, Value};
 use std::fmt::Write;
 
 /// Everything the report needs, parsed once.
@@ -93,6 +95,102 @@ fn tune_final_run(run: &RunResult) -> Option<&MemHogResult> {
 }
 
 pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
+    let rpt = report(entry, opts)?;
+
+    // Storage parameters of the baseline run.
+    let stor = storage::props::Props::read_prefixed(&entry.spec, "storage-")
+        .map_err(|e| entry.spec.error(e))?;
+    let hash_size = stor.hash_size as f64;
+    let rps_max = match stor.rps_max {
+        Some(v) => v as u64,
+        None => rpt.run_rec(0).map_or(0, |r| r.stor.rps_max()),
+    };
+    let log_bps = stor.log_bps as f64;
+    let _ = writeln!(
+        out,
+        "{}\n",
+        storage::params_line(hash_size, rps_max, log_bps)
+    );
+
+    if opts.full {
+        for (i, run) in rpt.res.runs.iter().enumerate() {
+            if let Some(run) = run {
+                format_run(out, &rpt, i, run)?;
+            }
+        }
+        out.push('\n');
+        double_underline(out, "Summary");
+    }
+
+    format_summary(out, &rpt);
+    Ok(())
+}
+
+/// One row per finished configuration: its QoS, the storage numbers (with the run's IO
+/// latencies), MOF and aMOF against the baseline, isolation, latency impact, work
+/// conservation and vrate.
+pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
+    let opts = FormatOpts::default();
+    let rpt = report(entry, &opts)?;
+    let base_mof = rpt.baseline_mof();
+    let mut rows = Vec::new();
+    for (i, run) in rpt.res.runs.iter().enumerate() {
+        let Some(run) = run else { continue };
+        let loops = rpt.run_rec(i).map_or(0, |r| r.stor.mem_sizes.len());
+        let mut row: Row = vec![("config", json!(i)), ("qos", json!(rpt.describe_cfg(i)))];
+        let stor = storage::headline_of(&run.stor, rpt.mem_profile(i), loops)?;
+        row.extend(
+            stor.into_iter()
+                .filter(|(k, _)| !k.starts_with("read_lat") && !k.starts_with("write_lat")),
+        );
+        let hog = tune_final_run(run);
+        let isol_pct = rpt.isol_pct(i);
+        row.extend([
+            (
+                "mof_ratio",
+                num(ratio(run.stor.mem_offload_factor, base_mof)),
+            ),
+            (
+                "amof",
+                run.adjusted_mem_offload_factor.map_or(Value::Null, num),
+            ),
+            (
+                "amof_ratio",
+                run.adjusted_mem_offload_factor
+                    .map_or(Value::Null, |a| num(ratio(a, base_mof))),
+            ),
+            ("isol_pct", json!(isol_pct)),
+            (
+                "isol",
+                hog.and_then(|h| h.isol.get(isol_pct))
+                    .map_or(Value::Null, num),
+            ),
+            (
+                "lat_imp_mean",
+                hog.map_or(Value::Null, |h| num(h.lat_imp.mean)),
+            ),
+            (
+                "lat_imp_stdev",
+                hog.map_or(Value::Null, |h| num(h.lat_imp.stdev)),
+            ),
+            ("work_csv", hog.map_or(Value::Null, |h| num(h.work_csv))),
+            (
+                "vrate_mean",
+                run.vrate.get("mean").map_or(Value::Null, |v| num(*v)),
+            ),
+            (
+                "vrate_stdev",
+                run.vrate.get("stdev").map_or(Value::Null, |v| num(*v)),
+            ),
+        ]);
+        row.extend(export::iolat_row(&run.iolat));
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The entry parsed for its report, with the checks a report needs.
+fn report<'a>(entry: &Entry, opts: &'a FormatOpts) -> Result<Report<'a>> {
     let res: IoCostQosResult = parse_result(entry)?;
     let Some(rec) = parse_record::<IoCostQosRecord>(entry)? else {
         crate::usage_bail!(
@@ -132,41 +230,13 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
         .or_else(|| entry.spec.group(0).text("isol-pct").map(str::to_string))
         .unwrap_or_else(|| protection::DFL_ISOL_PCT.to_string());
     let cfgs = configs(&entry.spec, &rec)?;
-    let rpt = Report {
+    Ok(Report {
         rec,
         res,
         cfgs,
         isol_pct,
         opts,
-    };
-
-    // Storage parameters of the baseline run.
-    let stor = storage::props::Props::read_prefixed(&entry.spec, "storage-")
-        .map_err(|e| entry.spec.error(e))?;
-    let hash_size = stor.hash_size as f64;
-    let rps_max = match stor.rps_max {
-        Some(v) => v as u64,
-        None => rpt.run_rec(0).map_or(0, |r| r.stor.rps_max()),
-    };
-    let log_bps = stor.log_bps as f64;
-    let _ = writeln!(
-        out,
-        "{}\n",
-        storage::params_line(hash_size, rps_max, log_bps)
-    );
-
-    if opts.full {
-        for (i, run) in rpt.res.runs.iter().enumerate() {
-            if let Some(run) = run {
-                format_run(out, &rpt, i, run)?;
-            }
-        }
-        out.push('\n');
-        double_underline(out, "Summary");
-    }
-
-    format_summary(out, &rpt);
-    Ok(())
+    })
 }
 
 fn format_run(out: &mut String, rpt: &Report, i: usize, run: &RunResult) -> Result<()> {

@@ -52,6 +52,10 @@ impl Bench for IocostQos {
         format(out, entry, opts)?;
         Ok(true)
     }
+
+    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+        format::headline(entry)
+    }
 }
 
 pub const DFL_VRATE_MAX: f64 = 100.0;

@@ -70,7 +70,6 @@ impl Seen {
 }
 
 fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
-    let mut n = 0u64;
     Box::new(move |t: &Tick| {
         let usage = {
             let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -83,21 +82,21 @@ fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
             s.usage()
         };
         let err = (usage as f64 - target as f64) / target as f64;
-        n += 1;
-        let line = format!(
-            "[{}] mem: {}/{}({:+.1}%) rps: {:.1} lat: {:.1}ms",
+        let status = format!(
+            "{:.1} rps, {:.1} ms · memory used {} of the {} target ({:+.1}%)",
+            t.sample.rps,
+            t.sample.lat_ctl * 1000.0,
+            format_size(usage as f64),
+            format_size(target as f64),
+            err * 100.0,
+        );
+        log::debug!(
+            "[{}] {}: {}",
             t.phase.name(),
             format_size(t.probe_size as f64),
-            format_size(usage as f64),
-            err * 100.0,
-            t.sample.rps,
-            t.sample.lat_ctl * 1000.0
+            status
         );
-        if n % 10 == 0 {
-            log::info!("{}", line);
-        } else {
-            log::debug!("{}", line);
-        }
+        crate::logging::progress::status(status);
         // Only the final probes end early: earlier ones may well overshoot on the way.
         if t.phase == Phase::MemConfirm && err > err_max {
             return Err(OverUse { usage, err }.into());
@@ -248,7 +247,17 @@ impl Bench for Storage {
             };
             let seen = Arc::new(Mutex::new(Seen::default()));
             let w = watch(seen.clone(), mem.target, props.err_max);
-            log::info!("storage: loop {}/{}", rec.mem_usages.len() + 1, props.loops);
+            // Loops take about as long as the finished ones (their measured seconds).
+            let done = rec.loops.len();
+            crate::logging::progress::eta((done > 0).then(|| {
+                let per_loop = rec.loops.iter().map(|l| l.secs as f64).sum::<f64>() / done as f64;
+                per_loop * (props.loops as usize - rec.mem_usages.len()) as f64
+            }));
+            crate::logging::progress::phase(format!(
+                "loop {}/{}",
+                rec.mem_usages.len() + 1,
+                props.loops
+            ));
             let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(w));
             let (usage, swap) = {
                 let s = seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -391,6 +400,10 @@ impl Bench for Storage {
     ) -> Result<bool> {
         super::format(out, entry, opts)?;
         Ok(true)
+    }
+
+    fn headline(&self, entry: &crate::result::Entry) -> Result<Vec<crate::bench::export::Row>> {
+        super::headline(entry)
     }
 }
 

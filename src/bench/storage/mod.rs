@@ -2,6 +2,7 @@
 //! holds the descriptor, the typed record/result models and the text report, used standalone
 //! and nested in `iocost-qos` runs; `props` the properties, `run` the run and study.
 
+use crate::bench::export::{self, num, Row};
 use crate::bench::{needs, BenchDesc, DocPage, FormatOpts, Shape};
 use crate::format::{parse_record, parse_result, rstat_section};
 use crate::result::sysinfo::MemProfile;
@@ -12,6 +13,7 @@ use crate::units::{format_pct, format_size};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use serde_json::{json, Value};
 use std::fmt::Write;
 
 pub mod measure;
@@ -238,4 +240,37 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
         loops
     );
     format_result(out, &res, rec.mem.profile, loops, opts.full, opts.rstat)
+}
+
+/// The storage numbers `summary --output-format json|csv` exports (standalone, and per
+/// configuration inside iocost-qos): MOF, the measured footprint and memory use with their
+/// spreads over the loops (`null` for one loop), IO bandwidth and latency, missing reports.
+pub fn headline_of(res: &StorageResult, mem_profile: u32, loops: usize) -> Result<Row> {
+    let spread = |v: f64| if loops > 1 { num(v) } else { Value::Null };
+    let (read_all, write_all) = io_bps_means(res.all_rstat.as_deref())?;
+    let (read_final, write_final) = io_bps_means(res.final_rstat.as_deref())?;
+    let mut row: Row = vec![
+        ("mem_profile", json!(mem_profile)),
+        ("loops", json!(loops)),
+        ("mof", num(res.mem_offload_factor)),
+        ("mem_size", num(res.mem_size)),
+        ("mem_size_stdev", spread(res.mem_size_stdev)),
+        ("mem_usage", num(res.mem_usage)),
+        ("mem_usage_stdev", spread(res.mem_usage_stdev)),
+        ("read_bps", num(read_all)),
+        ("write_bps", num(write_all)),
+        ("read_bps_final", num(read_final)),
+        ("write_bps_final", num(write_final)),
+    ];
+    row.extend(export::iolat_row(&res.iolat()?));
+    row.push(("missing_pct", num(missing_ratio(res.nr_reports) * 100.0)));
+    Ok(row)
+}
+
+/// [`headline_of`] for a standalone entry.
+pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
+    let rec: Record = parse_record(entry)?.unwrap_or_default();
+    let res: StorageResult = parse_result(entry)?;
+    let loops = rec.mem_sizes.len().max(rec.mem_usages.len());
+    Ok(vec![headline_of(&res, rec.mem.profile, loops)?])
 }

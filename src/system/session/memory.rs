@@ -83,7 +83,8 @@ pub(super) fn log_mem(m: &MemProfile, src: AvailSource) {
         format_size(m.share as f64),
         format_size(m.target as f64)
     );
-    if m.profile != crate::system::mem::DFL_MEM_PROFILE {
+    // Said once, with the first profile line; a measured avail only refines the numbers.
+    if m.profile != crate::system::mem::DFL_MEM_PROFILE && !matches!(src, AvailSource::Measured) {
         log::warn!(
             "memory profile {} isn't the default {}: results aren't comparable with default runs",
             m.profile,

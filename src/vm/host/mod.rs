@@ -134,6 +134,18 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         "tcg" => false,
         _ => qemu::kvm_works(),
     };
+    if !kvm {
+        log::info!(
+            "vm: running under TCG ({}): the guest's CPUs are about 15 times slower than the host's",
+            if opts.accel == "tcg" {
+                "--accel tcg"
+            } else {
+                "KVM isn't usable here"
+            }
+        );
+    } else if opts.accel == "kvm" || kvm_known {
+        log::info!("vm: running under KVM");
+    }
     if kvm && opts.accel == "auto" && !kvm_known {
         log::info!(
             "vm: first VM since the host booted: trying KVM (if the guest makes no progress in {}s, TCG is used and remembered until the host reboots)",

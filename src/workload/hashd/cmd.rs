@@ -334,7 +334,7 @@ fn run_workload(
         if let Some(w) = watcher.as_deref_mut() {
             match w.check() {
                 Ok(Some(p)) => {
-                    log::info!("hashd: params reloaded from {}", w.path().display());
+                    log::debug!("hashd: params reloaded from {}", w.path().display());
                     disp.set_params(p);
                 }
                 Ok(None) => {}

@@ -25,10 +25,11 @@ pub fn saturate(
     let lat_target = target.lat_target();
     let mut last = 0.0;
     for round in 1..=timing.cpu_rounds {
+        crate::logging::progress::step(format!("CPU saturation round {}", round));
         let rec = measure(target, Phase::CpuSat, &knobs, &timing.cpu, None)?;
         let lat_err = (rec.lat - lat_target) / lat_target;
         log::info!(
-            "[ CPU saturation: round {}, rps {:.1}, lat {:.1}ms ({:+.1}%), {}s ]",
+            "CPU saturation round {}: {:.1} rps at {:.1} ms latency ({:+.1}% off the target), in {}s",
             round,
             rec.rps,
             rec.lat * 1000.0,

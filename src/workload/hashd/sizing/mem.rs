@@ -37,6 +37,7 @@ use super::converge::ConvergeCfg;
 use super::probe::{measure, Early, Phase, ProbeRecord};
 use super::target::{Knobs, SizingTarget};
 use super::timing::{Thresholds, Timing};
+use crate::logging::progress;
 use anyhow::Result;
 
 /// After a failed probe, the next one first recovers for at most this many of its windows.
@@ -78,6 +79,15 @@ impl Search<'_> {
         })
     }
 
+    /// `1.5G (37.50%)`: a footprint as a size and a share of hashd's size.
+    fn footprint(&self, p: f64) -> String {
+        format!(
+            "{} ({:.2}%)",
+            crate::units::format_size(p * self.target.size() as f64),
+            p * 100.0
+        )
+    }
+
     fn probe(&mut self, phase: Phase, p: f64, cfg: ConvergeCfg, fast: bool) -> Result<ProbeRecord> {
         self.probes += 1;
         let knobs = self.knobs(p);
@@ -85,20 +95,26 @@ impl Search<'_> {
         if self.last_failed {
             self.recover(p, RECOVER_PERIODS * cfg.period as u32, "recovered")?;
         }
+        progress::step(format!(
+            "memory search probe {} ({}) · {}",
+            self.probes,
+            phase.doing(),
+            self.footprint(p)
+        ));
         measure(&mut *self.target, phase, &knobs, &cfg, early)
     }
 
     fn record(&mut self, rec: ProbeRecord, pass: bool) {
         log::info!(
-            "[ Memory search: {:?} {:.2}% ({}), rps {:.1} ({:.1}%), {}s{} -> {} ]",
-            rec.phase,
-            rec.mem_frac * 100.0,
-            crate::units::format_size(rec.mem_frac * self.target.size() as f64),
+            "memory search probe {} ({}) at {}: {} — {:.1} rps, {:.1}% of the target, in {}s{}",
+            self.probes,
+            rec.phase.doing(),
+            self.footprint(rec.mem_frac),
+            if pass { "passed" } else { "failed" },
             rec.rps,
             rec.ratio * 100.0,
             rec.secs,
-            if rec.converged { "" } else { ", unconverged" },
-            if pass { "pass" } else { "fail" }
+            if rec.converged { "" } else { " (unconverged)" },
         );
         self.last_failed = !pass;
         self.long_pass_at = None;
@@ -142,6 +158,15 @@ impl Search<'_> {
     /// about the footprint, and under the real target the latency controller would hold
     /// concurrency, and with it the refilling, down for tens of seconds.
     fn recover(&mut self, p: f64, max: u32, what: &str) -> Result<bool> {
+        progress::step(format!(
+            "memory search {} · {}",
+            if what == "recovered" {
+                "recovering"
+            } else {
+                "warming up"
+            },
+            self.footprint(p)
+        ));
         let need = (self.timing.up.period / 2).max(2);
         let knobs = self.knobs(p);
         self.target.begin_warm_up(&knobs)?;
@@ -162,8 +187,8 @@ impl Search<'_> {
                 && recent.iter().map(|r| r.0).sum::<f64>() / n >= floor
                 && recent.iter().map(|r| r.1).sum::<f64>() / n <= lat_target;
         }
-        log::info!(
-            "[ Memory search: {} at {:.2}% in {}s{} ]",
+        log::debug!(
+            "memory search: {} at {:.2}% in {}s{}",
             what,
             p * 100.0,
             secs,
@@ -211,15 +236,13 @@ impl Search<'_> {
             let mut verdict = self.judge(Phase::MemUp, p, t.up, true)?;
             if !verdict.0 && self.probes == 1 {
                 // The warm-up may have ended before the workload was warm (it is capped).
-                log::info!("[ Memory search: the first probe failed; measuring it again ]");
+                log::info!("memory search: the first probe failed; measuring it again");
                 verdict = self.judge(Phase::MemUp, p, t.up, true)?;
             }
             if verdict.0 {
                 lo = (p, verdict.1);
                 if p >= 1.0 {
-                    log::info!(
-                        "[ Memory search: 100% is sustainable, the workload doesn't saturate ]"
-                    );
+                    log::info!("memory search: 100% is sustainable, the workload doesn't saturate");
                     break;
                 }
                 p = (p + step).min(1.0);
@@ -248,7 +271,7 @@ impl Search<'_> {
         while lo > 0.0 && self.probes < t.max_probes {
             if self.long_pass_at == Some(lo) {
                 log::info!(
-                    "[ Memory search: {:.2}% just passed a long probe; confirmed ]",
+                    "memory search: {:.2}% just passed a long probe; confirmed",
                     lo * 100.0
                 );
                 return Ok(lo);

@@ -107,7 +107,7 @@ pub fn run(target: &mut dyn SizingTarget, opts: &SizingOpts) -> Result<SizingRes
     let size = target.size();
     let mem_size = (size as f64 * mem_frac).round() as u64;
     log::info!(
-        "[ Sizing result: memory {} ({:.1}%), rps {} ]",
+        "sizing result: footprint {} ({:.1}%), rps_max {}",
         crate::units::format_size(mem_size as f64),
         mem_frac * 100.0,
         rps_max

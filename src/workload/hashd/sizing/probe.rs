@@ -41,6 +41,20 @@ impl Phase {
             Phase::MemRefine => "mem-refine",
         }
     }
+
+    /// What the phase is doing, in words, for the progress display.
+    pub fn doing(self) -> &'static str {
+        match self {
+            Phase::CpuSat => "CPU saturation",
+            Phase::MemPrep => "warm-up",
+            Phase::MemUp => "going up",
+            Phase::MemBisect => "narrowing",
+            Phase::MemRecheck => "re-checking",
+            Phase::MemConfirm => "confirming",
+            Phase::MemVerify => "verifying",
+            Phase::MemRefine => "refining",
+        }
+    }
 }
 
 /// Why a probe ended.

@@ -1,0 +1,207 @@
+//! `summary --output-format json|csv`: each entry's headline numbers as flat records a fleet can
+//! collect with `jq` or a spreadsheet. Every record starts with the entry's identity (`kind`,
+//! `id`, `spec`, `start`, `end`, `complete`); the bench adds its numbers ([`super::Bench::
+//! headline`]), one record per entry, or one per configuration for `iocost-qos`. The keys are
+//! documented in `doc common` and only ever added to; `export_version` changes if one changes
+//! meaning or goes away.
+
+use crate::format::{has_result, select};
+use crate::result::Entry;
+use crate::spec::JobSpec;
+use crate::study::iolat::{IoLat, SUMMARY_PCTS};
+use anyhow::Result;
+use serde_json::{json, Value};
+
+/// The version of the record layout.
+pub const EXPORT_VERSION: u32 = 1;
+
+/// One record: keys in the order they are written.
+pub type Row = Vec<(&'static str, Value)>;
+
+/// What `summary` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+    Csv,
+}
+
+impl OutputFormat {
+    pub const NAMES: &'static [&'static str] = &["text", "json", "csv"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "text" => Some(Self::Text),
+            "json" => Some(Self::Json),
+            "csv" => Some(Self::Csv),
+            _ => None,
+        }
+    }
+}
+
+/// The entry's identity, the first keys of each of its records.
+fn identity(entry: &Entry) -> Row {
+    vec![
+        ("kind", json!(entry.spec.kind)),
+        ("id", json!(entry.spec.id)),
+        ("spec", json!(entry.spec.canonical())),
+        ("start", json!(entry.period.0)),
+        ("end", json!(entry.period.1)),
+        ("complete", json!(has_result(entry) && !entry.incomplete)),
+    ]
+}
+
+/// The records of the entries `summary` would print for `specs`.
+pub fn records(entries: &[Entry], specs: &[JobSpec]) -> Result<Vec<Row>> {
+    let mut out = Vec::new();
+    for (entry, _) in select(entries, specs)? {
+        let rows = match (has_result(entry), super::find(&entry.spec.kind)) {
+            (true, Some(bench)) => bench.headline(entry)?,
+            _ => Vec::new(),
+        };
+        if rows.is_empty() {
+            out.push(identity(entry));
+        }
+        for row in rows {
+            let mut r = identity(entry);
+            r.extend(row);
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// A record as a JSON object with its keys in their order.
+struct Ordered<'a>(&'a Row);
+
+impl serde::Serialize for Ordered<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Document<'a> {
+    export_version: u32,
+    tool_version: &'static str,
+    records: Vec<Ordered<'a>>,
+}
+
+/// `{"export_version": 1, "tool_version": …, "records": [{…}, …]}`, pretty-printed.
+pub fn to_json(records: &[Row]) -> String {
+    let doc = Document {
+        export_version: EXPORT_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION"),
+        records: records.iter().map(Ordered).collect(),
+    };
+    let mut text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
+    text.push('\n');
+    text
+}
+
+/// One CSV field: numbers and booleans as they are, `null` empty, strings quoted when needed.
+fn csv_field(v: &Value) -> String {
+    let s = match v {
+        Value::Null => return String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
+}
+
+/// A header of every key in order of first appearance, then a line per record (RFC 4180).
+pub fn to_csv(records: &[Row]) -> String {
+    let mut keys: Vec<&str> = Vec::new();
+    for r in records {
+        for (k, _) in r {
+            if !keys.contains(k) {
+                keys.push(k);
+            }
+        }
+    }
+    let mut out = keys.join(",");
+    out.push_str("\r\n");
+    for r in records {
+        let line: Vec<String> = keys
+            .iter()
+            .map(|k| {
+                r.iter()
+                    .find(|(rk, _)| rk == k)
+                    .map_or(String::new(), |(_, v)| csv_field(v))
+            })
+            .collect();
+        out.push_str(&line.join(","));
+        out.push_str("\r\n");
+    }
+    out
+}
+
+/// `read_lat_p50` … `write_lat_max`: the mean over time of each per-second latency percentile
+/// of the summary line, in seconds; `null` where the source measured no per-IO latencies.
+pub fn iolat_row(iolat: &IoLat) -> Row {
+    let mut row = Row::new();
+    for (dir, map) in [("read", iolat.read()), ("write", iolat.write())] {
+        for (pct, label) in SUMMARY_PCTS {
+            let key: &'static str = match (dir, *label) {
+                ("read", "p50") => "read_lat_p50",
+                ("read", "p90") => "read_lat_p90",
+                ("read", "p99") => "read_lat_p99",
+                ("read", _) => "read_lat_max",
+                (_, "p50") => "write_lat_p50",
+                (_, "p90") => "write_lat_p90",
+                (_, "p99") => "write_lat_p99",
+                _ => "write_lat_max",
+            };
+            let v = map
+                .get(*pct)
+                .filter(|d| !d.unavailable)
+                .map_or(Value::Null, |d| json!(d.mean));
+            row.push((key, v));
+        }
+    }
+    row
+}
+
+/// A finite number, or `null` (NaN/inf have no JSON form).
+pub fn num(v: f64) -> Value {
+    if v.is_finite() {
+        json!(v)
+    } else {
+        Value::Null
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_only_what_needs_it_and_fills_missing_keys() {
+        let recs = vec![
+            vec![("kind", json!("storage")), ("mof", json!(1.5))],
+            vec![
+                ("kind", json!("iocost-qos")),
+                ("qos", json!("rpct=95, \"x\"")),
+                ("mof", Value::Null),
+            ],
+        ];
+        assert_eq!(
+            to_csv(&recs),
+            "kind,mof,qos\r\nstorage,1.5,\r\niocost-qos,,\"rpct=95, \"\"x\"\"\"\r\n"
+        );
+        let j: Value = serde_json::from_str(&to_json(&recs)).unwrap();
+        assert_eq!(j["export_version"], 1);
+        assert_eq!(j["records"][0]["mof"], 1.5);
+        assert_eq!(num(f64::NAN), Value::Null);
+    }
+}
