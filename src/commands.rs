@@ -40,6 +40,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             a.exit_after,
         ),
         Command::Pack(a) => cli_pack(&cli.global, a.allow_missing),
+        Command::Compare(a) => compare_cmd(&cli.global, &a),
         Command::Doc(a) => {
             crate::config::Config::from_opts(&cli.global)?;
             print!("{}", crate::doc::render(&a.subjects)?);
@@ -103,6 +104,27 @@ fn format_cmd(
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `compare A B`: both files' headline numbers side by side.
+fn compare_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::CompareArgs) -> Result<()> {
+    crate::config::Config::from_opts(global)?;
+    let specs = crate::bench::parse_format_specs(&a.specs)?;
+    let records = |path: &Path| -> Result<Vec<crate::bench::export::Row>> {
+        let Some(bytes) = crate::result::read_bytes(path)? else {
+            crate::usage_bail!("{}: no such result file", path.display());
+        };
+        let entries = crate::result::parse_entries(path, &bytes)?;
+        crate::bench::export::records(&entries, &specs)
+    };
+    let text = crate::bench::compare::compare(
+        &records(&a.a)?,
+        &records(&a.b)?,
+        &a.a.display().to_string(),
+        &a.b.display().to_string(),
+    );
+    print!("{}", text);
+    Ok(())
 }
 
 /// The result file of a command that needs one: `<what> requires --result` otherwise.

@@ -154,3 +154,22 @@ fn export_records() {
         }
     }
 }
+
+/// `compare A B`: two upstream results side by side.
+#[test]
+fn compare_table() {
+    let out = bin()
+        .current_dir(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/results"
+        ))
+        .args([
+            "compare",
+            "Samsung_SSD_970_PRO_512GB.json.gz",
+            "WD_BLACK_SN850X_1000GB.json.gz",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    insta::assert_snapshot!("compare", String::from_utf8(out.stdout).unwrap());
+}

@@ -4,6 +4,7 @@
 //! validation, `summary`/`format`, `doc`, `--help` and the runner — goes through [`BENCHES`].
 //! Adding a bench is its module plus one line there.
 
+pub mod compare;
 pub mod export;
 pub mod hashd_bench;
 pub mod hashd_params;

@@ -117,6 +117,8 @@ pub enum Command {
     JournalTest(JournalTestArgs),
     /// Pack the result file and its per-second reports into a tarball
     Pack(PackArgs),
+    /// Show the headline numbers of two result files side by side, with their ratio
+    Compare(CompareArgs),
     /// Print documentation: `doc` lists subjects, `doc NAME` prints one
     Doc(DocArgs),
     /// Run resctl-bench inside a disposable QEMU VM test host (see `doc vm`)
@@ -150,6 +152,19 @@ pub enum Command {
     /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
     #[command(name = "__vm-scenario", hide = true)]
     VmScenario(testaid::ScenarioArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The first result file (A)
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The second result file (B)
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Entries to compare (BENCH[:ID]), as for summary; default: every entry
+    #[arg(value_name = "SPEC")]
+    pub specs: Vec<String>,
 }
 
 #[derive(Debug, Args)]
