@@ -173,3 +173,26 @@ fn compare_table() {
     assert!(out.status.success());
     insta::assert_snapshot!("compare", String::from_utf8(out.stdout).unwrap());
 }
+
+/// The progress display off a terminal: a plain line per phase, between the job's own lines.
+#[test]
+fn progress_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .args(["-r", "r.json", "run", "selftest:steps=3,step-time=0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // `[HH:MM:SS] ` → `[T] `.
+    let stderr: String = String::from_utf8(out.stderr)
+        .unwrap()
+        .lines()
+        .map(|l| match l.find("] ") {
+            Some(i) if l.starts_with('[') && i == 9 => format!("[T]{}\n", &l[i + 1..]),
+            _ => format!("{}\n", l),
+        })
+        .collect();
+    insta::assert_snapshot!("progress_lines", stderr);
+}

@@ -222,7 +222,7 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("reusing"), "{}", stderr);
     assert!(
-        !stderr.contains("storage: loop 1/"),
+        !stderr.contains("storage loop 1/"),
         "nothing measured again:\n{}",
         stderr
     );
@@ -274,6 +274,17 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
         assert_ok(&out);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
+        // The progress display, in plain lines: the loop, each probe with its footprint, and
+        // a readable verdict per probe.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for want in [
+            "] storage loop 1/1 | ",
+            "] storage loop 1/1 · memory search probe 1 (going up) · ",
+            "] memory search probe 1 (going up) at ",
+            "] host restored (",
+        ] {
+            assert!(stderr.contains(want), "no {:?} in:\n{}", want, stderr);
+        }
         let (m, line, rec) = mof(&cwd);
         let msg = format!(
             "{:<12} MOF {:.3} in {:.0}s (retries {}): {}\n",
