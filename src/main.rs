@@ -1,5 +1,3 @@
-use clap::Parser;
-use resctl_bench::cli::Cli;
 use resctl_bench::error;
 
 fn main() {
@@ -8,11 +6,15 @@ fn main() {
     if resctl_bench::vm::guest::is_vm_init() {
         resctl_bench::vm::guest::init_main();
     }
-    let cli = match Cli::try_parse() {
+    let cli = match resctl_bench::cli::parse_from(std::env::args_os()) {
         Ok(cli) => cli,
-        Err(e) => {
+        Err(resctl_bench::cli::ParseError::Clap(e)) => {
             // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
             resctl_bench::cli::without_hidden_suggestions(e).exit();
+        }
+        Err(resctl_bench::cli::ParseError::NotApplicable(msg)) => {
+            eprintln!("error: {}", msg);
+            std::process::exit(error::EXIT_USAGE);
         }
     };
     if let Err(e) = resctl_bench::logging::init(cli.global.verbose, cli.global.logfile.as_deref()) {
@@ -27,6 +29,6 @@ fn main() {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: resctl_bench::cli::Cli) -> anyhow::Result<()> {
     resctl_bench::commands::dispatch(cli)
 }

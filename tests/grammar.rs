@@ -359,12 +359,13 @@ const INVALID: &[(&str, &str)] = &[
 fn expect_usage_error(args: &[&str], fragment: &str) {
     let dir = tempfile::tempdir().unwrap();
     let result = dir.path().join("r.json");
-    let out = Command::cargo_bin("resctl-bench")
-        .unwrap()
-        .arg("-r")
-        .arg(&result)
-        .arg("-d")
-        .arg(dir.path())
+    let mut cmd = Command::cargo_bin("resctl-bench").unwrap();
+    cmd.arg("-r").arg(&result);
+    // Only the subcommands that read --dir take it.
+    if matches!(args.first(), Some(&"run") | Some(&"study")) {
+        cmd.arg("-d").arg(dir.path());
+    }
+    let out = cmd
         .args(args)
         .env_remove("RUST_BACKTRACE")
         .output()

@@ -34,6 +34,13 @@ fn help() {
     let run = stdout(&["help", "run"]);
     assert_eq!(run, stdout(&["run", "--help"]));
     insta::assert_snapshot!("help_run", run);
+    // Other subcommands list only the global options they read.
+    for sub in ["study", "solve", "format", "summary", "pack", "deps", "doc", "vm", "compare"] {
+        let help = stdout(&["help", sub]);
+        assert!(!help.contains("--mem-profile"), "{}: {}", sub, help);
+        assert!(help.contains("--logfile"), "{}: {}", sub, help);
+    }
+    insta::assert_snapshot!("help_summary", stdout(&["help", "summary"]));
 }
 
 #[test]

@@ -174,6 +174,106 @@ pub struct PackArgs {
     pub allow_missing: bool,
 }
 
+/// The global options a visible subcommand reads; the others are left out of its help and
+/// refused when given on the command line (an accepted option must do something). `None`:
+/// all of them (`run`, and the hidden test aids).
+pub fn options_of(subcommand: &str) -> Option<&'static [&'static str]> {
+    const LOG: [&str; 2] = ["verbose", "logfile"];
+    match subcommand {
+        "run" => None,
+        "study" => Some(&["result", "dir", "args", LOG[0], LOG[1]]),
+        "solve" => Some(&["result", "args", LOG[0], LOG[1]]),
+        "format" | "summary" => Some(&["result", LOG[0], LOG[1]]),
+        "pack" => Some(&["result", "dir", "args", LOG[0], LOG[1]]),
+        "deps" => Some(&["dir", "dev", LOG[0], LOG[1]]),
+        "doc" | "vm" | "compare" | "help" => Some(&LOG),
+        _ => None,
+    }
+}
+
+fn global_ids(cmd: &clap::Command) -> Vec<String> {
+    cmd.get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.get_id().to_string())
+        .collect()
+}
+
+/// The command line, each subcommand's help showing only the global options it reads: the
+/// others are defined on it again, hidden (clap then doesn't propagate the visible ones).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for sub in subs {
+        let Some(keep) = options_of(&sub) else {
+            continue;
+        };
+        let hidden: Vec<clap::Arg> = globals
+            .iter()
+            .filter(|g| !keep.contains(&g.get_id().as_str()))
+            .map(|g| g.clone().hide(true))
+            .collect();
+        cmd = cmd.mut_subcommand(&sub, |sc| sc.args(hidden));
+    }
+    cmd
+}
+
+/// Why the command line was refused.
+#[derive(Debug)]
+pub enum ParseError {
+    /// clap's own (it prints and exits: help, version, usage errors).
+    Clap(clap::Error),
+    /// A global option the subcommand doesn't read (one line, exit 2).
+    NotApplicable(String),
+}
+
+/// Parses the command line: clap's checks, then that every global option given applies to
+/// the subcommand.
+pub fn parse_from<I, T>(args: I) -> Result<Cli, ParseError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches;
+    let mut cmd = command();
+    let m = cmd
+        .try_get_matches_from_mut(args)
+        .map_err(ParseError::Clap)?;
+    if let Some((sub, sm)) = m.subcommand() {
+        if let Some(keep) = options_of(sub) {
+            for id in global_ids(&cmd) {
+                if keep.contains(&id.as_str())
+                    || sm.value_source(&id) != Some(clap::parser::ValueSource::CommandLine)
+                {
+                    continue;
+                }
+                let flag = |id: &str| {
+                    let a = cmd.get_arguments().find(|a| a.get_id() == id);
+                    a.and_then(|a| a.get_long())
+                        .map_or(id.to_string(), |l| format!("--{}", l))
+                };
+                let accepted: Vec<String> = keep.iter().map(|k| flag(k)).collect();
+                return Err(ParseError::NotApplicable(format!(
+                    "{} doesn't apply to {} (its options: {}; see `resctl-bench help {}`)",
+                    flag(&id),
+                    sub,
+                    accepted.join(", "),
+                    sub
+                )));
+            }
+        }
+    }
+    Cli::from_arg_matches(&m).map_err(|e| ParseError::Clap(e.format(&mut cmd)))
+}
+
 /// Drops the hidden subcommands (`__hashd`, …) from the "similar subcommands" tip of an
 /// unrecognized-subcommand error: they are internal and never what a user meant.
 pub fn without_hidden_suggestions(mut err: clap::Error) -> clap::Error {
@@ -221,7 +321,8 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct StudyArgs {
-    /// Directory holding the per-second reports [default: <result stem>-report.d]
+    /// Directory holding the per-second reports [default: <result stem>-report.d beside the
+    /// result if it exists (a run in `vm`, an unpacked tarball), else DIR/report.d]
     #[arg(short = 'R', long = "reports", value_name = "DIR")]
     pub reports: Option<PathBuf>,
     #[command(flatten)]

@@ -106,9 +106,17 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
 
     let reports_dir = match &mode {
         Mode::Run => cfg.dir.join("report.d"),
-        Mode::Study { reports_dir } => reports_dir
-            .clone()
-            .unwrap_or_else(|| pack::default_reports_dir(&cfg.result)),
+        // Where a run in `vm` (or an unpacked tarball) left them, else where a run on this
+        // host did.
+        Mode::Study { reports_dir } => reports_dir.clone().unwrap_or_else(|| {
+            let beside = pack::default_reports_dir(&cfg.result);
+            let host = cfg.dir.join("report.d");
+            if !beside.is_dir() && host.is_dir() {
+                host
+            } else {
+                beside
+            }
+        }),
         Mode::Solve => PathBuf::new(),
     };
     let sysinfo = to_raw(&Sysinfo::current(cfg.bench_args.clone()))?;
