@@ -16,13 +16,19 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             &a.specs,
         ),
         Command::Solve(a) => cli_jobs(&cli.global, Mode::Solve, &a),
-        Command::Format(a) => format_cmd(
-            &cli.global,
-            &a.specs.specs,
-            true,
-            a.rstat,
-            crate::bench::export::OutputFormat::Text,
-        ),
+        Command::Format(a) => {
+            format_cmd(
+                &cli.global,
+                &a.specs.specs,
+                true,
+                a.rstat,
+                crate::bench::export::OutputFormat::Text,
+            )?;
+            match &a.plot {
+                Some(dir) => plot_cmd(&cli.global, &a.specs.specs, dir),
+                None => Ok(()),
+            }
+        }
         Command::Summary(a) => {
             let output = crate::bench::export::OutputFormat::parse(&a.output_format)
                 .expect("clap accepts only the known formats");
@@ -104,6 +110,19 @@ fn format_cmd(
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `format --plot DIR`: the SVGs of the selected entries.
+fn plot_cmd(global: &crate::cli::GlobalOpts, specs: &[String], dir: &Path) -> Result<()> {
+    let path = require_result(global, "format")?;
+    let specs = crate::bench::parse_format_specs(specs)?;
+    let Some(bytes) = crate::result::read_bytes(&path)? else {
+        crate::usage_bail!("{}: no such result file", path.display());
+    };
+    let entries = crate::result::parse_entries(&path, &bytes)?;
+    let stem = crate::result::pack::stem(&path);
+    crate::bench::show::plot_entries(&entries, &specs, dir, &stem)?;
+    Ok(())
 }
 
 /// `compare A B`: both files' headline numbers side by side.

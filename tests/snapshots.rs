@@ -35,7 +35,9 @@ fn help() {
     assert_eq!(run, stdout(&["run", "--help"]));
     insta::assert_snapshot!("help_run", run);
     // Other subcommands list only the global options they read.
-    for sub in ["study", "solve", "format", "summary", "pack", "deps", "doc", "vm", "compare"] {
+    for sub in [
+        "study", "solve", "format", "summary", "pack", "deps", "doc", "vm", "compare",
+    ] {
         let help = stdout(&["help", sub]);
         assert!(!help.contains("--mem-profile"), "{}: {}", sub, help);
         assert!(help.contains("--logfile"), "{}: {}", sub, help);
@@ -202,4 +204,88 @@ fn progress_lines() {
         })
         .collect();
     insta::assert_snapshot!("progress_lines", stderr);
+}
+
+/// `format --plot DIR`: a storage entry with probes becomes an SVG (checked by parsing it);
+/// one without (upstream's layout) is noted and drawn nowhere.
+#[test]
+fn plot_of_a_storage_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = |start: u64, frac: f64, ratio: f64, pass: bool| {
+        json!({"phase": "mem-up", "mem_frac": frac, "rps": ratio * 167.0, "lat": 0.05,
+               "ratio": ratio, "converged": true, "end": "converged", "secs": 20,
+               "start": start, "mem_bytes": 900u64 << 20, "pass": pass})
+    };
+    let entry = json!({
+        "spec": {"kind": "storage", "id": null, "passive": null, "props": [{"loops": "1"}]},
+        "period": [1000, 1200], "sysinfo": {},
+        "record": {"loops": [{"mem_frac": 0.3, "probes": 3, "secs": 60, "quick": true,
+                              "size": 4u64 << 30,
+                              "mem_probes": [probe(1000, 0.2, 0.98, true),
+                                             probe(1020, 0.4, 0.83, false),
+                                             probe(1045, 0.3, 0.96, true)]}],
+                   "mem": {"profile": 2, "avail": 3u64 << 30, "share": 1u64 << 30,
+                           "target": 896u64 << 20},
+                   "mem_usages": [9.0e8], "mem_sizes": [1.2e9]},
+        "result": {"mem_offload_factor": 1.33, "mem_usage": 9.0e8, "mem_size": 1.2e9,
+                   "mem_usage_stdev": 0, "mem_size_stdev": 0, "nr_reports": [200, 0]},
+    });
+    let res = dir.path().join("r.json");
+    std::fs::write(&res, serde_json::to_vec(&json!([entry])).unwrap()).unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["-r", "r.json", "format", "--plot", "plots"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(dir.path().join("plots/r-storage.svg")).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+        .collect();
+    for want in [
+        "footprint (GiB)",
+        "RPS (% of the target)",
+        "latency (ms)",
+        "target",
+    ] {
+        assert!(
+            texts.iter().any(|t| t == want),
+            "no {:?} in {:?}",
+            want,
+            texts
+        );
+    }
+    // Each probe: a marker at its end in each of the three panels, green or red.
+    let circles: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("circle"))
+        .collect();
+    assert_eq!(circles.len(), 9);
+    let red = circles
+        .iter()
+        .filter(|c| c.attribute("fill") == Some("#C81E1E"))
+        .count();
+    assert_eq!(red, 3, "one failed probe in each panel");
+
+    // Upstream's storage layout has no probes: a note, no file.
+    let plain = storage_result_file(dir.path());
+    let out = bin()
+        .args(["-r", plain.to_str().unwrap(), "format", "--plot"])
+        .arg(dir.path().join("none"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to plot"));
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("none")).unwrap().count(),
+        0
+    );
 }

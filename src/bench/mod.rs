@@ -280,6 +280,11 @@ pub trait Bench: Sync {
     fn headline(&self, _entry: &crate::result::Entry) -> anyhow::Result<Vec<export::Row>> {
         Ok(Vec::new())
     }
+
+    /// An SVG picture of the entry for `format --plot`; `None`: nothing to draw.
+    fn plot(&self, _entry: &crate::result::Entry) -> anyhow::Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// A [`Bench`] as the registry holds it: handed a spec, it reads the bench's typed properties
@@ -315,6 +320,7 @@ pub trait AnyBench: Sync {
         opts: &FormatOpts,
     ) -> anyhow::Result<bool>;
     fn headline(&self, entry: &crate::result::Entry) -> anyhow::Result<Vec<export::Row>>;
+    fn plot(&self, entry: &crate::result::Entry) -> anyhow::Result<Option<String>>;
 }
 
 impl<B: Bench> AnyBench for B {
@@ -371,6 +377,10 @@ impl<B: Bench> AnyBench for B {
 
     fn headline(&self, entry: &crate::result::Entry) -> anyhow::Result<Vec<export::Row>> {
         Bench::headline(self, entry)
+    }
+
+    fn plot(&self, entry: &crate::result::Entry) -> anyhow::Result<Option<String>> {
+        Bench::plot(self, entry)
     }
 }
 

@@ -73,3 +73,49 @@ pub fn format_entries(
     }
     Ok(out)
 }
+
+/// `format --plot DIR`: writes an SVG for each selected entry whose bench draws one, as
+/// `DIR/<stem>-<kind>[-<id>].svg` (`-2`, `-3`… for further entries of the same name); returns
+/// the files written. An entry with nothing to draw is noted on stderr.
+pub fn plot_entries(
+    entries: &[Entry],
+    specs: &[JobSpec],
+    dir: &std::path::Path,
+    stem: &str,
+) -> Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        crate::error::UsageError::new(format!(
+            "--plot {}: can't create the directory ({}); give a writable directory",
+            dir.display(),
+            e
+        ))
+    })?;
+    let mut written: Vec<std::path::PathBuf> = Vec::new();
+    for (entry, _) in select(entries, specs)? {
+        let svg = match super::find(&entry.spec.kind) {
+            Some(bench) if has_result(entry) => bench.plot(entry)?,
+            _ => None,
+        };
+        let Some(svg) = svg else {
+            eprintln!(
+                "note: {}: nothing to plot (only storage results of this version have probes)",
+                job_name(&entry.spec)
+            );
+            continue;
+        };
+        let base = match &entry.spec.id {
+            Some(id) => format!("{}-{}-{}", stem, entry.spec.kind, id),
+            None => format!("{}-{}", stem, entry.spec.kind),
+        };
+        let mut path = dir.join(format!("{}.svg", base));
+        let mut n = 2;
+        while written.contains(&path) {
+            path = dir.join(format!("{}-{}.svg", base, n));
+            n += 1;
+        }
+        crate::util::atomic::write_atomic(&path, |w| w.write_all(svg.as_bytes()))?;
+        log::info!("wrote {}", path.display());
+        written.push(path);
+    }
+    Ok(written)
+}

@@ -357,6 +357,10 @@ pub struct FormatArgs {
     /// Add resource-stat tables; repeat to include hidden keys
     #[arg(short = 'R', long = "rstat", action = clap::ArgAction::Count)]
     pub rstat: u8,
+    /// Also draw the entries that have a picture (storage: its memory search) as SVG files in
+    /// DIR, named after the result file and the entry
+    #[arg(long = "plot", value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub specs: FormatSpecs,
 }

@@ -296,6 +296,8 @@ impl Bench for Storage {
                             as u32,
                         secs: run.sizing.measured_secs,
                         quick: run.sizing.quick,
+                        size: run.sizing.size,
+                        mem_probes: run.sizing.mem_history.clone(),
                     });
                     rec.base_hashd_knobs = run.knobs;
                     log::info!(
@@ -404,6 +406,15 @@ impl Bench for Storage {
 
     fn headline(&self, entry: &crate::result::Entry) -> Result<Vec<crate::bench::export::Row>> {
         super::headline(entry)
+    }
+
+    fn plot(&self, entry: &crate::result::Entry) -> Result<Option<String>> {
+        let rec: Record = crate::format::parse_record(entry)?.unwrap_or_default();
+        let title = format!(
+            "{}: memory search probes (green passed, red failed)",
+            entry.spec.canonical()
+        );
+        super::plot::svg(&rec, &title)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::result::Entry;
 use crate::study::iolat::IoLat;
 use crate::system::bench_json::HashdKnobs;
 use crate::units::{format_pct, format_size};
+use crate::workload::hashd::sizing::probe::ProbeRecord;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -17,6 +18,7 @@ use serde_json::{json, Value};
 use std::fmt::Write;
 
 pub mod measure;
+pub mod plot;
 pub mod props;
 pub use measure::Storage;
 
@@ -50,6 +52,12 @@ pub struct LoopInfo {
     pub probes: u32,
     pub secs: u64,
     pub quick: bool,
+    /// hashd's size the footprints are shares of (bytes; 0 in older records).
+    #[serde(default)]
+    pub size: u64,
+    /// The memory search's probes (empty in older records): what `format --plot` draws.
+    #[serde(default)]
+    pub mem_probes: Vec<ProbeRecord>,
 }
 
 /// The storage record (spec §4.5), with upstream's field names; `loops` and `retries` are ours.
