@@ -161,18 +161,7 @@ struct SizingSummary {
 /// The once-a-second status of the probe running: throughput and latency.
 fn watch() -> Watch {
     Box::new(move |t: &Tick| {
-        let status = format!(
-            "{:.1} rps, {:.1} ms",
-            t.sample.rps,
-            t.sample.lat_ctl * 1000.0
-        );
-        log::debug!(
-            "[{}] {}: {}",
-            t.phase.name(),
-            format_size(t.probe_size as f64),
-            status
-        );
-        crate::logging::progress::status(status);
+        t.show("");
         Ok(())
     })
 }

@@ -82,21 +82,12 @@ fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
             s.usage()
         };
         let err = (usage as f64 - target as f64) / target as f64;
-        let status = format!(
-            "{:.1} rps, {:.1} ms · memory used {} of the {} target ({:+.1}%)",
-            t.sample.rps,
-            t.sample.lat_ctl * 1000.0,
+        t.show(&format!(
+            " · memory used {} of the {} target ({:+.1}%)",
             format_size(usage as f64),
             format_size(target as f64),
             err * 100.0,
-        );
-        log::debug!(
-            "[{}] {}: {}",
-            t.phase.name(),
-            format_size(t.probe_size as f64),
-            status
-        );
-        crate::logging::progress::status(status);
+        ));
         // Only the final probes end early: earlier ones may well overshoot on the way.
         if t.phase == Phase::MemConfirm && err > err_max {
             return Err(OverUse { usage, err }.into());

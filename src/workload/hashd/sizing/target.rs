@@ -91,6 +91,26 @@ pub struct Tick {
     pub probe_at: f64,
 }
 
+impl Tick {
+    /// Shows the second's status: `{rps} rps, {latency} ms` and the caller's `extra`, as the
+    /// progress status, and in the debug log with the phase and the probed footprint.
+    pub fn show(&self, extra: &str) {
+        let status = format!(
+            "{:.1} rps, {:.1} ms{}",
+            self.sample.rps,
+            self.sample.lat_ctl * 1000.0,
+            extra
+        );
+        log::debug!(
+            "[{}] {}: {}",
+            self.phase.name(),
+            crate::units::format_size(self.probe_size as f64),
+            status
+        );
+        crate::logging::progress::status(status);
+    }
+}
+
 /// Called once a second with the newest sample; an error aborts the bench.
 pub type Watch = Box<dyn FnMut(&Tick) -> Result<()>>;
 
