@@ -62,6 +62,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::IoLat(a) => crate::testaid::iolat::run(&a),
         Command::Balloon => crate::system::mem::balloon_main(),
         Command::Hashd(a) => crate::workload::hashd::cmd::run(&a),
+        Command::MemHog(a) => crate::workload::memhog::run::run(&a),
         Command::HashdBench(a) => crate::testaid::hashd_bench::run_cmd(&a, &cli.global),
         Command::VmScenario(a) => crate::testaid::vm_scenario::run(&a),
         Command::SaveTest(a) => crate::testaid::save_test::save_test(

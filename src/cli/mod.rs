@@ -145,6 +145,10 @@ pub enum Command {
     /// The bundled workload hashd: testfiles, params reload, status file, until SIGTERM
     #[command(name = "__hashd", hide = true)]
     Hashd(crate::workload::hashd::HashdArgs),
+    /// The memory hog: grows anonymous memory at a set rate, reporting every second, until
+    /// killed
+    #[command(name = "__mem-hog", hide = true)]
+    MemHog(crate::workload::memhog::MemHogArgs),
     /// Testing aid: the hashd sizing bench (rps_max, memory footprint) against a hashd on this
     /// host, without cgroups; prints the result JSON
     #[command(name = "__hashd-bench", hide = true)]

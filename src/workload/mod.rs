@@ -1,5 +1,6 @@
 //! The processes benches start: `hashd`, the bundled latency-sensitive workload, and the
-//! random-read IO load.
+//! random-read IO load; the memory hog that floods memory against them.
 
 pub mod hashd;
+pub mod memhog;
 pub mod randread;
