@@ -82,9 +82,7 @@ impl Watch {
             ));
         }
         let last = self.last.replace((s.now, s.sys_mem_full_us));
-        let Some((t0, us0)) = last else {
-            return None;
-        };
+        let (t0, us0) = last?;
         let dt = s.now - t0;
         if dt <= 0.0 {
             return None;
