@@ -11,14 +11,16 @@ use crate::spec::{Group, JobSpec};
 use crate::study::iolat::IoLat;
 use crate::units::{format_duration, format_pct, format_size};
 use anyhow::Result;
-use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::fmt::Write;
 
 use props::TuneProps;
+pub use record::{MemHogTuneRecord, ProtectionRecord, ScenarioRecord};
 
 pub mod props;
+pub mod record;
+pub mod study;
 
 pub struct Protection;
 
@@ -157,37 +159,6 @@ pub enum ScenarioResult {
 pub struct ProtectionResult {
     pub scenarios: Vec<ScenarioResult>,
     pub combined_mem_hog: Option<MemHogResult>,
-}
-
-/// What `format` needs of a mem-hog-tune record.
-#[derive(Debug, Deserialize)]
-#[serde(default)]
-pub struct MemHogTuneRecord {
-    pub isol_pct: String,
-    pub isol_thr: f64,
-    pub final_size: Option<f64>,
-}
-
-impl Default for MemHogTuneRecord {
-    fn default() -> Self {
-        Self {
-            isol_pct: DFL_ISOL_PCT.into(),
-            isol_thr: DFL_ISOL_THR,
-            final_size: None,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-pub enum ScenarioRecord {
-    MemHog(IgnoredAny),
-    MemHogTune(MemHogTuneRecord),
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ProtectionRecord {
-    pub scenarios: Vec<ScenarioRecord>,
 }
 
 /// The mem-hog report: `Info:` (full), IO latency, slice resource stat (full), the isolation and
