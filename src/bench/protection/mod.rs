@@ -20,6 +20,7 @@ pub use record::{MemHogTuneRecord, ProtectionRecord, ScenarioRecord};
 
 pub mod props;
 pub mod record;
+pub mod search;
 pub mod stable;
 pub mod study;
 

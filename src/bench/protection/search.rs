@@ -1,0 +1,238 @@
+//! Which hashd size a mem-hog-tune probes next. Sizes form a grid of `intvs + 1` points from
+//! `size-max` down to `size-min`, both included (upstream never probed `size-min`). The
+//! protected sizes are those at or below a threshold, so the answer is the largest grid point
+//! that passes:
+//!
+//! * `linear` (upstream): from the top down, until one passes — up to `intvs + 1` probes;
+//! * `bisect`: the top, then the bottom, then halving the bracket between the largest failed
+//!   and the smallest passed point — at most `2 + ⌈log2 intvs⌉` probes, the same answer when
+//!   passing really is monotonic in the size.
+//!
+//! The next step is a function of the probes so far, so a resumed tune picks up exactly where
+//! the interrupted one stopped.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Search {
+    Linear,
+    Bisect,
+}
+
+impl Search {
+    pub fn name(self) -> &'static str {
+        match self {
+            Search::Linear => "linear",
+            Search::Bisect => "bisect",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Search> {
+        match s {
+            "linear" => Some(Search::Linear),
+            "bisect" => Some(Search::Bisect),
+            _ => None,
+        }
+    }
+}
+
+/// The grid: `intvs + 1` sizes (bytes) from `max` down to `min`.
+pub fn grid(min: f64, max: f64, intvs: u64) -> Vec<f64> {
+    let intvs = intvs.max(1);
+    let step = (max - min) / intvs as f64;
+    let mut v: Vec<f64> = (0..=intvs)
+        .map(|i| (max - (i as f64 * step).round()).max(min))
+        .collect();
+    v.dedup();
+    v
+}
+
+/// What to do next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Next {
+    /// Probe this size; `last` when failing it ends the search (no early end then: its
+    /// run is the one the result shows).
+    Probe {
+        size: f64,
+        last: bool,
+    },
+    Found(f64),
+    NotFound,
+}
+
+/// The next step of `search` over `grid` after `done` (size, passed), in probe order.
+pub fn next(search: Search, grid: &[f64], done: &[(f64, bool)]) -> Next {
+    if grid.is_empty() {
+        return Next::NotFound;
+    }
+    let result = |i: usize| {
+        done.iter()
+            .rev()
+            .find(|(s, _)| (s - grid[i]).abs() < 0.5)
+            .map(|d| d.1)
+    };
+    let bottom = grid.len() - 1;
+    let probe = |i: usize, last: bool| Next::Probe {
+        size: grid[i],
+        last,
+    };
+    match search {
+        Search::Linear => {
+            for i in 0..grid.len() {
+                match result(i) {
+                    Some(true) => return Next::Found(grid[i]),
+                    Some(false) => continue,
+                    None => return probe(i, i == bottom),
+                }
+            }
+            Next::NotFound
+        }
+        Search::Bisect => {
+            match result(0) {
+                Some(true) => return Next::Found(grid[0]),
+                None => return probe(0, bottom == 0),
+                Some(false) => {}
+            }
+            if bottom == 0 {
+                return Next::NotFound;
+            }
+            match result(bottom) {
+                Some(false) => return Next::NotFound,
+                None => return probe(bottom, true),
+                Some(true) => {}
+            }
+            // The bracket: the largest failed point above the smallest passed one.
+            let mut lo = 0;
+            let mut hi = bottom;
+            for i in 0..grid.len() {
+                match result(i) {
+                    Some(false) if i > lo && i < hi => lo = i,
+                    Some(true) if i < hi && i > lo => hi = i,
+                    _ => {}
+                }
+            }
+            if hi - lo <= 1 {
+                return Next::Found(grid[hi]);
+            }
+            probe((lo + hi) / 2, false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: f64 = (1u64 << 30) as f64;
+
+    /// Runs a search against a host that protects sizes up to `thr`; returns the answer and
+    /// the probes taken.
+    fn tune(search: Search, grid: &[f64], pass: impl Fn(f64) -> bool) -> (Next, Vec<f64>) {
+        let mut done = vec![];
+        loop {
+            match next(search, grid, &done) {
+                Next::Probe { size, .. } => {
+                    assert!(
+                        done.iter().all(|d: &(f64, bool)| d.0 != size),
+                        "reprobed {}",
+                        size
+                    );
+                    done.push((size, pass(size)));
+                }
+                n => return (n, done.iter().map(|d| d.0).collect()),
+            }
+        }
+    }
+
+    #[test]
+    fn the_grid_includes_both_ends() {
+        let g = grid(6.0 * G, 16.0 * G, 10);
+        assert_eq!(g.len(), 11);
+        assert_eq!((g[0], g[10]), (16.0 * G, 6.0 * G));
+        assert_eq!(g[1], 15.0 * G);
+        assert_eq!(grid(4.0, 4.0, 10), vec![4.0]);
+    }
+
+    #[test]
+    fn both_searches_find_the_same_size_bisect_with_fewer_probes() {
+        let g = grid(6.0 * G, 16.0 * G, 10);
+        for thr in [5.0, 6.0, 6.5, 9.0, 11.2, 15.9, 16.0, 20.0] {
+            let pass = |s: f64| s <= thr * G;
+            let (lin, lp) = tune(Search::Linear, &g, pass);
+            let (bis, bp) = tune(Search::Bisect, &g, pass);
+            assert_eq!(lin, bis, "threshold {}G", thr);
+            let want = g.iter().copied().find(|&s| pass(s));
+            assert_eq!(
+                lin,
+                want.map_or(Next::NotFound, Next::Found),
+                "threshold {}G",
+                thr
+            );
+            assert!(bp.len() <= 2 + 4, "{} probes at {}G", bp.len(), thr);
+            // Deep answers are where bisecting pays; near the top the linear scan is quicker.
+            if (6.0..=10.0).contains(&thr) {
+                assert!(
+                    bp.len() < lp.len(),
+                    "{}G: {} vs {}",
+                    thr,
+                    bp.len(),
+                    lp.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_last_candidate_is_marked_and_a_resume_continues() {
+        let g = grid(0.0, 10.0 * G, 10);
+        assert_eq!(
+            next(Search::Linear, &g, &[]),
+            Next::Probe {
+                size: 10.0 * G,
+                last: false
+            }
+        );
+        let failed: Vec<(f64, bool)> = g[..10].iter().map(|&s| (s, false)).collect();
+        assert_eq!(
+            next(Search::Linear, &g, &failed),
+            Next::Probe {
+                size: 0.0,
+                last: true
+            }
+        );
+        assert_eq!(
+            next(Search::Bisect, &g, &[(10.0 * G, false)]),
+            Next::Probe {
+                size: 0.0,
+                last: true
+            }
+        );
+        // Top failed, bottom passed: halve.
+        let done = [(10.0 * G, false), (0.0, true)];
+        assert_eq!(
+            next(Search::Bisect, &g, &done),
+            Next::Probe {
+                size: 5.0 * G,
+                last: false
+            }
+        );
+        assert_eq!(
+            next(Search::Bisect, &g, &[(10.0 * G, false), (0.0, false)]),
+            Next::NotFound
+        );
+    }
+
+    #[test]
+    fn a_noisy_host_lands_within_a_step_of_linear() {
+        // Passing flips once near the threshold: bisect may skip it, but stays one step off.
+        let g = grid(6.0 * G, 16.0 * G, 10);
+        let flaky = |s: f64| s <= 9.0 * G || (s - 11.0 * G).abs() < 1.0;
+        let (lin, _) = tune(Search::Linear, &g, flaky);
+        let (bis, _) = tune(Search::Bisect, &g, flaky);
+        let (Next::Found(a), Next::Found(b)) = (lin, bis) else {
+            panic!("{:?} {:?}", lin, bis)
+        };
+        assert!((a - b).abs() <= 2.0 * G, "{} vs {}", a / G, b / G);
+    }
+}
