@@ -79,9 +79,9 @@ pub fn next(search: Search, grid: &[f64], done: &[(f64, bool)]) -> Next {
     };
     match search {
         Search::Linear => {
-            for i in 0..grid.len() {
+            for (i, &size) in grid.iter().enumerate() {
                 match result(i) {
-                    Some(true) => return Next::Found(grid[i]),
+                    Some(true) => return Next::Found(size),
                     Some(false) => continue,
                     None => return probe(i, i == bottom),
                 }
