@@ -3,6 +3,7 @@
 //! text reports, used standalone and nested in `iocost-qos` runs; `props` holds the scenario
 //! properties. Running it comes with the memory hog.
 
+use crate::bench::runner::{RunCtx, StudyCtx};
 use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, PCT_LABELS};
 use crate::format::text::{double_underline, pct_table_header, pct_table_row, underline};
 use crate::format::{parse_record, parse_result, rstat_section};
@@ -10,7 +11,7 @@ use crate::result::Entry;
 use crate::spec::{Group, JobSpec};
 use crate::study::iolat::IoLat;
 use crate::units::{format_duration, format_pct, format_size};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::fmt::Write;
@@ -20,9 +21,11 @@ pub use record::{MemHogTuneRecord, ProtectionRecord, ScenarioRecord};
 
 pub mod props;
 pub mod record;
+mod run;
 pub mod search;
 pub mod stable;
 pub mod study;
+pub mod workload;
 
 pub struct Protection;
 
@@ -31,7 +34,7 @@ pub static DESC: BenchDesc = BenchDesc {
     about: "Measure how well the workload is protected from a memory hog",
     hidden: false,
     incremental: false,
-    runnable: false,
+    runnable: true,
     shape: Shape {
         props: &[],
         forward: &[],
@@ -54,6 +57,64 @@ impl Bench for Protection {
 
     fn props(&self, spec: &JobSpec) -> Result<props::Props, SpecError> {
         props::check(spec)
+    }
+
+    fn run(&self, ctx: &mut RunCtx, props: &props::Props) -> Result<serde_json::Value> {
+        run::run(ctx, props)
+    }
+
+    fn progress(&self, props: &props::Props, record: &RawValue) -> Option<String> {
+        let rec: ProtectionRecord = serde_json::from_str(record.get()).ok()?;
+        let done = rec
+            .scenarios
+            .iter()
+            .zip(&props.scenarios)
+            .filter(|(r, p)| match (r, p) {
+                (ScenarioRecord::MemHog(r), props::Scenario::MemHog(p)) => {
+                    r.runs.len() >= p.loops as usize
+                }
+                (ScenarioRecord::MemHogTune(r), _) => r.done,
+                _ => false,
+            })
+            .count();
+        Some(format!(
+            "{} of {} scenarios done",
+            done,
+            props.scenarios.len()
+        ))
+    }
+
+    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
+        let rec: ProtectionRecord =
+            serde_json::from_str(record.get()).context("parsing the protection record")?;
+        let mut scenarios = Vec::new();
+        let mut hogs = Vec::new();
+        for scn in &rec.scenarios {
+            match scn {
+                ScenarioRecord::MemHog(r) => {
+                    let out = study::study_mem_hog(&ctx.reports_dir, r)?;
+                    scenarios.push(serde_json::json!({ "MemHog": &out }));
+                    hogs.push((r, out));
+                }
+                ScenarioRecord::MemHogTune(t) => {
+                    let fin = match &t.final_run {
+                        Some(r) => Some(study::study_mem_hog(&ctx.reports_dir, r)?),
+                        None => None,
+                    };
+                    scenarios.push(serde_json::json!({ "MemHogTune": { "final_run": fin } }));
+                }
+            }
+        }
+        let combined = if hogs.is_empty() {
+            None
+        } else {
+            let parts: Vec<_> = hogs.iter().map(|(r, o)| (*r, o)).collect();
+            Some(study::combine(&ctx.reports_dir, &parts)?)
+        };
+        Ok(serde_json::json!({
+            "scenarios": scenarios,
+            "combined_mem_hog": combined,
+        }))
     }
 
     fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {

@@ -1,11 +1,29 @@
 //! The protection properties: one scenario per group from the second on (spec §6), their
 //! shape, typed values and rules.
 
+use super::search::Search;
 use super::{DFL_ISOL_PCT, DFL_ISOL_THR, DFL_LOAD, DFL_MEM_HOG_LOOPS, DFL_SPEED, DFL_TUNE_INTVS};
 use crate::bench::{prop, PropDesc, SpecError, ValueKind, PCT_LABELS};
 use crate::spec::{Group, JobSpec};
 
-pub const SCENARIO_PROPS: [PropDesc; 9] = [
+/// The tune search unless `search=` says otherwise.
+pub const DFL_SEARCH: Search = Search::Linear;
+
+/// The hog's growth speeds, relative to the device's modelled write bandwidth.
+pub const SPEEDS: &[&str] = &["10%", "25%", "50%", "1x", "2x"];
+
+/// A speed's factor of the modelled write bandwidth.
+pub fn speed_factor(speed: &str) -> f64 {
+    match speed {
+        "10%" => 0.10,
+        "25%" => 0.25,
+        "50%" => 0.50,
+        "1x" => 1.0,
+        _ => 2.0,
+    }
+}
+
+pub const SCENARIO_PROPS: [PropDesc; 10] = [
     prop(
         "scenario",
         ValueKind::Enum(&["mem-hog", "mem-hog-tune"]),
@@ -13,7 +31,11 @@ pub const SCENARIO_PROPS: [PropDesc; 9] = [
     ),
     prop("loops", ValueKind::Int, "mem-hog: number of runs"),
     prop("load", ValueKind::Frac, "workload load level"),
-    prop("speed", ValueKind::Str, "memory hog speed, e.g. 2x"),
+    prop(
+        "speed",
+        ValueKind::Enum(SPEEDS),
+        "memory hog growth speed relative to the device's write bandwidth",
+    ),
     prop(
         "size-min",
         ValueKind::Size,
@@ -31,11 +53,16 @@ pub const SCENARIO_PROPS: [PropDesc; 9] = [
         "isolation percentile to judge by",
     ),
     prop("isol-thr", ValueKind::Frac, "isolation threshold"),
+    prop(
+        "search",
+        ValueKind::Enum(&["linear", "bisect"]),
+        "mem-hog-tune: probe sizes from the top down or by bisection",
+    ),
 ];
 
 const MEM_HOG_KEYS: &[&str] = &["scenario", "loops", "load", "speed"];
 const MEM_HOG_TUNE_KEYS: &[&str] = &[
-    "scenario", "load", "speed", "size-min", "size-max", "intvs", "isol-pct", "isol-thr",
+    "scenario", "load", "speed", "size-min", "size-max", "intvs", "isol-pct", "isol-thr", "search",
 ];
 
 /// A mem-hog scenario: the hog runs `loops` times against hashd at `load`.
@@ -69,6 +96,7 @@ pub struct TuneProps {
     /// The isolation percentile label (of `PCT_LABELS`) and the threshold it must reach.
     pub isol_pct: String,
     pub isol_thr: f64,
+    pub search: Search,
 }
 
 impl TuneProps {
@@ -81,6 +109,10 @@ impl TuneProps {
             intvs: g.u64("intvs", ValueKind::Int)?.unwrap_or(DFL_TUNE_INTVS),
             isol_pct: g.text("isol-pct").unwrap_or(DFL_ISOL_PCT).to_string(),
             isol_thr: g.f64("isol-thr", ValueKind::Frac)?.unwrap_or(DFL_ISOL_THR),
+            search: g
+                .text("search")
+                .and_then(Search::parse)
+                .unwrap_or(DFL_SEARCH),
         })
     }
 }

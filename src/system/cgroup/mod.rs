@@ -281,6 +281,12 @@ impl CgroupFs {
         parse_flat_keyed(&path, &read_file(&path)?)
     }
 
+    /// memory.events as a flat map (`oom`, `oom_kill`, `high`, …).
+    pub fn read_memory_events(&self, cg: &str) -> Result<BTreeMap<String, u64>, KernelFileError> {
+        let path = self.file(cg, "memory.events");
+        parse_flat_keyed(&path, &read_file(&path)?)
+    }
+
     pub fn read_io_stat(&self, cg: &str) -> Result<IoStat, KernelFileError> {
         let path = self.file(cg, "io.stat");
         parse_io_stat(&path, &read_file(&path)?)

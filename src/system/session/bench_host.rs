@@ -1,7 +1,7 @@
 //! What a bench may do with the host session while it runs: read the host paths, the scratch
 //! device and the memory profile, size the balloon, correct the measured `avail`, create its
-//! cgroups and drop the page cache. Setup, the fix passes, the benchmark parameters and the
-//! restore stay with the runner.
+//! cgroups, drop the page cache, read the benchmark parameters and apply hashd parameters a
+//! nested sizing found. Setup, the fix passes and the restore stay with the runner.
 
 use super::Session;
 use crate::result::sysinfo::MemProfile;
@@ -50,5 +50,20 @@ impl<'a> BenchHost<'a> {
 
     pub fn set_balloon(&mut self, size: u64) -> Result<()> {
         self.0.set_balloon(size)
+    }
+
+    /// The benchmark parameters in effect.
+    pub fn bench_knobs(&self) -> Option<&crate::system::bench_json::BenchKnobs> {
+        self.0.bench_knobs()
+    }
+
+    /// hashd parameters a bench found on the way (a nested hashd-params run): into the
+    /// working copy, and bench.json when `commit`.
+    pub fn apply_hashd(
+        &mut self,
+        knobs: crate::system::bench_json::HashdKnobs,
+        commit: bool,
+    ) -> Result<()> {
+        self.0.apply_hashd(knobs, commit)
     }
 }

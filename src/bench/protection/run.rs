@@ -1,0 +1,832 @@
+//! Running `protection` (spec §4.2–4.5): hashd with bench.json's parameters (a nested sizing
+//! first when there are none), then each scenario in order, checkpointing after every hog run
+//! and every tune probe so an interrupted job resumes without redoing them.
+//!
+//! One hog run ([`run_one`]): hashd warms up at the load until stable, holds a baseline (the
+//! first time), then the hog starts in `system.slice/rd-sysload-mem-hog.service` and the
+//! bench watches once a second until the hog ends — by the host-safety watch, the kernel's
+//! OOM killer, its timeout or the scenario's own verdict — or hashd fails.
+
+use super::props::{speed_factor, MemHogProps, Props, Scenario, TuneProps};
+use super::record::{
+    MemHogRecord, MemHogRun, MemHogTuneRecord, ProbeOutcome, ProtectionRecord, ScenarioRecord,
+    TuneProbe, HOG_CG,
+};
+use super::search::{self, Next};
+use super::stable::{Stabilizer, Thresholds};
+use super::study::study_mem_hog;
+use super::workload::{Sample, Workload};
+use crate::bench::hashd_bench;
+use crate::bench::runner::{now, RunCtx};
+use crate::logging::progress;
+use crate::report::reporter::SharedReport;
+use crate::study::dist::label_quantile;
+use crate::system::bench_json::HashdKnobs;
+use crate::system::cgroup::{CgroupFs, PressureKind};
+use crate::system::{iocost, HostPaths};
+use crate::units::{format_duration, format_pct, format_size};
+use crate::workload::memhog::watch::{self, HogEnd, Watch};
+use crate::workload::memhog::{HogOpts, HogReport, MemHog};
+use anyhow::{bail, Context, Result};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Phase lengths, upstream's and `--quick`'s.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub stable: Thresholds,
+    /// Longest warm-up before going on unstable.
+    pub warm_up_max: f64,
+    pub baseline: f64,
+    /// A mem-hog run's hog time limit.
+    pub mem_hog: f64,
+    /// A tune probe: hog time after swapping starts, and its limit.
+    pub probe: f64,
+    pub probe_max: f64,
+}
+
+impl Timing {
+    pub const FULL: Timing = Timing {
+        stable: Thresholds::FULL,
+        warm_up_max: 300.0,
+        baseline: 15.0,
+        mem_hog: 300.0,
+        probe: super::TUNE_PROBE_DUR,
+        probe_max: 3600.0,
+    };
+    pub const QUICK: Timing = Timing {
+        stable: Thresholds::QUICK,
+        warm_up_max: 45.0,
+        baseline: 5.0,
+        mem_hog: 60.0,
+        probe: 20.0,
+        probe_max: 120.0,
+    };
+
+    pub fn new(quick: bool) -> Timing {
+        if quick {
+            Timing::QUICK
+        } else {
+            Timing::FULL
+        }
+    }
+}
+
+/// The hog's memory is averaged over this many newest seconds.
+const MEM_AVG_SECS: usize = 5;
+
+/// What every run needs: where things are, the hog's base rate and the reporter.
+struct Env {
+    hp: HostPaths,
+    fs: Option<CgroupFs>,
+    shared: Option<SharedReport>,
+    hog_dir: PathBuf,
+    reports_dir: PathBuf,
+    timing: Timing,
+    /// The modelled write bandwidth speeds are relative to, and where it came from.
+    model_wbps: u64,
+    model_from: String,
+}
+
+/// What a scenario's verdict function sees every second of the hog.
+pub struct HogTick<'a> {
+    pub hashd: &'a Sample,
+    /// Seconds since the hog's cgroup started swapping (`None` before).
+    pub since_swap: Option<f64>,
+}
+
+/// A scenario's say in when the hog ends: `Some(why)` ends it as [`HogEnd::Done`].
+type Verdict<'a> = &'a mut dyn FnMut(&HogTick) -> Option<String>;
+
+/// One hog run's outcome.
+struct OneRun {
+    run: MemHogRun,
+    base_period: Option<(u64, u64)>,
+    /// Why the verdict ended it, when it did.
+    done_why: Option<String>,
+}
+
+pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+    let mut rec: ProtectionRecord = match ctx.prev_record() {
+        Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
+        None => ProtectionRecord::default(),
+    };
+    // Scenarios recorded for another spec (changed between runs) are dropped from the first
+    // one that doesn't match on.
+    let keep = rec
+        .scenarios
+        .iter()
+        .zip(&props.scenarios)
+        .take_while(|(r, p)| {
+            matches!(
+                (r, p),
+                (ScenarioRecord::MemHog(_), Scenario::MemHog(_))
+                    | (ScenarioRecord::MemHogTune(_), Scenario::MemHogTune(_))
+            )
+        })
+        .count();
+    rec.scenarios.truncate(keep);
+    if !rec.scenarios.is_empty() {
+        log::info!(
+            "protection: continuing after {} recorded scenario(s)",
+            rec.scenarios.len()
+        );
+    }
+
+    let knobs = ensure_hashd_knobs(ctx)?;
+    let dir = ctx.dir().to_path_buf();
+    let reports_dir = ctx.reports_dir();
+    let quick = ctx.quick();
+    let shared = ctx.reporter().map(|r| r.shared().clone());
+    let (mut host, _) = ctx.host().context("protection needs the host session")?;
+    let (model_wbps, model_from) = model_wbps(&host)?;
+    let fs = host.has_slices().then(|| CgroupFs::new(host.hp()));
+    if let Some(fs) = &fs {
+        host.create_cgroup(HOG_CG)?;
+        // A kernel OOM kill takes the whole hog, never a part of it.
+        crate::system::cgroup::write_file(&fs.path(HOG_CG).join("memory.oom.group"), "1")
+            .context("setting memory.oom.group of the hog's cgroup")?;
+    }
+    let env = Env {
+        hp: host.hp().clone(),
+        fs,
+        shared: shared.clone(),
+        hog_dir: dir.join("scratch").join("mem-hog"),
+        reports_dir,
+        timing: Timing::new(quick),
+        model_wbps,
+        model_from,
+    };
+    std::fs::create_dir_all(&env.hog_dir)
+        .with_context(|| format!("creating {}", env.hog_dir.display()))?;
+    progress::phase("starting hashd");
+    let mut wl = Workload::start(&mut host, shared, &dir, &knobs)?;
+
+    let nr = props.scenarios.len();
+    for (i, scn) in props.scenarios.iter().enumerate() {
+        let title = |what: &str| format!("scenario {}/{} {}", i + 1, nr, what);
+        match scn {
+            Scenario::MemHog(p) => {
+                run_mem_hog(ctx, &env, &mut wl, p, &mut rec, i, &title("mem-hog"))?
+            }
+            Scenario::MemHogTune(p) => {
+                run_tune(ctx, &env, &mut wl, p, &mut rec, i, &title("mem-hog-tune"))?
+            }
+        }
+    }
+    wl.stop()?;
+    Ok(serde_json::to_value(&rec)?)
+}
+
+/// bench.json's hashd parameters; without them, a nested hashd-params sizing (with its
+/// defaults) finds them and commits them, as upstream does.
+fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
+    if let Some(k) = ctx.bench_knobs().filter(|k| k.hashd_seq > 0) {
+        return Ok(k.hashd.clone());
+    }
+    let quick = ctx.quick();
+    let dir = ctx.dir().to_path_buf();
+    let (mut host, reporter) = ctx.host().context("protection needs the host session")?;
+    log::info!("protection: bench.json has no hashd parameters; running hashd-params first");
+    progress::phase("hashd-params (nested)");
+    hashd_bench::ensure_mem_avail(&mut host)?;
+    let mem = host
+        .mem()
+        .cloned()
+        .context("protection runs under the memory profile")?;
+    let props = crate::bench::hashd_params::Props {
+        apply: true,
+        commit: true,
+        fake_cpu_load: false,
+        rps_max: None,
+        hash_size: None,
+        chunk_pages: None,
+        log_bps: None,
+    };
+    let cfg = props.bench_cfg(mem.share, quick);
+    let balloon = crate::system::mem::balloon_size(&mem);
+    host.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
+    let run = hashd_bench::run_sizing(&mut host, reporter, &dir, &cfg, None)?;
+    host.set_balloon(balloon)?;
+    log::info!(
+        "protection: hashd-params: {}",
+        crate::bench::hashd_params::result_line(&run.knobs)
+    );
+    host.apply_hashd(run.knobs.clone(), true)?;
+    Ok(run.knobs)
+}
+
+/// The write bandwidth hog speeds are relative to: bench.json's io.cost model, else the
+/// kernel's for the scratch device (said in the log and the record).
+fn model_wbps(host: &crate::system::session::BenchHost) -> Result<(u64, String)> {
+    if let Some(k) = host.bench_knobs().filter(|k| k.iocost_seq > 0) {
+        return Ok((k.iocost.model.wbps, "bench.json".into()));
+    }
+    let dev = host
+        .scratch_dev()
+        .context("protection needs the scratch device for the hog's speed")?;
+    let devnr = crate::system::cgroup::DevNr::new(dev.devnr.0, dev.devnr.1);
+    let m = iocost::read_model(host.hp(), devnr).with_context(|| {
+        format!(
+            "bench.json has no io.cost model and the kernel's for {} can't be read",
+            devnr
+        )
+    })?;
+    if m.wbps == 0 {
+        bail!(
+            "bench.json has no io.cost model and the kernel's for {} has wbps=0; run iocost-params first",
+            devnr
+        );
+    }
+    log::warn!(
+        "protection: bench.json has no io.cost model yet; hog speeds are relative to the \
+         kernel's model for {} (wbps={})",
+        devnr,
+        format_size(m.wbps as f64)
+    );
+    Ok((m.wbps, "kernel".into()))
+}
+
+/// Warm-up (and the baseline when `base_hold`), then the hog until it ends.
+fn run_one(
+    env: &Env,
+    wl: &mut Workload,
+    load: f64,
+    speed: &str,
+    base_hold: bool,
+    timeout: f64,
+    verdict: Verdict,
+) -> Result<OneRun> {
+    let t = env.timing;
+    wl.set_load(load)?;
+    let rps_max = wl.knobs.rps_max as f64;
+
+    // Warm-up until stable.
+    progress::step("warming up hashd");
+    let start = Instant::now();
+    let mut stab = Stabilizer::new(t.stable);
+    loop {
+        sleep_tick();
+        let s = wl.tick();
+        if !s.alive {
+            bail!("hashd exited while warming up");
+        }
+        progress::status(format!(
+            "{:.0} of {:.0} rps ({}) · {} · lat {}",
+            s.rps,
+            wl.rps_target(),
+            format_pct(s.rps / rps_max.max(1.0)),
+            format_size(s.mem as f64),
+            format_duration(s.lat)
+        ));
+        if s.fresh && stab.push(s.rps, s.mem as f64, rps_max, load) {
+            log::info!(
+                "protection: hashd stable after {:.0}s at {:.0} rps",
+                start.elapsed().as_secs_f64(),
+                s.rps
+            );
+            break;
+        }
+        if start.elapsed().as_secs_f64() >= t.warm_up_max {
+            log::warn!(
+                "protection: hashd not stable after {:.0}s ({:.0} rps of {:.0}); going on",
+                t.warm_up_max,
+                s.rps,
+                wl.rps_target()
+            );
+            break;
+        }
+    }
+
+    let base_period = if base_hold {
+        progress::step("baseline");
+        let b0 = now();
+        let until = Instant::now() + Duration::from_secs_f64(t.baseline);
+        while Instant::now() < until {
+            sleep_tick();
+            let s = wl.tick();
+            if !s.alive {
+                bail!("hashd exited during the baseline");
+            }
+        }
+        Some((b0, now()))
+    } else {
+        None
+    };
+
+    // The hog.
+    let wbps = (env.model_wbps as f64 * speed_factor(speed)).round() as u64;
+    progress::step(format!("memory hog at {}/s", format_size(wbps as f64)));
+    let opts = HogOpts::new(wbps, env.hog_dir.join("report.json"));
+    let mut hog = MemHog::start(&opts, env.fs.as_ref().map(|f| (f, HOG_CG)))?;
+    let _units = UnitGuard::add(env.shared.as_ref(), HOG_CG);
+    let started = Instant::now();
+    let mut safety = Watch::new();
+    let mut first: Option<(HogReport, Instant)> = None;
+    let mut last = HogReport::default();
+    let mut mems: VecDeque<u64> = VecDeque::new();
+    let (mut failed, mut end, mut done_why) = (None, None, None);
+    loop {
+        sleep_tick();
+        let elapsed = started.elapsed().as_secs_f64();
+        let s = wl.tick();
+        if !s.alive {
+            failed = Some((timeout, elapsed.min(timeout), "hashd exited".to_string()));
+            break;
+        }
+        if hog.try_wait()?.is_some() {
+            let oom = env
+                .fs
+                .as_ref()
+                .and_then(|f| f.read_memory_events(HOG_CG).ok())
+                .and_then(|ev| ev.get("oom_kill").copied())
+                .unwrap_or(0);
+            end = Some(if oom > 0 {
+                (HogEnd::OomKill, format!("{} OOM kill(s)", oom))
+            } else {
+                (HogEnd::Exited, "the hog exited on its own".to_string())
+            });
+            break;
+        }
+        let (hog_mem, hog_swap) = match &env.fs {
+            Some(f) => (
+                f.read_memory_current(HOG_CG).unwrap_or(0),
+                f.read_swap_current(HOG_CG).unwrap_or(0),
+            ),
+            None => (0, 0),
+        };
+        if let Some(r) = hog.report() {
+            if first.is_none() && hog_swap > 0 {
+                first = Some((r.clone(), Instant::now()));
+            }
+            if first.is_some() {
+                mems.push_back(hog_mem);
+                if mems.len() > MEM_AVG_SECS {
+                    mems.pop_front();
+                }
+            }
+            last = r;
+        }
+        let sample = host_sample(env);
+        status_line(env, &s, wl, hog_mem, hog_swap, &sample);
+        if let Some(e) = safety.check(&sample) {
+            end = Some(e);
+            break;
+        }
+        if elapsed >= timeout {
+            end = Some((
+                HogEnd::Timeout,
+                format!("{} limit", format_duration(timeout)),
+            ));
+            break;
+        }
+        let tick = HogTick {
+            hashd: &s,
+            since_swap: first.as_ref().map(|f| f.1.elapsed().as_secs_f64()),
+        };
+        if let Some(why) = verdict(&tick) {
+            end = Some((HogEnd::Done, why.clone()));
+            done_why = Some(why);
+            break;
+        }
+    }
+    hog.kill()?;
+    if let Some(r) = hog.report() {
+        last = r;
+    }
+    let (hog_end, hog_end_why) = match end {
+        Some((e, why)) => (Some(e), why),
+        None => (None, String::new()),
+    };
+    if let Some(e) = hog_end {
+        log::info!(
+            "protection: the hog ended after {:.0}s: {} ({}); {} written, {} lost",
+            started.elapsed().as_secs_f64(),
+            e.describe(),
+            hog_end_why,
+            format_size(last.wbytes as f64),
+            format_size(last.wloss as f64)
+        );
+    }
+    let Some((first_rep, _)) = first else {
+        if failed.is_none() {
+            bail!(
+                "the memory hog never used swap ({} written before it ended: {}); protection \
+                 needs the hog to push memory out to swap",
+                format_size(last.wbytes as f64),
+                hog_end.map_or("?", |e| e.describe())
+            );
+        }
+        return Ok(OneRun {
+            run: MemHogRun {
+                failed,
+                hog_end,
+                hog_end_why,
+                ..Default::default()
+            },
+            base_period,
+            done_why,
+        });
+    };
+    let last_hog_mem = if mems.is_empty() {
+        0.0
+    } else {
+        mems.iter().sum::<u64>() as f64 / mems.len() as f64
+    };
+    Ok(OneRun {
+        run: MemHogRun {
+            failed,
+            first_hog_rep: first_rep,
+            last_hog_rep: last,
+            last_hog_mem,
+            hog_end,
+            hog_end_why,
+        },
+        base_period,
+        done_why,
+    })
+}
+
+/// Sleeps to the next second's tick.
+fn sleep_tick() {
+    std::thread::sleep(Duration::from_secs(1));
+}
+
+/// Keeps a cgroup in the reports' usages while it exists.
+struct UnitGuard(Option<SharedReport>, &'static str);
+
+impl UnitGuard {
+    fn add(shared: Option<&SharedReport>, cg: &'static str) -> UnitGuard {
+        if let Some(sh) = shared {
+            if let Ok(mut s) = sh.lock() {
+                if !s.units.iter().any(|u| u == cg) {
+                    s.units.push(cg.to_string());
+                }
+            }
+        }
+        UnitGuard(shared.cloned(), cg)
+    }
+}
+
+impl Drop for UnitGuard {
+    fn drop(&mut self) {
+        if let Some(sh) = &self.0 {
+            if let Ok(mut s) = sh.lock() {
+                s.units.retain(|u| u != self.1);
+            }
+        }
+    }
+}
+
+/// Swap and system.slice's memory stalls, for the safety watch.
+fn host_sample(env: &Env) -> watch::Sample {
+    let mi = crate::system::sysinfo::read_meminfo(&env.hp).unwrap_or_default();
+    let full = env
+        .fs
+        .as_ref()
+        .and_then(|f| f.read_pressure("system.slice", PressureKind::Memory).ok())
+        .and_then(|p| p.full)
+        .map_or(0, |l| l.total);
+    watch::Sample {
+        now: crate::report::model::Timestamp::now().unix_secs(),
+        swap_free: mi.get("SwapFree").copied().unwrap_or(0),
+        swap_total: mi.get("SwapTotal").copied().unwrap_or(0),
+        sys_mem_full_us: full,
+    }
+}
+
+/// The once-a-second status (spec §4.3): load, latency, swap use, the hog's memory and swap,
+/// workload/system memory and swap, and their full memory pressure.
+fn status_line(
+    env: &Env,
+    s: &Sample,
+    wl: &Workload,
+    hog_mem: u64,
+    hog_swap: u64,
+    h: &watch::Sample,
+) {
+    let swap_pct = if h.swap_total > 0 {
+        (h.swap_total - h.swap_free.min(h.swap_total)) as f64 / h.swap_total as f64
+    } else {
+        0.0
+    };
+    let slice = |cg: &str| {
+        env.fs.as_ref().map_or((0, 0, 0.0), |f| {
+            (
+                f.read_memory_current(cg).unwrap_or(0),
+                f.read_swap_current(cg).unwrap_or(0),
+                f.read_pressure(cg, PressureKind::Memory)
+                    .ok()
+                    .and_then(|p| p.full)
+                    .map_or(0.0, |l| l.avg10 / 100.0),
+            )
+        })
+    };
+    let (wm, ws, wp) = slice("workload.slice");
+    let (sm, ss, sp) = slice("system.slice");
+    let load = s.rps / wl.knobs.rps_max.max(1) as f64;
+    let line = format!(
+        "load:{}% lat:{} swap:{}% hog:{}/{} mem:{}/{} swap:{}/{} memp:{}%/{}%",
+        format_pct(load),
+        format_duration(s.lat),
+        format_pct(swap_pct),
+        format_size(hog_mem as f64),
+        format_size(hog_swap as f64),
+        format_size(wm as f64),
+        format_size(sm as f64),
+        format_size(ws as f64),
+        format_size(ss as f64),
+        format_pct(wp),
+        format_pct(sp)
+    );
+    log::debug!("protection: {}", line);
+    progress::status(line);
+}
+
+fn scenario_slot(rec: &mut ProtectionRecord, i: usize, new: ScenarioRecord) -> &mut ScenarioRecord {
+    if rec.scenarios.len() <= i {
+        rec.scenarios.push(new);
+    }
+    &mut rec.scenarios[i]
+}
+
+fn run_mem_hog(
+    ctx: &mut RunCtx,
+    env: &Env,
+    wl: &mut Workload,
+    p: &MemHogProps,
+    rec: &mut ProtectionRecord,
+    i: usize,
+    title: &str,
+) -> Result<()> {
+    let base_rps = (wl.knobs.rps_max as f64 * p.load).round();
+    let ScenarioRecord::MemHog(r) =
+        scenario_slot(rec, i, ScenarioRecord::MemHog(MemHogRecord::default()))
+    else {
+        unreachable!("matched against the props");
+    };
+    if r.runs.len() >= p.loops as usize {
+        log::info!("protection: {} already done", title);
+        return Ok(());
+    }
+    if r.period.0 == 0 {
+        r.period.0 = now();
+    }
+    r.base_rps = base_rps;
+    r.speed = p.speed.clone();
+    r.hog_wbps = (env.model_wbps as f64 * speed_factor(&p.speed)).round() as u64;
+    r.model_from = env.model_from.clone();
+    let per_run = env.timing.warm_up_max / 4.0 + env.timing.mem_hog;
+    while rec_runs(rec, i) < p.loops as usize {
+        let k = rec_runs(rec, i);
+        progress::phase(format!("{} · run {}/{}", title, k + 1, p.loops));
+        progress::eta(Some(per_run * (p.loops as usize - k) as f64));
+        let base_hold =
+            matches!(&rec.scenarios[i], ScenarioRecord::MemHog(r) if r.base_period.0 == 0);
+        let one = run_one(
+            env,
+            wl,
+            p.load,
+            &p.speed,
+            base_hold,
+            env.timing.mem_hog,
+            &mut |_| None,
+        )?;
+        let ScenarioRecord::MemHog(r) = &mut rec.scenarios[i] else {
+            unreachable!()
+        };
+        if let Some(bp) = one.base_period {
+            r.base_period = bp;
+        }
+        r.runs.push(one.run);
+        r.period.1 = now();
+        ctx.checkpoint(rec)?;
+    }
+    // Reports of the last second land half a second into the next.
+    std::thread::sleep(Duration::from_millis(1500));
+    let ScenarioRecord::MemHog(r) = &rec.scenarios[i] else {
+        unreachable!()
+    };
+    match study_mem_hog(&env.reports_dir, r) {
+        Ok(out) => log::info!(
+            "protection: {}: isol={}:{}% lat_imp={}%:{} work_csv={}%",
+            title,
+            format_pct(out.isol_at("mean")),
+            format_pct(out.isol_at("stdev")),
+            format_pct(out.lat_imp["mean"]),
+            format_pct(out.lat_imp["stdev"]),
+            format_pct(out.work_csv)
+        ),
+        Err(e) => log::warn!("protection: {}: can't study it yet: {:#}", title, e),
+    }
+    Ok(())
+}
+
+fn rec_runs(rec: &ProtectionRecord, i: usize) -> usize {
+    match &rec.scenarios[i] {
+        ScenarioRecord::MemHog(r) => r.runs.len(),
+        ScenarioRecord::MemHogTune(r) => r.probes.len(),
+    }
+}
+
+fn run_tune(
+    ctx: &mut RunCtx,
+    env: &Env,
+    wl: &mut Workload,
+    p: &TuneProps,
+    rec: &mut ProtectionRecord,
+    i: usize,
+    title: &str,
+) -> Result<()> {
+    let new = MemHogTuneRecord {
+        isol_pct: p.isol_pct.clone(),
+        isol_thr: p.isol_thr,
+        search: p.search.name().to_string(),
+        ..Default::default()
+    };
+    let ScenarioRecord::MemHogTune(r) = scenario_slot(rec, i, ScenarioRecord::MemHogTune(new))
+    else {
+        unreachable!("matched against the props");
+    };
+    if r.done {
+        log::info!("protection: {} already done", title);
+        return Ok(());
+    }
+    if r.period.0 == 0 {
+        r.period.0 = now();
+    }
+    let grid = search::grid(p.size_min, p.size_max, p.intvs);
+    let orig_size = wl.size();
+    let base_rps = (wl.knobs.rps_max as f64 * p.load).round();
+    let thr_rps = base_rps * p.isol_thr;
+    let t = env.timing;
+    // Seconds below the threshold that already doom a probe: the share of the probe the
+    // isolation percentile may fall below it.
+    let early_max = label_quantile(&p.isol_pct).map(|q| (t.probe * q).ceil() as u64);
+    loop {
+        let ScenarioRecord::MemHogTune(r) = &mut rec.scenarios[i] else {
+            unreachable!()
+        };
+        let done: Vec<(f64, bool)> = r
+            .probes
+            .iter()
+            .map(|q| (q.size, q.outcome.passed()))
+            .collect();
+        let (size, last) = match search::next(p.search, &grid, &done) {
+            Next::Found(s) => {
+                r.final_size = Some(s);
+                r.done = true;
+                log::info!(
+                    "protection: {}: hashd size {} is protected at isol-{} >= {}% ({} probes)",
+                    title,
+                    format_size(s),
+                    p.isol_pct,
+                    format_pct(p.isol_thr),
+                    r.probes.len()
+                );
+                break;
+            }
+            Next::NotFound => {
+                r.done = true;
+                log::info!(
+                    "protection: {}: no size in [{}, {}] keeps isol-{} above {}%",
+                    title,
+                    format_size(p.size_min),
+                    format_size(p.size_max),
+                    p.isol_pct,
+                    format_pct(p.isol_thr)
+                );
+                break;
+            }
+            Next::Probe { size, last } => (size, last),
+        };
+        let k = r.probes.len();
+        let base_hold = r.base_period.0 == 0;
+        progress::phase(format!(
+            "{} · probe {} · {}",
+            title,
+            k + 1,
+            format_size(size)
+        ));
+        progress::eta(None);
+        log::info!(
+            "protection: {}: probe {} at hashd size {}{}",
+            title,
+            k + 1,
+            format_size(size),
+            if last { " (the last candidate)" } else { "" }
+        );
+        wl.set_size(size)?;
+        let p0 = now();
+        let mut below = 0u64;
+        let mut early = false;
+        let probe_dur = t.probe;
+        let mut verdict = |tick: &HogTick| -> Option<String> {
+            let since = tick.since_swap?;
+            if since >= probe_dur {
+                return Some(format!("{} of swapping", format_duration(probe_dur)));
+            }
+            // Counted once per fresh hashd second while the hog swaps (upstream counted every
+            // callback, including before any swapping).
+            if !last && tick.hashd.fresh && tick.hashd.rps < thr_rps {
+                below += 1;
+                if early_max.is_some_and(|m| below > m) {
+                    early = true;
+                    return Some(format!("{} seconds below {:.0} rps", below, thr_rps));
+                }
+            }
+            None
+        };
+        let one = run_one(
+            env,
+            wl,
+            p.load,
+            &p.speed,
+            base_hold,
+            t.probe_max,
+            &mut verdict,
+        );
+        let ScenarioRecord::MemHogTune(r) = &mut rec.scenarios[i] else {
+            unreachable!()
+        };
+        let mut probe = TuneProbe {
+            size,
+            outcome: ProbeOutcome::Error,
+            isol: 0.0,
+            period: (p0, now()),
+            why: String::new(),
+        };
+        match one {
+            Err(e) => {
+                log::warn!("protection: {}: probe failed: {:#}", title, e);
+                probe.why = format!("{:#}", e);
+            }
+            Ok(one) => {
+                if let Some(bp) = one.base_period {
+                    r.base_period = bp;
+                }
+                if let Some((_, _, msg)) = &one.run.failed {
+                    probe.why = msg.clone();
+                } else if early {
+                    probe.outcome = ProbeOutcome::EarlyFail;
+                    probe.why = one.done_why.unwrap_or_default();
+                } else {
+                    std::thread::sleep(Duration::from_millis(1500));
+                    let hr = MemHogRecord {
+                        period: (p0, now()),
+                        base_period: r.base_period,
+                        base_rps,
+                        runs: vec![one.run],
+                        hog_wbps: (env.model_wbps as f64 * speed_factor(&p.speed)).round() as u64,
+                        speed: p.speed.clone(),
+                        model_from: env.model_from.clone(),
+                    };
+                    match study_mem_hog(&env.reports_dir, &hr) {
+                        Ok(out) => {
+                            probe.isol = out.isol_at(&p.isol_pct);
+                            let passed = probe.isol >= p.isol_thr;
+                            probe.outcome = if passed {
+                                ProbeOutcome::Pass
+                            } else {
+                                ProbeOutcome::Fail
+                            };
+                            // The result shows the passing run (each pass of a search is
+                            // larger than the ones before), else the last one studied.
+                            let any_pass = r.probes.iter().any(|q| q.outcome.passed());
+                            if passed || !any_pass {
+                                r.final_run = Some(hr);
+                            }
+                        }
+                        Err(e) => probe.why = format!("study: {:#}", e),
+                    }
+                }
+            }
+        }
+        log::info!(
+            "protection: {}: probe {} at {}: {:?} isol-{}={}%{}",
+            title,
+            k + 1,
+            format_size(size),
+            probe.outcome,
+            p.isol_pct,
+            format_pct(probe.isol),
+            if probe.why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", probe.why)
+            }
+        );
+        r.probes.push(probe);
+        r.period.1 = now();
+        ctx.checkpoint(rec)?;
+    }
+    // Put hashd's size back for what follows (upstream left the last probe's).
+    wl.set_size(orig_size)?;
+    let ScenarioRecord::MemHogTune(r) = &mut rec.scenarios[i] else {
+        unreachable!()
+    };
+    r.period.1 = now();
+    ctx.checkpoint(rec)?;
+    Ok(())
+}

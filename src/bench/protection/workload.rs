@@ -1,0 +1,204 @@
+//! hashd as the protected workload: started with bench.json's parameters in
+//! `workload.slice/rd-hashd-A.service`, steered to a load and a footprint, and sampled once a
+//! second into the reports' hashd entry.
+//!
+//! When hashd's status goes stale (hashd stalled, e.g. on reclaim), the reports keep its last
+//! completion count with zero throughput rather than an empty entry: a stalled workload then
+//! shows as no progress, which is what it is, instead of as a gap the study would skip.
+
+use super::record::{HASHD_CG, HASHD_SVC};
+use crate::report::model::{HashdReport, RunnerState};
+use crate::report::reporter::SharedReport;
+use crate::system::bench_json::HashdKnobs;
+use crate::system::cgroup::CgroupFs;
+use crate::system::session::BenchHost;
+use crate::workload::hashd::{Hashd, HashdOpts, Params};
+use anyhow::{Context, Result};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long preparing the testfiles and starting may take.
+const START_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// One second's look at hashd.
+#[derive(Debug, Clone, Default)]
+pub struct Sample {
+    pub rps: f64,
+    /// Control-percentile latency, seconds.
+    pub lat: f64,
+    pub nr_done: u64,
+    /// memory.current and memory.swap.current of its cgroup.
+    pub mem: u64,
+    pub swap: u64,
+    /// Whether hashd's status was fresh (a new second of hashd's own).
+    pub fresh: bool,
+    pub alive: bool,
+}
+
+pub struct Workload {
+    hashd: Option<Hashd>,
+    params: Params,
+    pub knobs: HashdKnobs,
+    fs: Option<CgroupFs>,
+    shared: Option<SharedReport>,
+    last: HashdReport,
+    last_ts: f64,
+}
+
+impl Workload {
+    /// Lays out the testfiles under `<dir>/scratch/hashd-A`, drops the page cache and starts
+    /// hashd at `knobs` (no load yet: [`Workload::set_load`]).
+    pub fn start(
+        host: &mut BenchHost,
+        shared: Option<SharedReport>,
+        dir: &Path,
+        knobs: &HashdKnobs,
+    ) -> Result<Workload> {
+        let hdir = dir.join("scratch").join("hashd-A");
+        std::fs::create_dir_all(&hdir).with_context(|| format!("creating {}", hdir.display()))?;
+        let mut opts = HashdOpts::new(&hdir, knobs.mem_size);
+        opts.total_memory = host.mem().map(|m| m.share);
+        let params = Params {
+            fake_cpu_load: knobs.fake_cpu_load,
+            file_size_mean: knobs.hash_size as usize,
+            chunk_pages: knobs.chunk_pages.max(1) as usize,
+            rps_max: knobs.rps_max as u32,
+            rps_target: 1,
+            mem_frac: knobs.mem_frac,
+            ..Params::default()
+        };
+        params.save(&opts.params)?;
+        crate::logging::progress::step("preparing hashd's testfiles");
+        Hashd::prepare(&opts).context("preparing hashd's testfiles")?;
+        host.drop_caches()?;
+        let fs = if host.has_slices() {
+            host.create_cgroup(HASHD_CG)?;
+            Some(CgroupFs::new(host.hp()))
+        } else {
+            None
+        };
+        let mut hashd = Hashd::start(&opts, fs.as_ref().map(|f| (f, HASHD_CG)))?;
+        crate::logging::progress::step("starting hashd");
+        hashd
+            .wait_running(START_TIMEOUT)
+            .context("waiting for hashd to start")?;
+        if let Some(sh) = &shared {
+            let mut s = sh.lock().unwrap_or_else(|e| e.into_inner());
+            s.state = RunnerState::Running;
+            if !s.units.iter().any(|u| u == HASHD_CG) {
+                s.units.push(HASHD_CG.to_string());
+            }
+        }
+        Ok(Workload {
+            hashd: Some(hashd),
+            params,
+            knobs: knobs.clone(),
+            fs,
+            shared,
+            last: HashdReport::default(),
+            last_ts: 0.0,
+        })
+    }
+
+    fn hashd(&mut self) -> Result<&mut Hashd> {
+        self.hashd.as_mut().context("hashd has stopped")
+    }
+
+    /// Runs hashd at `load` of its `rps_max`.
+    pub fn set_load(&mut self, load: f64) -> Result<()> {
+        self.params.rps_target = ((self.knobs.rps_max as f64 * load).round() as u32).max(1);
+        let p = self.params.clone();
+        self.hashd()?.set_params(&p)
+    }
+
+    /// Sets hashd's footprint to `size` bytes (a share of its `mem_size`).
+    pub fn set_size(&mut self, size: f64) -> Result<()> {
+        let frac = if self.knobs.mem_size > 0 {
+            (size / self.knobs.mem_size as f64).clamp(0.0, 1.0)
+        } else {
+            self.knobs.mem_frac
+        };
+        self.params.mem_frac = frac;
+        let p = self.params.clone();
+        self.hashd()?.set_params(&p)
+    }
+
+    /// The footprint in effect, bytes.
+    pub fn size(&self) -> f64 {
+        self.knobs.mem_size as f64 * self.params.mem_frac
+    }
+
+    /// The target rate in effect.
+    pub fn rps_target(&self) -> f64 {
+        self.params.rps_target as f64
+    }
+
+    /// Reads hashd's status and cgroup, and puts hashd into the reports.
+    pub fn tick(&mut self) -> Sample {
+        let Some(h) = self.hashd.as_mut() else {
+            return Sample::default();
+        };
+        let mut rep = h.report(HASHD_SVC);
+        let alive = rep.svc.state == crate::report::model::SvcState::Running;
+        // A report built from a status file carries its phase; a stale one is empty.
+        let from_status = !rep.phase.is_empty();
+        let ts = h.status().map(|s| s.timestamp.unix_secs()).unwrap_or(0.0);
+        let fresh = alive && from_status && ts > self.last_ts;
+        if fresh {
+            self.last = rep.clone();
+            self.last_ts = ts;
+        } else if alive && !from_status {
+            // Stale: no progress since the last fresh status.
+            rep = HashdReport {
+                rps: 0.0,
+                ..self.last.clone()
+            };
+        }
+        if let Some(sh) = &self.shared {
+            if let Ok(mut s) = sh.lock() {
+                s.hashd[0] = rep.clone();
+            }
+        }
+        let (mem, swap) = match &self.fs {
+            Some(fs) => (
+                fs.read_memory_current(HASHD_CG).unwrap_or(0),
+                fs.read_swap_current(HASHD_CG).unwrap_or(0),
+            ),
+            None => (0, 0),
+        };
+        Sample {
+            rps: rep.rps,
+            lat: rep.lat.ctl,
+            nr_done: rep.nr_done,
+            mem,
+            swap,
+            fresh,
+            alive,
+        }
+    }
+
+    /// Stops hashd and takes it out of the reports.
+    pub fn stop(&mut self) -> Result<()> {
+        self.clear_report();
+        match self.hashd.take() {
+            Some(h) => h.stop(),
+            None => Ok(()),
+        }
+    }
+
+    fn clear_report(&mut self) {
+        if let Some(sh) = &self.shared {
+            if let Ok(mut s) = sh.lock() {
+                s.state = RunnerState::Idle;
+                s.hashd[0] = HashdReport::default();
+                s.units.retain(|u| u != HASHD_CG);
+            }
+        }
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
