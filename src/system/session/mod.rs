@@ -89,6 +89,8 @@ struct Placement {
     /// The cgroup this process started in (relative to the cgroup2 root), when it was moved
     /// into hostcritical.slice.
     moved_from: Option<String>,
+    /// workload.slice's memory.low under the memory profile (what jobs enforcing mem get).
+    workload_low: u64,
 }
 
 /// The benchmark parameters and how they reach the kernel (see `knobs.rs`).
@@ -145,6 +147,7 @@ impl Session {
             cgroups: Placement {
                 slices: false,
                 moved_from: None,
+                workload_low: 0,
             },
             swappiness: opts.swappiness,
             knobs: KnobState {
@@ -180,6 +183,7 @@ impl Session {
         cg.setup_slices(&cgroup::bench_slices(low), &mut self.journal)
             .context("setting up the bench slices")?;
         self.cgroups.slices = true;
+        self.cgroups.workload_low = low;
         Ok(())
     }
 
@@ -248,6 +252,7 @@ impl Session {
     pub fn prepare_job(&mut self, enforce: Enforce, mem_profile: bool) -> Result<()> {
         self.evaluate(enforce)?;
         self.knobs.io_enforced = enforce.io;
+        self.apply_mem_protection(enforce.mem)?;
         if let Some(b) = &mut self.knobs.bench {
             b.start_job()
                 .context("writing the working parameter file")?;
@@ -259,6 +264,32 @@ impl Session {
             _ => 0,
         };
         self.set_balloon(size)
+    }
+
+    /// workload.slice's memory.low: the profile's protection when the job enforces mem, none
+    /// with `passive=mem` (upstream's agent drops it the same way).
+    fn apply_mem_protection(&mut self, mem: bool) -> Result<()> {
+        if !self.cgroups.slices {
+            return Ok(());
+        }
+        let low = if mem { self.cgroups.workload_low } else { 0 };
+        let path = CgroupFs::new(&self.hp)
+            .path(Slice::Workload.name())
+            .join("memory.low");
+        let text = (low / 4096 * 4096).to_string();
+        let old = self
+            .journal
+            .set(&path, &text)
+            .with_context(|| format!("setting {}", path.display()))?;
+        if old.trim() != text {
+            log::info!(
+                "workload.slice memory.low {} -> {}{}",
+                old.trim(),
+                text,
+                if mem { "" } else { " (passive=mem)" }
+            );
+        }
+        Ok(())
     }
 
     /// The host paths this session works on.

@@ -424,3 +424,23 @@ fn too_big_a_profile_fails_before_any_change() {
     assert!(err.to_string().contains("lower --mem-profile"), "{}", err);
     assert_eq!(get(&sw), "10");
 }
+
+#[test]
+fn passive_mem_jobs_run_without_workload_protection() {
+    let (_t, hp) = host();
+    let mut o = opts(&hp);
+    o.mem_profile = Some(16);
+    o.mem_avail = Some(20 << 30);
+    let low = hp.cgroup().join("workload.slice/memory.low");
+    let mut s = Session::start(hp.clone(), &o, &needs()).unwrap();
+    let protected = (cgroup::workload_mem_low(12 << 30, 0.25) / 4096 * 4096).to_string();
+    assert_eq!(get(&low), protected);
+    s.prepare_job(Enforce::from_passive(Some("mem")), false)
+        .unwrap();
+    assert_eq!(get(&low), "0");
+    // The next job enforcing mem gets it back; the end restores the host's value.
+    s.prepare_job(Enforce::all(), false).unwrap();
+    assert_eq!(get(&low), protected);
+    s.finish().unwrap();
+    assert_eq!(get(&low), "0");
+}
