@@ -118,6 +118,7 @@ pub enum Scenario {
     RestoreAfterKill,
     Balloon,
     Reports,
+    Protection,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -14,6 +14,7 @@
 //!   run left behind. Then a second run is stopped with SIGTERM while it holds, and the same
 //!   leftovers are read. `--run-result FILE` sends the first run's result there (e.g. into the
 //!   shared directory, so that `vm` binds FILE's report directory at `WORK/report.d`).
+//! * `protection`: see `vm_protection`.
 
 use super::probe::{scratch_device, Device};
 use crate::cli::testaid::{Scenario, ScenarioArgs};
@@ -37,7 +38,7 @@ pub struct Knobs {
     pub iocost_qos: String,
 }
 
-struct KnobPaths {
+pub(super) struct KnobPaths {
     swappiness: PathBuf,
     scheduler: PathBuf,
     wbt: PathBuf,
@@ -46,7 +47,7 @@ struct KnobPaths {
 }
 
 impl KnobPaths {
-    fn new(dev: &Device) -> Self {
+    pub(super) fn new(dev: &Device) -> Self {
         let q = Path::new("/sys/block").join(&dev.name).join("queue");
         Self {
             swappiness: "/proc/sys/vm/swappiness".into(),
@@ -57,7 +58,7 @@ impl KnobPaths {
         }
     }
 
-    fn read(&self) -> Result<Knobs> {
+    pub(super) fn read(&self) -> Result<Knobs> {
         let sched = read(&self.scheduler)?;
         let qos = read(&self.qos)?;
         let line = qos
@@ -103,7 +104,7 @@ fn write(p: &Path, v: &str) -> Result<()> {
 }
 
 /// `resctl-bench --dir WORK -r WORK/result.json ARGS…`, stdout captured, stderr passed on.
-fn bench_cmd(work: &Path, args: &[&str]) -> Command {
+pub(super) fn bench_cmd(work: &Path, args: &[&str]) -> Command {
     bench_cmd_to(work, &work.join("result.json"), args)
 }
 
@@ -121,7 +122,7 @@ fn bench_cmd_to(work: &Path, result: &Path, args: &[&str]) -> Command {
     c
 }
 
-fn exists(p: &str) -> bool {
+pub(super) fn exists(p: &str) -> bool {
     Path::new(p).exists()
 }
 
@@ -144,7 +145,7 @@ struct RestoreAfterKill {
     after_rerun: Knobs,
 }
 
-const SLICES: [&str; 4] = [
+pub(super) const SLICES: [&str; 4] = [
     "/sys/fs/cgroup/hostcritical.slice",
     "/sys/fs/cgroup/workload.slice",
     "/sys/fs/cgroup/system.slice",
@@ -482,6 +483,7 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         Scenario::RestoreAfterKill => restore_after_kill(&a.work)?,
         Scenario::Balloon => balloon(&a.work, &a.profile)?,
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
+        Scenario::Protection => super::vm_protection::protection(&a.work)?,
     };
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;

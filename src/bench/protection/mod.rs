@@ -366,7 +366,13 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
                     continue;
                 }
                 double_underline(out, &format!("Scenario {}/{} - Memory Hog", i + 1, nr));
-                let p = props::MemHogProps::read(&group).map_err(spec_err)?;
+                let p = match (
+                    entry.spec.later_groups().count(),
+                    props::default_scenarios().get(i),
+                ) {
+                    (0, Some(props::Scenario::MemHog(p))) => p.clone(),
+                    _ => props::MemHogProps::read(&group).map_err(spec_err)?,
+                };
                 let _ = writeln!(
                     out,
                     "Params: loops={} load={} speed={}\n",

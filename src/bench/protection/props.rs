@@ -130,6 +130,20 @@ pub struct Props {
     pub scenarios: Vec<Scenario>,
 }
 
+/// What runs when the spec names no scenario: mem-hog at load 1.0, then at 0.8.
+pub fn default_scenarios() -> Vec<Scenario> {
+    [DFL_LOAD, 0.8]
+        .into_iter()
+        .map(|load| {
+            Scenario::MemHog(MemHogProps {
+                loops: DFL_MEM_HOG_LOOPS,
+                load,
+                speed: DFL_SPEED.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// The rules of a spec to run: every scenario group names its scenario, holds only the keys
 /// that scenario takes, no zero counts or load, and a tune range that is one.
 pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
@@ -171,6 +185,9 @@ pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
         } else {
             scenarios.push(Scenario::MemHog(MemHogProps::read(&g)?));
         }
+    }
+    if scenarios.is_empty() {
+        scenarios = default_scenarios();
     }
     Ok(Props { scenarios })
 }
