@@ -119,6 +119,7 @@ pub enum Scenario {
     Balloon,
     Reports,
     Protection,
+    Seq,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -134,4 +135,8 @@ pub struct ScenarioArgs {
     /// `reports`: the result file of the runs [default: WORK/result.json]
     #[arg(long = "run-result", value_name = "FILE")]
     pub run_result: Option<PathBuf>,
+    /// `seq`: a resctl-bench command line (split at spaces, run with `--dir WORK`); repeat
+    /// for several, run one after another in the same guest
+    #[arg(long = "cmd", value_name = "ARGS")]
+    pub cmds: Vec<String>,
 }

@@ -15,6 +15,9 @@
 //!   leftovers are read. `--run-result FILE` sends the first run's result there (e.g. into the
 //!   shared directory, so that `vm` binds FILE's report directory at `WORK/report.d`).
 //! * `protection`: see `vm_protection`.
+//! * `seq`: the `--cmd` command lines one after another with `--dir WORK` (their output passed
+//!   on), so several runs share one guest and its scratch disk (bench.json, testfiles); stops
+//!   at the first that fails. Measurement scripts use it.
 
 use super::probe::{scratch_device, Device};
 use crate::cli::testaid::{Scenario, ScenarioArgs};
@@ -478,12 +481,45 @@ fn reports(work: &Path, result: Option<&Path>) -> Result<serde_json::Value> {
     })?)
 }
 
+/// `seq`: each command line with `--dir WORK`, in order, until one fails.
+fn seq(work: &Path, cmds: &[String]) -> Result<serde_json::Value> {
+    std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+    let mut done = Vec::new();
+    for cmd in cmds {
+        let t = Instant::now();
+        let st = Command::new("/proc/self/exe")
+            .arg("--dir")
+            .arg(work)
+            .args(cmd.split_whitespace())
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .status()
+            .with_context(|| format!("running {}", cmd))?;
+        done.push(serde_json::json!({
+            "cmd": cmd,
+            "status": st.code(),
+            "secs": t.elapsed().as_secs_f64().round(),
+        }));
+        if !st.success() {
+            bail!(
+                "`{}` failed ({}); done: {}",
+                cmd,
+                st,
+                serde_json::Value::Array(done)
+            );
+        }
+    }
+    Ok(serde_json::Value::Array(done))
+}
+
 pub fn run(a: &ScenarioArgs) -> Result<()> {
     let v = match a.scenario {
         Scenario::RestoreAfterKill => restore_after_kill(&a.work)?,
         Scenario::Balloon => balloon(&a.work, &a.profile)?,
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
         Scenario::Protection => super::vm_protection::protection(&a.work)?,
+        Scenario::Seq => seq(&a.work, &a.cmds)?,
     };
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;

@@ -121,6 +121,60 @@ impl Bench for Protection {
         format(out, entry, opts)?;
         Ok(true)
     }
+
+    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+        headline(entry)
+    }
+}
+
+/// One record per scenario and one for the mem-hog summary: isolation, latency impact, work
+/// conservation, failures and missing reports; a tune adds the size it found.
+pub fn headline(entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+    use crate::bench::export::num;
+    use serde_json::{json, Value};
+    let res: ProtectionResult = parse_result(entry)?;
+    let rec: ProtectionRecord = parse_record(entry)?.unwrap_or_default();
+    let row = |scenario: Value, kind: &str, r: Option<&MemHogResult>| {
+        let mut row: crate::bench::export::Row =
+            vec![("scenario", scenario), ("scenario_kind", json!(kind))];
+        let get = |f: &dyn Fn(&MemHogResult) -> f64| r.map_or(Value::Null, |r| num(f(r)));
+        row.extend([
+            ("isol_mean", get(&|r| r.isol.mean)),
+            ("isol_stdev", get(&|r| r.isol.stdev)),
+            ("isol_p01", get(&|r| r.isol.get("01").unwrap_or(0.0))),
+            ("isol_p05", get(&|r| r.isol.get("05").unwrap_or(0.0))),
+            ("lat_imp_mean", get(&|r| r.lat_imp.mean)),
+            ("lat_imp_stdev", get(&|r| r.lat_imp.stdev)),
+            ("lat_imp_p95", get(&|r| r.lat_imp.get("95").unwrap_or(0.0))),
+            ("work_csv", get(&|r| r.work_csv)),
+            ("fail_pct", get(&|r| r.fail_ratio * 100.0)),
+            ("hog_bytes", get(&|r| r.hog_bytes)),
+            (
+                "missing_pct",
+                get(&|r| crate::bench::storage::missing_ratio(r.nr_reports) * 100.0),
+            ),
+        ]);
+        row
+    };
+    let mut rows = Vec::new();
+    for (i, scn) in res.scenarios.iter().enumerate() {
+        match scn {
+            ScenarioResult::MemHog(r) => rows.push(row(json!(i + 1), "mem-hog", Some(r))),
+            ScenarioResult::MemHogTune(t) => {
+                let mut r = row(json!(i + 1), "mem-hog-tune", t.final_run.as_ref());
+                let size = match rec.scenarios.get(i) {
+                    Some(ScenarioRecord::MemHogTune(t)) => t.final_size,
+                    _ => None,
+                };
+                r.push(("final_size", size.map_or(Value::Null, num)));
+                rows.push(r);
+            }
+        }
+    }
+    if let Some(comb) = &res.combined_mem_hog {
+        rows.push(row(json!("summary"), "summary", Some(comb)));
+    }
+    Ok(rows)
 }
 
 pub const DFL_ISOL_PCT: &str = "05";
