@@ -342,6 +342,8 @@ const INVALID: &[(&str, &str)] = &[
     ("protection::scenario=mem-hog-tune,size-max=4G,intvs=0", "intvs=0 must not be zero"),
     ("protection::scenario=mem-hog,load=-1", "load=\"-1\" is negative"),
     ("protection::scenario=mem-hog:scenario=mem-hog,load=0", "group 3: load=0 must not be zero"),
+    ("protection::scenario=mem-hog,speed=3x", "speed=\"3x\" is not one of 10%, 25%, 50%, 1x, 2x"),
+    ("protection::scenario=mem-hog-tune,size-max=4G,search=binary", "search=\"binary\" is not one of linear, bisect"),
     ("", "empty job spec"),
     (":loops=2", "missing bench name"),
     ("storage:=5", "property \"=5\" has no key"),

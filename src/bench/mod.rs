@@ -460,6 +460,22 @@ mod tests {
             (16.0 * (1u64 << 30) as f64, "10")
         );
         assert_eq!(tune.isol_thr, 0.9);
+        assert_eq!(tune.search, protection::search::Search::Linear);
+        // No scenario: mem-hog at load 1.0, then 0.8.
+        let p = Bench::props(
+            &protection::Protection,
+            &JobSpec::parse("protection").unwrap(),
+        )
+        .unwrap();
+        let loads: Vec<f64> = p
+            .scenarios
+            .iter()
+            .map(|s| match s {
+                protection::props::Scenario::MemHog(h) => h.load,
+                _ => panic!("{:?}", s),
+            })
+            .collect();
+        assert_eq!(loads, vec![1.0, 0.8]);
 
         let ac = |text: &str| {
             let spec = JobSpec::parse(text).unwrap();
