@@ -55,8 +55,11 @@ pub struct MemHogOut {
     pub hog_io_loss: f64,
     pub hog_bytes: f64,
     pub hog_lost_bytes: f64,
-    /// Ours: how each run's hog ended.
+    /// Ours: how each run's hog ended; the hog's growth rate (bytes/s) and where the write
+    /// bandwidth its speed is relative to came from (`bench.json` or `kernel`).
     pub hog_ends: Vec<String>,
+    pub hog_wbps: u64,
+    pub model_from: String,
 }
 
 impl MemHogOut {
@@ -285,6 +288,10 @@ pub fn study_parts(reports_dir: &Path, parts: &[Part]) -> Result<MemHogOut> {
         hog_bytes,
         hog_lost_bytes,
         hog_ends,
+        hog_wbps: parts.first().map_or(0, |p| p.rec.hog_wbps),
+        model_from: parts
+            .first()
+            .map_or(String::new(), |p| p.rec.model_from.clone()),
     })
 }
 
