@@ -577,7 +577,8 @@ fn run_mem_hog(
     r.speed = p.speed.clone();
     r.hog_wbps = (env.model_wbps as f64 * speed_factor(&p.speed)).round() as u64;
     r.model_from = env.model_from.clone();
-    let per_run = env.timing.warm_up_max / 4.0 + env.timing.mem_hog;
+    // Warm-up is usually cut short, the hog by the safety watch: half of each.
+    let per_run = (env.timing.warm_up_max + env.timing.mem_hog) / 2.0 + env.timing.baseline;
     while rec_runs(rec, i) < p.loops as usize {
         let k = rec_runs(rec, i);
         progress::phase(format!("{} · run {}/{}", title, k + 1, p.loops));
@@ -703,13 +704,22 @@ fn run_tune(
         };
         let k = r.probes.len();
         let base_hold = r.base_period.0 == 0;
+        let most = match p.search {
+            search::Search::Linear => grid.len(),
+            search::Search::Bisect => {
+                let halvings = (grid.len().max(2) - 1).next_power_of_two().trailing_zeros();
+                grid.len().min(2 + halvings as usize)
+            }
+        };
         progress::phase(format!(
-            "{} · probe {} · {}",
+            "{} · probe {} of at most {} · hashd {}",
             title,
             k + 1,
+            most,
             format_size(size)
         ));
-        progress::eta(None);
+        let per_probe = t.warm_up_max / 2.0 + t.probe + 30.0;
+        progress::eta(Some(per_probe * most.saturating_sub(k) as f64));
         log::info!(
             "protection: {}: probe {} at hashd size {}{}",
             title,
