@@ -48,6 +48,22 @@ fn entry<'a>(all: &'a Value, id: Option<&str>) -> &'a Value {
         .unwrap_or(&NULL)
 }
 
+/// `resctl-bench -r WORK/result.json ARGS…` for `summary`/`format`, which take no `--dir`.
+fn show(work: &Path, args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new("/proc/self/exe")
+        .arg("-r")
+        .arg(work.join("result.json"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {:?}", args))?;
+    if !out.status.success() {
+        bail!("{:?} failed ({})", args, out.status);
+    }
+    Ok(text(&out))
+}
+
 fn text(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -115,14 +131,14 @@ fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
     .output()
     .context("running protection")?;
     let secs = t.elapsed().as_secs_f64();
-    let summary = bench_cmd(work, &["summary"]).output()?;
-    let format = bench_cmd(work, &["format", "protection", "--rstat"]).output()?;
+    let summary = show(work, &["summary"])?;
+    let format_rstat = show(work, &["format", "protection", "--rstat"])?;
     let all = entries(work);
     let e = entry(&all, None);
     Ok(MemHogPart {
         status: out.status.code(),
-        summary: text(&summary),
-        format_rstat: text(&format),
+        summary,
+        format_rstat,
         record: e["record"].clone(),
         result: e["result"].clone(),
         hog_procs_after: procs_with_arg("__mem-hog"),
@@ -175,7 +191,7 @@ fn tune_part(work: &Path) -> Result<TunePart> {
     // Passed on, as every run's log is.
     eprint!("{}", stderr);
     let all = entries(work);
-    let summary = bench_cmd(work, &["summary", "protection"]).output()?;
+    let summary = show(work, &["summary", "protection:id=tune"])?;
     Ok(TunePart {
         spec,
         probes_at_kill,
@@ -183,7 +199,7 @@ fn tune_part(work: &Path) -> Result<TunePart> {
         rerun_status: rerun.status.code(),
         rerun_stderr_tail: stderr.lines().rev().take(40).map(str::to_string).collect(),
         record: entry(&all, Some("tune"))["record"].clone(),
-        summary: text(&summary),
+        summary,
         secs: t.elapsed().as_secs_f64(),
     })
 }
