@@ -137,6 +137,6 @@ pub struct ScenarioArgs {
     pub run_result: Option<PathBuf>,
     /// `seq`: a resctl-bench command line (split at spaces, run with `--dir WORK`); repeat
     /// for several, run one after another in the same guest
-    #[arg(long = "cmd", value_name = "ARGS")]
+    #[arg(long = "cmd", value_name = "ARGS", allow_hyphen_values = true)]
     pub cmds: Vec<String>,
 }
