@@ -46,8 +46,8 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Lays out the testfiles under `<dir>/scratch/hashd-A`, drops the page cache and starts
-    /// hashd at `knobs` (no load yet: [`Workload::set_load`]).
+    /// Lays out the testfiles under `<dir>/scratch/hashd-A`, drops the page cache, starts
+    /// hashd at `knobs` (no load yet: [`Workload::set_load`]) and waits for its preload.
     pub fn start(
         host: &mut BenchHost,
         shared: Option<SharedReport>,
@@ -57,7 +57,9 @@ impl Workload {
         let hdir = dir.join("scratch").join("hashd-A");
         std::fs::create_dir_all(&hdir).with_context(|| format!("creating {}", hdir.display()))?;
         let mut opts = HashdOpts::new(&hdir, knobs.mem_size);
-        opts.total_memory = host.mem().map(|m| m.share);
+        let share = host.mem().map(|m| m.share);
+        opts.total_memory = share;
+        opts.keep_cache = true;
         let params = Params {
             fake_cpu_load: knobs.fake_cpu_load,
             file_size_mean: knobs.hash_size as usize,
@@ -71,6 +73,9 @@ impl Workload {
         crate::logging::progress::step("preparing hashd's testfiles");
         Hashd::prepare(&opts).context("preparing hashd's testfiles")?;
         host.drop_caches()?;
+        // A cold page cache would keep hashd below its load long after the warm-up: read in
+        // what the sizing bench reads in too (half the memory share).
+        opts.preload = share.unwrap_or(knobs.mem_size) / 2;
         let fs = if host.has_slices() {
             host.create_cgroup(HASHD_CG)?;
             Some(CgroupFs::new(host.hp()))
