@@ -258,17 +258,7 @@ fn mem_available() -> Result<u64> {
 
 /// Processes whose command line mentions `__balloon`.
 fn balloon_procs() -> Vec<u32> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{}/cmdline", pid))
-                .map(|c| c.split(|b| *b == 0).any(|a| a == b"__balloon"))
-                .unwrap_or(false)
-        })
-        .collect()
+    super::vm_protection::procs_with_arg("__balloon")
 }
 
 #[derive(Debug, Serialize)]
