@@ -17,21 +17,11 @@
 
 mod common;
 
-use common::{enabled, ok_json, vm_output};
+use common::{enabled, ok_json, release_bin, vm_output};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-
-fn release_bin() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/resctl-bench");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --release` first (scripts/test does)",
-        p.display()
-    );
-    p
-}
 
 fn pct(v: &Value, label: &str) -> f64 {
     v[label]

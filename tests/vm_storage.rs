@@ -23,7 +23,7 @@ mod common;
 #[path = "common/upstream.rs"]
 mod upstream;
 
-use common::{enabled, vm_output};
+use common::{enabled, release_bin, vm_output};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -32,16 +32,6 @@ use std::time::{Duration, Instant};
 /// How far below sata-ssd the unthrottled MOF may come out: each quick search ends within one
 /// 5 % bracket below its boundary, and the two devices differ by about one bracket.
 const RESOLUTION: f64 = 0.10;
-
-fn release_bin() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/resctl-bench");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --release` first (scripts/test does)",
-        p.display()
-    );
-    p
-}
 
 fn vm_cmd(cwd: &Path, profile: &str, args: &[&str]) -> Command {
     let mut c = Command::new(release_bin());

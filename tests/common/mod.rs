@@ -73,3 +73,15 @@ pub fn vm_output(mut make: impl FnMut() -> Command) -> Output {
     );
     make().output().unwrap()
 }
+
+/// The release binary the measuring VM tests run (a debug hashd under TCG is too slow).
+#[allow(dead_code)]
+pub fn release_bin() -> std::path::PathBuf {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/resctl-bench");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --release` first (scripts/test does)",
+        p.display()
+    );
+    p
+}

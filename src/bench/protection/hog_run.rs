@@ -77,6 +77,13 @@ pub(super) struct Env {
     pub(super) model_from: String,
 }
 
+impl Env {
+    /// The hog's growth rate for `speed`, bytes/s.
+    pub(super) fn hog_wbps(&self, speed: &str) -> u64 {
+        (self.model_wbps as f64 * speed_factor(speed)).round() as u64
+    }
+}
+
 /// What a scenario's verdict function sees every second of the hog.
 pub struct HogTick<'a> {
     pub hashd: &'a Sample,
@@ -163,7 +170,7 @@ pub(super) fn run_one(
     };
 
     // The hog.
-    let wbps = (env.model_wbps as f64 * speed_factor(speed)).round() as u64;
+    let wbps = env.hog_wbps(speed);
     progress::step(format!("memory hog at {}/s", format_size(wbps as f64)));
     let opts = HogOpts::new(wbps, env.hog_dir.join("report.json"));
     let mut hog = MemHog::start(&opts, env.fs.as_ref().map(|f| (f, HOG_CG)))?;

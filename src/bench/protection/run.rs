@@ -4,7 +4,7 @@
 //! `hog_run::run_one`.
 
 use super::hog_run::{run_one, Env, HogTick, Timing};
-use super::props::{speed_factor, MemHogProps, Props, Scenario, TuneProps};
+use super::props::{MemHogProps, Props, Scenario, TuneProps};
 use super::record::{
     MemHogRecord, MemHogTuneRecord, ProbeOutcome, ProtectionRecord, ScenarioRecord, TuneProbe,
     HOG_CG,
@@ -194,7 +194,7 @@ fn run_mem_hog(
     }
     r.base_rps = base_rps;
     r.speed = p.speed.clone();
-    r.hog_wbps = (env.model_wbps as f64 * speed_factor(&p.speed)).round() as u64;
+    r.hog_wbps = env.hog_wbps(&p.speed);
     r.model_from = env.model_from.clone();
     // Warm-up is usually cut short, the hog by the safety watch: half of each.
     let per_run = (env.timing.warm_up_max + env.timing.mem_hog) / 2.0 + env.timing.baseline;
@@ -407,7 +407,7 @@ fn run_tune(
                         base_period: r.base_period,
                         base_rps,
                         runs: vec![one.run],
-                        hog_wbps: (env.model_wbps as f64 * speed_factor(&p.speed)).round() as u64,
+                        hog_wbps: env.hog_wbps(&p.speed),
                         speed: p.speed.clone(),
                         model_from: env.model_from.clone(),
                     };
