@@ -323,13 +323,7 @@ fn run_tune(
         };
         let k = r.probes.len();
         let base_hold = r.base_period.0 == 0;
-        let most = match p.search {
-            search::Search::Linear => grid.len(),
-            search::Search::Bisect => {
-                let halvings = (grid.len().max(2) - 1).next_power_of_two().trailing_zeros();
-                grid.len().min(2 + halvings as usize)
-            }
-        };
+        let most = search::most_probes(p.search, &grid, &done);
         progress::phase(format!(
             "{} · probe {} of at most {} · hashd {}",
             title,

@@ -6,7 +6,9 @@
 //! * `linear` (upstream): from the top down, until one passes — up to `intvs + 1` probes;
 //! * `bisect`: the top, then the bottom, then halving the bracket between the largest failed
 //!   and the smallest passed point — at most `2 + ⌈log2 intvs⌉` probes, the same answer when
-//!   passing really is monotonic in the size.
+//!   passing really is monotonic in the size. Short probes are noisy, so a failed bottom does
+//!   not end it: the points in between are then scanned from the top like `linear` (a
+//!   bottom that failed by chance cannot hide a passing size linear would have found).
 //!
 //! The next step is a function of the probes so far, so a resumed tune picks up exactly where
 //! the interrupted one stopped.
@@ -98,8 +100,17 @@ pub fn next(search: Search, grid: &[f64], done: &[(f64, bool)]) -> Next {
                 return Next::NotFound;
             }
             match result(bottom) {
-                Some(false) => return Next::NotFound,
-                None => return probe(bottom, true),
+                Some(false) => {
+                    for (i, &size) in grid.iter().enumerate().take(bottom).skip(1) {
+                        match result(i) {
+                            Some(true) => return Next::Found(size),
+                            Some(false) => continue,
+                            None => return probe(i, i == bottom - 1),
+                        }
+                    }
+                    return Next::NotFound;
+                }
+                None => return probe(bottom, bottom == 1),
                 Some(true) => {}
             }
             // The bracket: the largest failed point above the smallest passed one.
@@ -116,6 +127,25 @@ pub fn next(search: Search, grid: &[f64], done: &[(f64, bool)]) -> Next {
                 return Next::Found(grid[hi]);
             }
             probe((lo + hi) / 2, false)
+        }
+    }
+}
+
+/// The most probes `search` can still take in all, for the progress line: bisect's bound
+/// until a failed bottom turns it into the linear scan.
+pub fn most_probes(search: Search, grid: &[f64], done: &[(f64, bool)]) -> usize {
+    let n = grid.len();
+    match search {
+        Search::Linear => n,
+        Search::Bisect => {
+            let bottom_failed = grid
+                .last()
+                .is_some_and(|&b| done.iter().any(|d| (d.0 - b).abs() < 0.5 && !d.1));
+            if bottom_failed {
+                return n;
+            }
+            let halvings = (n.max(2) - 1).next_power_of_two().trailing_zeros();
+            n.min(2 + halvings as usize)
         }
     }
 }
@@ -169,7 +199,9 @@ mod tests {
                 "threshold {}G",
                 thr
             );
-            assert!(bp.len() <= 2 + 4, "{} probes at {}G", bp.len(), thr);
+            // Nothing passes: a failed bottom is not trusted, so every point is probed.
+            let most = if want.is_some() { 2 + 4 } else { g.len() };
+            assert!(bp.len() <= most, "{} probes at {}G", bp.len(), thr);
             // Deep answers are where bisecting pays; near the top the linear scan is quicker.
             if (6.0..=10.0).contains(&thr) {
                 assert!(
@@ -201,11 +233,12 @@ mod tests {
                 last: true
             }
         );
+        // The bottom is not the last candidate of a bisect: if it fails, the middle is scanned.
         assert_eq!(
             next(Search::Bisect, &g, &[(10.0 * G, false)]),
             Next::Probe {
                 size: 0.0,
-                last: true
+                last: false
             }
         );
         // Top failed, bottom passed: halve.
@@ -219,8 +252,46 @@ mod tests {
         );
         assert_eq!(
             next(Search::Bisect, &g, &[(10.0 * G, false), (0.0, false)]),
-            Next::NotFound
+            Next::Probe {
+                size: 9.0 * G,
+                last: false
+            }
         );
+        let all_failed: Vec<(f64, bool)> = g.iter().map(|&s| (s, false)).collect();
+        assert_eq!(next(Search::Bisect, &g, &all_failed), Next::NotFound);
+        let mut nearly = all_failed.clone();
+        nearly.retain(|d| d.0 != G);
+        assert_eq!(
+            next(Search::Bisect, &g, &nearly),
+            Next::Probe {
+                size: G,
+                last: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_bottom_failed_by_chance_falls_back_to_the_linear_scan() {
+        // What the VM showed: a quick probe at the bottom failed although a larger size passed.
+        let g = grid(6.0 * G, 16.0 * G, 10);
+        let noisy = |s: f64| s <= 12.0 * G && s != 6.0 * G;
+        let (lin, lp) = tune(Search::Linear, &g, noisy);
+        let (bis, bp) = tune(Search::Bisect, &g, noisy);
+        assert_eq!(lin, Next::Found(12.0 * G));
+        assert_eq!(bis, lin);
+        // Top, bottom, then the same scan linear made below the top.
+        assert_eq!(bp.len(), lp.len() + 1);
+        // Nothing passes: both probe every point, bisect no more often than linear.
+        let (lin, lp) = tune(Search::Linear, &g, |_| false);
+        let (bis, bp) = tune(Search::Bisect, &g, |_| false);
+        assert_eq!((lin, bis), (Next::NotFound, Next::NotFound));
+        assert_eq!(bp.len(), lp.len());
+        assert_eq!(most_probes(Search::Bisect, &g, &[]), 6);
+        assert_eq!(
+            most_probes(Search::Bisect, &g, &[(16.0 * G, false), (6.0 * G, false)]),
+            11
+        );
+        assert_eq!(most_probes(Search::Linear, &g, &[]), 11);
     }
 
     #[test]
