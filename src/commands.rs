@@ -216,6 +216,8 @@ mod tests {
         ("mem_margin", &["--mem-margin", "10%"]),
         ("iocost_qos", &["--iocost-qos", "vrate=50"]),
         ("swappiness", &["--swappiness", "10"]),
+        ("hashd_size", &["--hashd-size", "2G"]),
+        ("hashd_cpu_load", &["--hashd-cpu-load", "fake"]),
         ("args", &["-a", "/tmp/resctl-bench-options-test.json"]),
         ("iocost_from_sys", &["--iocost-from-sys"]),
         ("keep_reports", &["--keep-reports"]),

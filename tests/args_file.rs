@@ -86,6 +86,8 @@ fn rerun_with_only_the_args_file_runs_the_stored_spec() {
         "mem_margin",
         "iocost_qos",
         "swappiness",
+        "hashd_size",
+        "hashd_cpu_load",
         "mode",
         "job_specs",
     ];

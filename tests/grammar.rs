@@ -509,6 +509,18 @@ fn bad_global_options_exit_2_with_one_line() {
             &["--mem-margin", "x"],
             "--mem-margin \"x\" is not a fraction",
         ),
+        (
+            &["--hashd-size", "1K"],
+            "--hashd-size \"1K\" is smaller than a page (accepted: a size of 4K or more",
+        ),
+        (
+            &["--hashd-size", "big"],
+            "--hashd-size \"big\" is not a size",
+        ),
+        (
+            &["--hashd-cpu-load", "maybe"],
+            "--hashd-cpu-load \"maybe\" is not a choice (accepted: keep, fake, real)",
+        ),
     ];
     for (opts, fragment) in cases {
         let mut args: Vec<&str> = opts.to_vec();

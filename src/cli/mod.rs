@@ -58,6 +58,14 @@ pub struct GlobalOpts {
     #[arg(long = "iocost-qos", global = true, value_name = "K=V,...")]
     pub iocost_qos: Option<String>,
 
+    /// hashd footprint (size) to use instead of the benchmarked one
+    #[arg(long = "hashd-size", global = true, value_name = "SIZE")]
+    pub hashd_size: Option<String>,
+
+    /// hashd CPU load: fake (sleep instead of hashing), real, or keep (the benchmarked choice)
+    #[arg(long = "hashd-cpu-load", global = true, value_name = "LOAD")]
+    pub hashd_cpu_load: Option<String>,
+
     /// vm.swappiness to use during benches (0-200)
     #[arg(long = "swappiness", global = true, value_name = "N")]
     pub swappiness: Option<String>,

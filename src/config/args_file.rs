@@ -2,15 +2,13 @@
 //! that configure a run, the subcommand and its job specs, so a long series of invocations can be
 //! repeated or continued with just `-a FILE SUBCOMMAND`.
 //!
-//! Stored keys: `dir dev rep_retention mem_profile mem_avail mem_margin iocost_qos swappiness mode
-//! job_specs`. Option values may be written as
+//! Stored keys: `dir dev rep_retention mem_profile mem_avail mem_margin iocost_qos swappiness
+//! hashd_size hashd_cpu_load mode job_specs`. Option values may be written as
 //! JSON numbers/`null` or as strings in the command-line syntax (`"7D"`, `"16G"`, `"off"`);
 //! `iocost_qos` may also be an object of QoS keys. `job_specs` holds spec strings or spec objects
-//! (`{kind, id, passive, props}`). Upstream's key names (`linux_tar`, `hashd_fake_cpu_load`,
-//! `iocost_qos_ovr`, `swappiness_ovr`) are read too; upstream's options for what this version doesn't
-//! have (`linux_tar` for build sideloads, `systemd_timeout`, and the hashd overrides `hashd_size`
-//! and `hashd_fake_cpu_load`, which only the benches to come would read) are accepted and
-//! dropped.
+//! (`{kind, id, passive, props}`). Upstream's key names (`hashd_fake_cpu_load` as true/false,
+//! `iocost_qos_ovr`, `swappiness_ovr`) are read too; upstream's options for what this version
+//! doesn't have (`linux_tar` for build sideloads, `systemd_timeout`) are accepted and dropped.
 //!
 //! Flow: `load` reads the file (a missing or empty file holds nothing); `Config::from_opts`
 //! validates the file's values (errors name the file) and then the command line over them, so
@@ -45,6 +43,8 @@ const KEYS: &[&str] = &[
     "mem_margin",
     "iocost_qos",
     "swappiness",
+    "hashd_size",
+    "hashd_cpu_load",
     "mode",
     "job_specs",
 ];
@@ -53,20 +53,14 @@ fn canonical_key(key: &str) -> Option<&'static str> {
     match key {
         "iocost_qos_ovr" => Some("iocost_qos"),
         "swappiness_ovr" => Some("swappiness"),
+        "hashd_fake_cpu_load" => Some("hashd_cpu_load"),
         _ => KEYS.iter().copied().find(|k| *k == key),
     }
 }
 
 /// Upstream's keys for options this version doesn't have; a file may hold them (upstream
 /// writes them all), they are dropped.
-const DROPPED_KEYS: &[&str] = &[
-    "linux_tar",
-    "linux",
-    "systemd_timeout",
-    "hashd_size",
-    "hashd_cpu_load",
-    "hashd_fake_cpu_load",
-];
+const DROPPED_KEYS: &[&str] = &["linux_tar", "linux", "systemd_timeout"];
 
 /// The stored options in command-line syntax (what `GlobalOpts` carries); `None` = not stored.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -79,6 +73,8 @@ struct StoredOpts {
     mem_margin: Option<String>,
     iocost_qos: Option<String>,
     swappiness: Option<String>,
+    hashd_size: Option<String>,
+    hashd_cpu_load: Option<String>,
 }
 
 /// An args file as loaded.
@@ -109,6 +105,9 @@ struct Written {
     mem_margin: f64,
     iocost_qos: Option<String>,
     swappiness: Option<u32>,
+    hashd_size: Option<u64>,
+    /// `"fake"` or `"real"`; `None` = keep.
+    hashd_cpu_load: Option<&'static str>,
     mode: Option<String>,
     job_specs: Vec<String>,
 }
@@ -133,6 +132,10 @@ fn written(cfg: &Config, mode: Option<&str>, job_specs: &[String]) -> Written {
         mem_margin: cfg.mem_margin,
         iocost_qos: cfg.iocost_qos.as_ref().map(qos_text),
         swappiness: cfg.swappiness,
+        hashd_size: cfg.hashd_size,
+        hashd_cpu_load: cfg
+            .hashd_fake_cpu_load
+            .map(|f| if f { "fake" } else { "real" }),
         mode: mode.map(str::to_string),
         job_specs: job_specs.to_vec(),
     }
@@ -163,12 +166,16 @@ fn qos_text(q: &QosOverride) -> String {
 fn option_text(key: &str, v: &Value) -> Result<Option<String>, String> {
     let numeric = matches!(
         key,
-        "rep_retention" | "mem_profile" | "mem_avail" | "mem_margin" | "swappiness"
+        "rep_retention" | "mem_profile" | "mem_avail" | "mem_margin" | "swappiness" | "hashd_size"
     );
     match v {
         Value::Null if key == "mem_profile" => Ok(Some("off".into())),
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
+        // Upstream stored `hashd_fake_cpu_load` as a bool.
+        Value::Bool(b) if key == "hashd_cpu_load" => {
+            Ok(Some(if *b { "fake" } else { "real" }.to_string()))
+        }
         Value::Number(n) if numeric => Ok(Some(n.to_string())),
         Value::Object(o) if key == "iocost_qos" => {
             let mut parts = Vec::new();
@@ -187,6 +194,7 @@ fn option_text(key: &str, v: &Value) -> Result<Option<String>, String> {
         }
         _ => Err(match key {
             "iocost_qos" => "expected \"K=V,...\", an object of QoS keys, or null".into(),
+            "hashd_cpu_load" => "expected \"keep\", \"fake\", \"real\", true, false or null".into(),
             _ if numeric => "expected a number, a string in the option's syntax, or null".into(),
             _ => "expected a string or null".into(),
         }),
@@ -297,6 +305,8 @@ impl ArgsFile {
                 "mem_avail" => &mut o.mem_avail,
                 "mem_margin" => &mut o.mem_margin,
                 "iocost_qos" => &mut o.iocost_qos,
+                "hashd_size" => &mut o.hashd_size,
+                "hashd_cpu_load" => &mut o.hashd_cpu_load,
                 _ => &mut o.swappiness,
             };
             *slot = option_text(key, v).map_err(keyed)?;
@@ -324,6 +334,8 @@ impl ArgsFile {
         o.mem_margin = pick(&base.mem_margin, &s.mem_margin);
         o.iocost_qos = pick(&base.iocost_qos, &s.iocost_qos);
         o.swappiness = pick(&base.swappiness, &s.swappiness);
+        o.hashd_size = pick(&base.hashd_size, &s.hashd_size);
+        o.hashd_cpu_load = pick(&base.hashd_cpu_load, &s.hashd_cpu_load);
         o
     }
 
@@ -346,6 +358,8 @@ impl ArgsFile {
             clear(&mut s.mem_margin, a.mem_margin.is_some());
             clear(&mut s.iocost_qos, a.iocost_qos.is_some());
             clear(&mut s.swappiness, a.swappiness.is_some());
+            clear(&mut s.hashd_size, a.hashd_size.is_some());
+            clear(&mut s.hashd_cpu_load, a.hashd_cpu_load.is_some());
         }
         Config::validate(&not_overridden.overlay(argv, false))
             .map_err(|e| UsageError::new(format!("args file {}: {:#}", self.path.display(), e)))?;
@@ -482,16 +496,88 @@ mod tests {
     fn upstream_keys_of_options_we_lack_are_dropped() {
         let (_d, p) = file_with(
             r#"{"dir": "/x", "linux_tar": "", "systemd_timeout": 120.0, "hashd_size": null,
-                "hashd_fake_cpu_load": false, "mode": "Run", "job_specs": []}"#,
+                "hashd_fake_cpu_load": null, "mode": "Run", "job_specs": []}"#,
         );
         let cfg = ArgsFile::load(&p).unwrap().into_config(&opts(&[])).unwrap();
         assert_eq!(cfg.dir, PathBuf::from("/x"));
+        assert_eq!((cfg.hashd_size, cfg.hashd_fake_cpu_load), (None, None));
         let v = written(&cfg, Some("run"), &[]).value().unwrap();
         for key in DROPPED_KEYS {
             assert!(v.get(key).is_none(), "{} is written", key);
         }
         // They alone don't make the file differ from what a save would write.
         assert_eq!(cfg.args_file.unwrap().normalized, Some(v));
+    }
+
+    #[test]
+    fn hashd_overrides_are_stored_and_read_in_upstream_spelling_too() {
+        for (text, size, fake) in [
+            (
+                r#"{"hashd_size": 2147483648, "hashd_fake_cpu_load": true}"#,
+                Some(2u64 << 30),
+                Some(true),
+            ),
+            (
+                r#"{"hashd_size": "512M", "hashd_fake_cpu_load": false}"#,
+                Some(512 << 20),
+                Some(false),
+            ),
+            (r#"{"hashd_cpu_load": "keep"}"#, None, None),
+            (r#"{"hashd_cpu_load": "fake"}"#, None, Some(true)),
+        ] {
+            let (_d, p) = file_with(text);
+            let cfg = ArgsFile::load(&p).unwrap().into_config(&opts(&[])).unwrap();
+            assert_eq!(
+                (cfg.hashd_size, cfg.hashd_fake_cpu_load),
+                (size, fake),
+                "{}",
+                text
+            );
+        }
+        // The command line wins, and what is saved reads back the same.
+        let (_d, p) = file_with(r#"{"hashd_size": "512M", "hashd_cpu_load": "fake"}"#);
+        let cfg = ArgsFile::load(&p)
+            .unwrap()
+            .into_config(&opts(&["--hashd-size", "1G", "--hashd-cpu-load", "real"]))
+            .unwrap();
+        assert_eq!(
+            (cfg.hashd_size, cfg.hashd_fake_cpu_load),
+            (Some(1 << 30), Some(false))
+        );
+        let v = written(&cfg, None, &[]).value().unwrap();
+        assert_eq!(
+            (&v["hashd_size"], &v["hashd_cpu_load"]),
+            (&Value::from(1u64 << 30), &Value::from("real"))
+        );
+        let (_d2, p2) = file_with(&v.to_string());
+        let back = ArgsFile::load(&p2)
+            .unwrap()
+            .into_config(&opts(&[]))
+            .unwrap();
+        assert_eq!(
+            (back.hashd_size, back.hashd_fake_cpu_load),
+            (Some(1 << 30), Some(false))
+        );
+        // Bad stored values: one line naming the file and what is accepted.
+        for (text, want) in [
+            (
+                r#"{"hashd_cpu_load": "maybe"}"#,
+                "accepted: keep, fake, real",
+            ),
+            (r#"{"hashd_size": "1K"}"#, "smaller than a page"),
+        ] {
+            let (_d, p) = file_with(text);
+            let e = ArgsFile::load(&p)
+                .unwrap()
+                .into_config(&opts(&[]))
+                .unwrap_err();
+            let msg = format!("{:#}", e);
+            assert!(
+                msg.starts_with("args file ") && msg.contains(want),
+                "{}",
+                msg
+            );
+        }
     }
 
     #[test]
@@ -535,6 +621,10 @@ mod tests {
                 "mode: \"bogus\" is not a subcommand",
             ),
             (r#"{"mode": 3}"#, "mode: 3 is not a subcommand"),
+            (
+                r#"{"hashd_cpu_load": 3}"#,
+                "hashd_cpu_load: expected \"keep\"",
+            ),
         ] {
             let (_d, p) = file_with(text);
             let e = ArgsFile::load(&p).unwrap_err();

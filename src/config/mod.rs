@@ -32,6 +32,9 @@ pub struct Config {
     pub mem_margin: f64,
     pub iocost_qos: Option<QosOverride>,
     pub swappiness: Option<u32>,
+    /// `--hashd-size` (bytes), `--hashd-cpu-load` (`None` = keep).
+    pub hashd_size: Option<u64>,
+    pub hashd_fake_cpu_load: Option<bool>,
     /// The `-a/--args` file, saved once the job specs are known (`ArgsFile::save`).
     pub args_file: Option<args_file::ArgsFile>,
     pub iocost_from_sys: bool,
@@ -138,6 +141,33 @@ impl Config {
                 Some(v as u32)
             }
         };
+        let hashd_size = match o.hashd_size.as_deref() {
+            None => None,
+            Some(s) => {
+                let v = parse_size(s).map_err(|e| bad("hashd-size", e))?;
+                if v < 4096 {
+                    return Err(bad(
+                        "hashd-size",
+                        format!(
+                            "{:?} is smaller than a page (accepted: a size of 4K or more, like 2G)",
+                            s
+                        ),
+                    ));
+                }
+                Some(v)
+            }
+        };
+        let hashd_fake_cpu_load = match o.hashd_cpu_load.as_deref() {
+            None | Some("keep") => None,
+            Some("fake") => Some(true),
+            Some("real") => Some(false),
+            Some(s) => {
+                return Err(bad(
+                    "hashd-cpu-load",
+                    format!("{:?} is not a choice (accepted: keep, fake, real)", s),
+                ))
+            }
+        };
         Ok(Config {
             result: o.result.clone(),
             dir,
@@ -148,6 +178,8 @@ impl Config {
             mem_margin,
             iocost_qos,
             swappiness,
+            hashd_size,
+            hashd_fake_cpu_load,
             args_file: None,
             iocost_from_sys: o.iocost_from_sys,
             keep_reports: o.keep_reports,
@@ -170,6 +202,8 @@ impl Config {
             "mem_margin": self.mem_margin,
             "iocost_qos": self.iocost_qos,
             "swappiness": self.swappiness,
+            "hashd_size": self.hashd_size,
+            "hashd_fake_cpu_load": self.hashd_fake_cpu_load,
             "iocost_from_sys": self.iocost_from_sys,
             "force": self.force,
             "quick": self.quick,
@@ -193,6 +227,10 @@ impl crate::system::session::SessionOpts {
             clear_reports: cfg.clear_reports,
             iocost_from_sys: cfg.iocost_from_sys,
             iocost_qos: cfg.iocost_qos,
+            hashd: crate::system::bench_json::HashdOverride {
+                size: cfg.hashd_size,
+                fake_cpu_load: cfg.hashd_fake_cpu_load,
+            },
         }
     }
 }

@@ -2,8 +2,9 @@
 //! working copy `<dir>/rb-bench.json` the runs use.
 //!
 //! At start the stored parameters are loaded (a missing file gives defaults; a file written for
-//! another device is refused), then `--iocost-from-sys` and `--iocost-qos` go on top of an
-//! in-memory copy. Benches *apply* new parameters (in memory and rb-bench.json) and may
+//! another device is refused), then `--iocost-from-sys`, `--iocost-qos`, `--hashd-size` and
+//! `--hashd-cpu-load` go on top of an in-memory copy (the hashd ones again over every hashd
+//! parameters a bench applies later, so they hold for the whole invocation). Benches *apply* new parameters (in memory and rb-bench.json) and may
 //! *commit* them (bench.json too). bench.json only ever receives stored parameters plus
 //! committed ones, never the command-line overrides. Every save is atomic.
 
@@ -29,6 +30,33 @@ pub struct HashdKnobs {
     pub mem_frac: f64,
     pub chunk_pages: u64,
     pub fake_cpu_load: bool,
+}
+
+/// `--hashd-size` and `--hashd-cpu-load`: hashd parameters fixed by the user over the
+/// benchmarked ones.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize)]
+pub struct HashdOverride {
+    /// hashd's footprint in bytes: raises `mem_size` to it if needed, then sets `mem_frac` so
+    /// that `mem_size × mem_frac` is this size.
+    pub size: Option<u64>,
+    /// `fake_cpu_load` (`fake` = true, `real` = false).
+    pub fake_cpu_load: Option<bool>,
+}
+
+impl HashdOverride {
+    pub fn is_empty(&self) -> bool {
+        self.size.is_none() && self.fake_cpu_load.is_none()
+    }
+
+    pub fn apply(&self, k: &mut HashdKnobs) {
+        if let Some(size) = self.size {
+            k.mem_size = k.mem_size.max(size);
+            k.mem_frac = size as f64 / k.mem_size as f64;
+        }
+        if let Some(fake) = self.fake_cpu_load {
+            k.fake_cpu_load = fake;
+        }
+    }
 }
 
 /// The content of bench.json. A `*_seq` of 0 means "never benchmarked".
@@ -130,6 +158,7 @@ pub struct BenchFile {
     /// The parameters runs use: stored + command-line overrides + applies.
     pub knobs: BenchKnobs,
     job_start: BenchKnobs,
+    hashd_ovr: HashdOverride,
 }
 
 impl BenchFile {
@@ -152,6 +181,7 @@ impl BenchFile {
             knobs: stored.clone(),
             job_start: stored.clone(),
             stored,
+            hashd_ovr: HashdOverride::default(),
         })
     }
 
@@ -164,6 +194,7 @@ impl BenchFile {
         devnr: DevNr,
         from_sys: bool,
         qos_ovr: Option<&QosOverride>,
+        hashd_ovr: HashdOverride,
     ) -> anyhow::Result<()> {
         if from_sys {
             self.knobs.iocost = knobs_from_sys(paths, devnr)?;
@@ -175,6 +206,8 @@ impl BenchFile {
             qos.enable = self.knobs.iocost.qos.enable;
             self.knobs.iocost.qos = qos;
         }
+        self.hashd_ovr = hashd_ovr;
+        hashd_ovr.apply(&mut self.knobs.hashd);
         self.job_start = self.knobs.clone();
         Ok(())
     }
@@ -214,8 +247,10 @@ impl BenchFile {
     }
 
     /// New hashd parameters, like [`BenchFile::apply_iocost`].
+    /// The working copy keeps the `--hashd-*` overrides; bench.json gets what was measured.
     pub fn apply_hashd(&mut self, hashd: HashdKnobs, commit: bool) -> anyhow::Result<()> {
         self.knobs.hashd = hashd.clone();
+        self.hashd_ovr.apply(&mut self.knobs.hashd);
         self.knobs.hashd_seq += 1;
         if commit {
             self.stored.hashd = hashd;
@@ -402,7 +437,8 @@ mod tests {
 
         let mut bf = BenchFile::load(dir, samsung()).unwrap();
         let ovr = QosOverride::parse("vrate=70.555,rlat=9000").unwrap();
-        bf.apply_overrides(&hp, dev, true, Some(&ovr)).unwrap();
+        bf.apply_overrides(&hp, dev, true, Some(&ovr), HashdOverride::default())
+            .unwrap();
         assert_eq!(bf.knobs.iocost.model.rbps, 1);
         let q = &bf.knobs.iocost.qos;
         assert_eq!((q.rpct, q.rlat, q.min, q.max), (90.0, 9000, 70.56, 70.56));
@@ -469,13 +505,63 @@ mod tests {
         fs::write(hp.cgroup().join("io.cost.qos"), "").unwrap();
         let mut bf = BenchFile::load(tmp.path(), DevIdent::default()).unwrap();
         let e = bf
-            .apply_overrides(&hp, DevNr::new(8, 0), true, None)
+            .apply_overrides(&hp, DevNr::new(8, 0), true, None, HashdOverride::default())
             .unwrap_err();
         assert!(e.to_string().contains("--iocost-from-sys"), "{}", e);
         // Without from-sys, an override alone works on the stored QoS.
         let ovr = QosOverride::parse("rpct=50").unwrap();
-        bf.apply_overrides(&hp, DevNr::new(8, 0), false, Some(&ovr))
-            .unwrap();
+        bf.apply_overrides(
+            &hp,
+            DevNr::new(8, 0),
+            false,
+            Some(&ovr),
+            HashdOverride::default(),
+        )
+        .unwrap();
         assert_eq!(bf.knobs.iocost.qos.rpct, 50.0);
+    }
+
+    #[test]
+    fn hashd_overrides_hold_over_applied_parameters_and_stay_out_of_bench_json() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        fs::write(dir.join(BENCH_FILENAME), UPSTREAM).unwrap();
+        let hp = HostPaths::under(dir.join("root"));
+        let mut bf = BenchFile::load(dir, samsung()).unwrap();
+        let stored = bf.stored().hashd.clone();
+        let g = 1u64 << 30;
+        // Below mem_size: mem_frac goes down.
+        let ovr = HashdOverride {
+            size: Some(2 * g),
+            fake_cpu_load: Some(true),
+        };
+        bf.apply_overrides(&hp, DevNr::new(8, 0), false, None, ovr)
+            .unwrap();
+        let k = &bf.knobs.hashd;
+        assert_eq!(k.mem_size, stored.mem_size);
+        assert!((k.mem_size as f64 * k.mem_frac - 2.0 * g as f64).abs() < 1.0);
+        assert!(k.fake_cpu_load && !stored.fake_cpu_load);
+        // Above mem_size: mem_size goes up, all of it used.
+        let mut big = stored.clone();
+        HashdOverride {
+            size: Some(stored.mem_size * 2),
+            fake_cpu_load: None,
+        }
+        .apply(&mut big);
+        assert_eq!((big.mem_size, big.mem_frac), (stored.mem_size * 2, 1.0));
+        // A bench's new parameters: the working copy keeps the overrides, bench.json gets the
+        // measured ones.
+        let measured = HashdKnobs {
+            rps_max: 777,
+            mem_size: 8 * g,
+            mem_frac: 0.9,
+            ..stored.clone()
+        };
+        bf.apply_hashd(measured.clone(), true).unwrap();
+        let k = &bf.knobs.hashd;
+        assert_eq!((k.rps_max, k.mem_size, k.mem_frac), (777, 8 * g, 0.25));
+        assert!(k.fake_cpu_load);
+        let on_disk = read_knobs(&dir.join(BENCH_FILENAME)).unwrap().unwrap();
+        assert_eq!(on_disk.hashd, measured);
     }
 }

@@ -110,10 +110,12 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
         .mem()
         .cloned()
         .context("protection runs under the memory profile")?;
+    // `--hashd-cpu-load fake` is on the working copy even before any sizing: size for it.
+    let fake_cpu_load = host.bench_knobs().is_some_and(|k| k.hashd.fake_cpu_load);
     let props = crate::bench::hashd_params::Props {
         apply: true,
         commit: true,
-        fake_cpu_load: false,
+        fake_cpu_load,
         rps_max: None,
         hash_size: None,
         chunk_pages: None,
@@ -129,7 +131,8 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
         crate::bench::hashd_params::result_line(&run.knobs)
     );
     host.apply_hashd(run.knobs.clone(), true)?;
-    Ok(run.knobs)
+    // The working copy: what was measured, under any `--hashd-*` override.
+    Ok(host.bench_knobs().map_or(run.knobs, |k| k.hashd.clone()))
 }
 
 /// The write bandwidth hog speeds are relative to: bench.json's io.cost model, else the

@@ -126,7 +126,34 @@ pub(super) fn load_bench_json(
     };
     let mut b = BenchFile::load(&opts.dir, dev)?;
     let devnr = DevNr::new(s.dev.devnr.0, s.dev.devnr.1);
-    b.apply_overrides(hp, devnr, opts.iocost_from_sys, opts.iocost_qos.as_ref())?;
+    b.apply_overrides(
+        hp,
+        devnr,
+        opts.iocost_from_sys,
+        opts.iocost_qos.as_ref(),
+        opts.hashd,
+    )?;
+    if let Some(size) = opts.hashd.size {
+        let st = b.stored();
+        log::info!(
+            "hashd footprint {} (--hashd-size) over {}",
+            crate::units::fmt::format_size(size as f64),
+            if st.hashd_seq > 0 {
+                format!(
+                    "the benchmarked {}",
+                    crate::units::fmt::format_size(st.hashd.mem_size as f64 * st.hashd.mem_frac)
+                )
+            } else {
+                "what hashd-params will find".to_string()
+            }
+        );
+    }
+    if let Some(fake) = opts.hashd.fake_cpu_load {
+        log::info!(
+            "hashd {} CPU load (--hashd-cpu-load)",
+            if fake { "fake" } else { "real" }
+        );
+    }
     if b.knobs.iocost_seq > 0 {
         log::info!(
             "io.cost parameters{}: {} / {}",

@@ -49,6 +49,8 @@ pub struct SessionOpts {
     pub iocost_from_sys: bool,
     /// `--iocost-qos`: QoS parameters on top of the benchmarked (or kernel) ones.
     pub iocost_qos: Option<QosOverride>,
+    /// `--hashd-size`, `--hashd-cpu-load`: over the benchmarked hashd parameters.
+    pub hashd: crate::system::bench_json::HashdOverride,
 }
 
 /// What the jobs of one invocation need from the system, summed up.

@@ -46,6 +46,7 @@ pub(crate) fn opts(hp: &HostPaths) -> SessionOpts {
         clear_reports: false,
         iocost_from_sys: false,
         iocost_qos: None,
+        hashd: Default::default(),
     }
 }
 

@@ -263,6 +263,30 @@ fn passive_io_jobs_leave_iocost_alone() {
 }
 
 #[test]
+fn hashd_overrides_reach_the_working_copy_not_bench_json() {
+    let (_t, hp) = iocost_host(Some(BENCH_JSON));
+    let mut o = opts(&hp);
+    o.hashd = crate::system::bench_json::HashdOverride {
+        size: Some(250_000),
+        fake_cpu_load: Some(true),
+    };
+    let mut s = Session::start(hp.clone(), &o, &needs()).unwrap();
+    s.prepare_job(Enforce::all(), false).unwrap();
+    let h = &s.bench_knobs().unwrap().hashd;
+    assert_eq!(
+        (h.rps_max, h.mem_size, h.mem_frac, h.fake_cpu_load),
+        (1005, 1_000_000, 0.25, true)
+    );
+    let rb = rb_bench(&hp);
+    assert_eq!((rb.hashd.mem_frac, rb.hashd.fake_cpu_load), (0.25, true));
+    s.finish().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(hp.path("work/bench.json")).unwrap(),
+        BENCH_JSON
+    );
+}
+
+#[test]
 fn iocost_qos_override_goes_on_top() {
     let (_t, hp) = iocost_host(Some(BENCH_JSON));
     let mut o = opts(&hp);
