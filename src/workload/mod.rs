@@ -2,5 +2,6 @@
 //! random-read IO load; the memory hog that floods memory against them.
 
 pub mod hashd;
+pub mod ioengine;
 pub mod memhog;
 pub mod randread;

@@ -1,0 +1,372 @@
+//! One worker's loop, written against a [`Backend`] (io_uring, the blocking pool, or a
+//! simulated device in the tests) and a [`Clock`], so pacing, ramp, stop and accounting are
+//! the same code whatever does the IO, and are tested on a simulated clock.
+//!
+//! Per IO: `due` (when it was scheduled: the moment a slot freed up in a closed loop, its slot
+//! in the schedule in an open one), `submit` (after the submission call returned) and the
+//! completion (when it was reaped). `slat = submit − due`, `clat = completion − submit`,
+//! `lat = slat + clat` — fio's definitions, with `due` in place of fio's IO creation time so
+//! an open loop's latency includes any wait for a free slot.
+
+use super::job::{IoJob, Pattern, Stop};
+use super::pace::{Arrivals, Schedule};
+use super::stats::WorkerStats;
+use anyhow::{bail, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How long IOs may be in flight with none completing before the device counts as hung.
+pub const STALL_MAX_NS: u64 = 60_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Op {
+    pub write: bool,
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// A completion: the slot and the bytes transferred, or `-errno`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Done {
+    pub slot: usize,
+    pub res: i64,
+}
+
+pub trait Backend {
+    /// Queues `op` into `slot` (its buffer); not submitted yet.
+    fn prep(&mut self, slot: usize, op: Op) -> std::io::Result<()>;
+    /// Submits everything queued.
+    fn submit(&mut self) -> std::io::Result<()>;
+    /// Waits for at least one completion (there is at least one IO in flight), or until `until`
+    /// (clock ns) when given, and appends what completed.
+    fn wait(&mut self, until: Option<u64>, done: &mut Vec<Done>) -> std::io::Result<()>;
+}
+
+pub trait Clock {
+    /// ns since some fixed start.
+    fn now(&self) -> u64;
+    fn sleep_until(&self, t: u64);
+}
+
+/// The real clock.
+pub struct MonoClock(std::time::Instant);
+
+impl MonoClock {
+    pub fn new() -> Self {
+        MonoClock(std::time::Instant::now())
+    }
+}
+
+impl Default for MonoClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for MonoClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+
+    fn sleep_until(&self, t: u64) {
+        let now = self.now();
+        if t > now {
+            std::thread::sleep(std::time::Duration::from_nanos(t - now));
+        }
+    }
+}
+
+/// What one worker does: the job's share.
+#[derive(Debug, Clone)]
+pub struct WorkerPlan {
+    pub index: u32,
+    pub read_pct: u32,
+    pub pattern: Pattern,
+    pub bs: u64,
+    pub align: u64,
+    /// Offsets fall in `[lo, hi)`; a sequential worker walks its own part of the job's range.
+    pub lo: u64,
+    pub hi: u64,
+    pub qd: usize,
+    pub ramp_ns: u64,
+    pub stop: Stop,
+    pub iops: Option<f64>,
+    pub arrivals: Arrivals,
+    pub seed: u64,
+}
+
+impl WorkerPlan {
+    /// Worker `index`'s share of `job` on a target of `size` bytes.
+    pub fn of(job: &IoJob, index: u32, size: u64) -> WorkerPlan {
+        let align = job.alignment();
+        let end = if job.end == 0 {
+            size
+        } else {
+            job.end.min(size)
+        };
+        let (mut lo, mut hi) = (job.start, end);
+        if job.pattern == Pattern::Seq && job.workers > 1 {
+            // Split into aligned parts, one per worker, so sequential streams don't overlap.
+            let part = (end - job.start) / job.workers as u64 / align * align;
+            if part >= job.bs {
+                lo = job.start + part * index as u64;
+                hi = lo + part;
+            }
+        }
+        WorkerPlan {
+            index,
+            read_pct: job.read_pct,
+            pattern: job.pattern,
+            bs: job.bs,
+            align,
+            lo,
+            hi,
+            qd: job.qd as usize,
+            ramp_ns: job.ramp.as_nanos() as u64,
+            stop: match job.stop {
+                Stop::Bytes(b) => Stop::Bytes(b.div_ceil(job.workers as u64)),
+                s => s,
+            },
+            iops: job.worker_iops(),
+            arrivals: job.arrivals,
+            seed: job
+                .seed
+                .wrapping_add((index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        }
+    }
+}
+
+/// Offsets and directions, in issue order.
+struct OpGen {
+    rng: SmallRng,
+    read_pct: u32,
+    pattern: Pattern,
+    bs: u64,
+    align: u64,
+    lo: u64,
+    /// Aligned positions an IO can start at: `lo + k × align`, `k < slots`.
+    slots: u64,
+    next_seq: u64,
+}
+
+impl OpGen {
+    fn new(p: &WorkerPlan) -> Result<OpGen> {
+        let lo = p.lo.div_ceil(p.align) * p.align;
+        if p.hi < lo + p.bs {
+            bail!(
+                "worker {}: the range {}..{} holds no aligned IO of {} bytes",
+                p.index,
+                p.lo,
+                p.hi,
+                p.bs
+            );
+        }
+        Ok(OpGen {
+            rng: SmallRng::seed_from_u64(p.seed),
+            read_pct: p.read_pct,
+            pattern: p.pattern,
+            bs: p.bs,
+            align: p.align,
+            lo,
+            slots: (p.hi - lo - p.bs) / p.align + 1,
+            next_seq: 0,
+        })
+    }
+
+    #[inline]
+    fn next(&mut self) -> Op {
+        let write = match self.read_pct {
+            100 => false,
+            0 => true,
+            r => self.rng.gen_range(0..100) >= r,
+        };
+        let k = match self.pattern {
+            Pattern::Rand => self.rng.gen_range(0..self.slots),
+            Pattern::Seq => {
+                let k = self.next_seq;
+                // Next block right after this one, wrapping at the end of the range.
+                let step = self.bs.div_ceil(self.align);
+                self.next_seq = if k + step < self.slots { k + step } else { 0 };
+                k
+            }
+        };
+        Op {
+            write,
+            offset: self.lo + k * self.align,
+            len: self.bs as u32,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    due: u64,
+    submit: u64,
+    write: bool,
+    len: u32,
+    offset: u64,
+}
+
+/// Runs one worker to its stop (or until `abort`) and returns what it measured.
+pub fn drive<B: Backend, C: Clock>(
+    plan: &WorkerPlan,
+    b: &mut B,
+    clock: &C,
+    abort: &AtomicBool,
+) -> Result<WorkerStats> {
+    let mut gen = OpGen::new(plan)?;
+    let mut st = WorkerStats::default();
+    let t0 = clock.now();
+    let ramp_end = t0 + plan.ramp_ns;
+    let (deadline, budget) = match plan.stop {
+        Stop::Time(d) => (Some(ramp_end + d.as_nanos() as u64), u64::MAX),
+        Stop::Bytes(n) => (None, n),
+    };
+    let mut sched = plan
+        .iops
+        .map(|r| Schedule::new(r, plan.arrivals, t0, plan.seed ^ 0xa11));
+    let qd = plan.qd.max(1);
+    let mut slots = vec![Slot::default(); qd];
+    let mut free: Vec<usize> = (0..qd).rev().collect();
+    let mut queued: Vec<usize> = Vec::with_capacity(qd);
+    let mut done: Vec<super::drive::Done> = Vec::with_capacity(qd);
+    // Bytes issued since the ramp ended (the size-based stop).
+    let mut issued = 0u64;
+    let mut stopped_at: Option<u64> = None;
+    let mut last_done = ramp_end;
+    // The last completion, or the first submission after a time with nothing in flight.
+    let mut progress = t0;
+    let mut failed = false;
+    loop {
+        let now = clock.now();
+        let issuing = !failed
+            && !abort.load(Ordering::Relaxed)
+            && deadline.map_or(issued < budget, |d| now < d);
+        if !issuing && stopped_at.is_none() {
+            stopped_at = Some(now);
+        }
+        if issuing {
+            while let Some(&slot) = free.last() {
+                let due = match &mut sched {
+                    None => now,
+                    Some(s) if s.next_due() <= now => s.take(),
+                    Some(_) => break,
+                };
+                free.pop();
+                let op = gen.next();
+                b.prep(slot, op)?;
+                slots[slot] = Slot {
+                    due,
+                    submit: 0,
+                    write: op.write,
+                    len: op.len,
+                    offset: op.offset,
+                };
+                queued.push(slot);
+                if now >= ramp_end {
+                    issued += op.len as u64;
+                    if issued >= budget {
+                        break;
+                    }
+                }
+            }
+        }
+        if !queued.is_empty() {
+            if free.len() + queued.len() == qd {
+                progress = now;
+            }
+            b.submit()?;
+            let t = clock.now();
+            for &s in &queued {
+                slots[s].submit = t;
+            }
+            queued.clear();
+        }
+        let inflight = qd - free.len();
+        if inflight == 0 {
+            if !issuing {
+                break;
+            }
+            // Open loop, nothing in flight: sleep to the next due IO (or the end).
+            if let Some(s) = &sched {
+                let t = deadline.map_or(s.next_due(), |d| d.min(s.next_due()));
+                clock.sleep_until(t);
+            }
+            continue;
+        }
+        let stall_end = progress + STALL_MAX_NS;
+        if now >= stall_end {
+            bail!(
+                "{} IOs in flight and none completed for {} s: the device stopped completing IOs",
+                inflight,
+                STALL_MAX_NS / 1_000_000_000
+            );
+        }
+        // Wake for the next due IO (a free slot to use) and for the end, whatever comes first.
+        let mut until = stall_end;
+        if issuing {
+            if let Some(d) = deadline {
+                until = until.min(d);
+            }
+            if let (Some(s), false) = (&sched, free.is_empty()) {
+                until = until.min(s.next_due());
+            }
+        }
+        let until = Some(until);
+        b.wait(until, &mut done)?;
+        let t = clock.now();
+        if !done.is_empty() {
+            progress = t;
+        }
+        for d in done.drain(..) {
+            let s = slots[d.slot];
+            free.push(d.slot);
+            if d.res < 0 {
+                st.errors += 1;
+                if st.first_error.is_none() {
+                    st.first_error = Some(format!(
+                        "{} of {} bytes at offset {}: {}",
+                        if s.write { "write" } else { "read" },
+                        s.len,
+                        s.offset,
+                        std::io::Error::from_raw_os_error((-d.res) as i32)
+                    ));
+                }
+                failed = true;
+                continue;
+            }
+            // Completions at the very end of the ramp belong to it (a second is (k, k+1]).
+            if t < ramp_end || (t == ramp_end && plan.ramp_ns > 0) {
+                continue;
+            }
+            let sec = ((t - ramp_end).saturating_sub(1) / 1_000_000_000) as usize;
+            let dir = if s.write { &mut st.write } else { &mut st.read };
+            dir.record(
+                d.res as u64,
+                (d.res as u64) < s.len as u64,
+                s.submit.saturating_sub(s.due),
+                t.saturating_sub(s.submit),
+                sec,
+            );
+            last_done = t;
+        }
+    }
+    // The measured span: from the end of the ramp to when issuing stopped, or to the last
+    // completion drained after that.
+    let end = last_done.max(stopped_at.unwrap_or(last_done));
+    st.runtime_ns = end.saturating_sub(ramp_end);
+    if let Some(e) = &st.first_error {
+        bail!(
+            "worker {}: {} (and {} more failed IOs)",
+            plan.index,
+            e,
+            st.errors - 1
+        );
+    }
+    Ok(st)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,207 @@
+//! An IO job: where, what, how much at once, how fast and for how long. `check` refuses what
+//! can't run (one line each, said as the option it came from); the target's size and block
+//! size are checked when it is opened (`run`).
+
+use super::pace::Arrivals;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    Seq,
+    Rand,
+}
+
+/// An open-loop rate for the whole job (split evenly over the workers).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rate {
+    Iops(f64),
+    /// Bytes per second.
+    Bps(f64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stop {
+    /// After this long past the ramp.
+    Time(Duration),
+    /// After this many bytes past the ramp (over all workers).
+    Bytes(u64),
+}
+
+/// Which engine to use; `Auto` = io_uring, else the blocking thread pool (said in the result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineChoice {
+    Auto,
+    IoUring,
+    Psync,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IoJob {
+    /// A regular file or a block device.
+    pub target: PathBuf,
+    /// Share of reads, 0–100.
+    pub read_pct: u32,
+    pub pattern: Pattern,
+    /// Bytes per IO.
+    pub bs: u64,
+    /// Offsets are multiples of this (bytes).
+    pub align: u64,
+    /// The byte range IOs fall in; `end` 0 = the target's size.
+    pub start: u64,
+    pub end: u64,
+    /// IOs in flight per worker.
+    pub qd: u32,
+    pub workers: u32,
+    pub stop: Stop,
+    /// Run this long before measuring.
+    pub ramp: Duration,
+    pub rate: Option<Rate>,
+    pub arrivals: Arrivals,
+    /// O_DIRECT (bypass the page cache).
+    pub direct: bool,
+    pub engine: EngineChoice,
+    /// Percentiles the result lists (the histograms hold them all).
+    pub percentiles: Vec<f64>,
+    /// Seed of the offsets, the read/write choices and the Poisson gaps.
+    pub seed: u64,
+}
+
+impl IoJob {
+    /// A 30-second 4 KiB random read at QD 1 on `target`, fio's defaults otherwise.
+    pub fn new(target: PathBuf) -> IoJob {
+        IoJob {
+            target,
+            read_pct: 100,
+            pattern: Pattern::Rand,
+            bs: 4096,
+            align: 0,
+            start: 0,
+            end: 0,
+            qd: 1,
+            workers: 1,
+            stop: Stop::Time(Duration::from_secs(30)),
+            ramp: Duration::ZERO,
+            rate: None,
+            arrivals: Arrivals::Linear,
+            direct: true,
+            engine: EngineChoice::Auto,
+            percentiles: super::hist::DFL_PERCENTILES.to_vec(),
+            seed: 0x5eed,
+        }
+    }
+
+    /// `align`, or the block size when it is 0.
+    pub fn alignment(&self) -> u64 {
+        if self.align == 0 {
+            self.bs
+        } else {
+            self.align
+        }
+    }
+
+    /// fio's name for the mix: `read`, `randwrite`, `randrw` (with `rwmix`), …
+    pub fn rw_name(&self) -> String {
+        let base = match self.read_pct {
+            100 => "read",
+            0 => "write",
+            _ => "rw",
+        };
+        match self.pattern {
+            Pattern::Seq => base.to_string(),
+            Pattern::Rand => format!("rand{}", base),
+        }
+    }
+
+    /// The job's rules that don't need the target; the message names the option.
+    pub fn check(&self) -> Result<(), String> {
+        if self.read_pct > 100 {
+            return Err(format!(
+                "rwmix={} is above 100 (accepted: 0 to 100)",
+                self.read_pct
+            ));
+        }
+        if self.bs == 0 || self.bs > 64 << 20 {
+            return Err(format!("bs={} is not from 1 byte to 64M", self.bs));
+        }
+        let align = self.alignment();
+        if self.direct && (self.bs % 512 != 0 || align % 512 != 0) {
+            return Err(format!(
+                "bs={} align={}: direct IO needs multiples of 512 bytes (or direct=false)",
+                self.bs, align
+            ));
+        }
+        if !(1..=4096).contains(&self.qd) {
+            return Err(format!("qd={} is not from 1 to 4096", self.qd));
+        }
+        if !(1..=1024).contains(&self.workers) {
+            return Err(format!("workers={} is not from 1 to 1024", self.workers));
+        }
+        if self.end != 0 && self.end < self.start + self.bs {
+            return Err(format!(
+                "the range {}..{} is smaller than one IO of {} bytes",
+                self.start, self.end, self.bs
+            ));
+        }
+        match self.stop {
+            Stop::Time(d) if d.is_zero() => return Err("dur=0: nothing to run".into()),
+            Stop::Bytes(0) => return Err("size=0: nothing to run".into()),
+            _ => {}
+        }
+        match self.rate {
+            Some(Rate::Iops(r)) | Some(Rate::Bps(r)) if !(r > 0.0 && r.is_finite()) => {
+                return Err(format!("rate {} is not a positive number", r))
+            }
+            _ => {}
+        }
+        if let Some(p) = self
+            .percentiles
+            .iter()
+            .find(|p| !(**p > 0.0 && **p <= 100.0))
+        {
+            return Err(format!("percentile {} is not above 0 and at most 100", p));
+        }
+        Ok(())
+    }
+
+    /// Each worker's open-loop rate in IOs per second.
+    pub fn worker_iops(&self) -> Option<f64> {
+        let per_job = match self.rate? {
+            Rate::Iops(r) => r,
+            Rate::Bps(b) => b / self.bs as f64,
+        };
+        Some(per_job / self.workers as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_rules() {
+        let mut j = IoJob::new("/dev/null".into());
+        assert_eq!(j.rw_name(), "randread");
+        assert!(j.check().is_ok());
+        j.read_pct = 70;
+        j.pattern = Pattern::Seq;
+        assert_eq!(j.rw_name(), "rw");
+        j.bs = 1000;
+        assert!(j.check().unwrap_err().contains("multiples of 512"));
+        j.direct = false;
+        assert!(j.check().is_ok());
+        j.qd = 0;
+        assert!(j.check().unwrap_err().starts_with("qd=0"));
+        j.qd = 1;
+        j.rate = Some(Rate::Bps(4e6));
+        j.workers = 4;
+        assert_eq!(j.worker_iops(), Some(4e6 / 1000.0 / 4.0));
+        j.percentiles.push(0.0);
+        assert!(j.check().unwrap_err().starts_with("percentile 0"));
+    }
+}
