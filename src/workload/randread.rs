@@ -16,21 +16,6 @@ pub struct RandRead {
     pub mean_lat_us: f64,
 }
 
-fn target_size(f: &std::fs::File) -> Result<u64> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::FileTypeExt;
-    if f.metadata()?.file_type().is_block_device() {
-        const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
-        let mut size: u64 = 0;
-        if unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) } != 0 {
-            bail!("BLKGETSIZE64: {}", std::io::Error::last_os_error());
-        }
-        Ok(size)
-    } else {
-        Ok(f.metadata()?.len())
-    }
-}
-
 /// 4 KiB random reads with O_DIRECT from `jobs` threads for `dur`: a plain pread loop per
 /// thread, so the queue depth is `jobs`.
 pub fn randread(target: &Path, dur: Duration, jobs: usize) -> Result<RandRead> {
@@ -43,7 +28,7 @@ pub fn randread(target: &Path, dur: Duration, jobs: usize) -> Result<RandRead> {
             .open(target)
             .with_context(|| format!("opening {} with O_DIRECT", target.display()))
     };
-    let blocks = target_size(&open()?)? / BS;
+    let blocks = crate::workload::ioengine::target::size_of(&open()?)? / BS;
     if blocks == 0 {
         bail!("{} is smaller than 4 KiB", target.display());
     }

@@ -41,6 +41,10 @@ pub trait Backend {
     /// Waits for at least one completion (there is at least one IO in flight), or until `until`
     /// (clock ns) when given, and appends what completed.
     fn wait(&mut self, until: Option<u64>, done: &mut Vec<Done>) -> std::io::Result<()>;
+    /// After the last IO: CPU time the backend used outside the worker's own thread.
+    fn finish(&mut self) -> super::stats::Cpu {
+        super::stats::Cpu::default()
+    }
 }
 
 pub trait Clock {
@@ -50,6 +54,7 @@ pub trait Clock {
 }
 
 /// The real clock.
+#[derive(Debug, Clone, Copy)]
 pub struct MonoClock(std::time::Instant);
 
 impl MonoClock {

@@ -3,11 +3,20 @@
 //! fio measures — per direction and per worker, IOs, bytes, `slat`/`clat`/`lat` in mergeable
 //! histograms, per-second samples and CPU time.
 //!
-//! * `job` — what to run; `pace` — open-loop schedules; `drive` — one worker's loop against
-//!   any backend and clock; `hist`, `stats` — what is measured.
+//! * `job` — what to run; `target` — the file or device, opened safely; `run` — workers on
+//!   threads, the engine picked, results added up;
+//! * `pace` — open-loop schedules; `drive` — one worker's loop against any backend and clock;
+//!   `uring`, `psync` — the backends; `buf` — their aligned buffers;
+//! * `hist`, `stats` — what is measured; `result` — the stored document and its text.
 
+pub mod buf;
 pub mod drive;
 pub mod hist;
 pub mod job;
 pub mod pace;
+pub mod psync;
+pub mod result;
+pub mod run;
 pub mod stats;
+pub mod target;
+pub mod uring;

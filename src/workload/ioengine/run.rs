@@ -1,0 +1,336 @@
+//! Running a job: the target opened, the engine picked, one thread per worker, and the
+//! workers' measurements added up into the result.
+
+use super::buf::Buffers;
+use super::drive::{drive, Backend, MonoClock, WorkerPlan};
+use super::job::{EngineChoice, IoJob};
+use super::psync::Psync;
+use super::result::{IoResult, WorkerOut, RESULT_VERSION};
+use super::stats::{Cpu, DirStats, WorkerStats};
+use super::uring::Uring;
+use anyhow::{Context, Result};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    IoUring,
+    Psync,
+}
+
+/// The engine to use and, for the fallback, why.
+fn pick(choice: EngineChoice) -> Result<(Engine, String)> {
+    match choice {
+        EngineChoice::Psync => Ok((Engine::Psync, "asked for".into())),
+        EngineChoice::IoUring => match Uring::available() {
+            Ok(()) => Ok((Engine::IoUring, String::new())),
+            Err(e) => crate::usage_bail!("engine=io_uring: io_uring is unavailable here ({})", e),
+        },
+        EngineChoice::Auto => match Uring::available() {
+            Ok(()) => Ok((Engine::IoUring, String::new())),
+            Err(e) => {
+                let why = format!("io_uring is unavailable ({})", e);
+                log::warn!("io: {}; using blocking pread/pwrite threads", why);
+                Ok((Engine::Psync, why))
+            }
+        },
+    }
+}
+
+fn with_backend<B: Backend>(
+    plan: &WorkerPlan,
+    mut b: B,
+    clock: &MonoClock,
+    halt: &AtomicBool,
+) -> Result<WorkerStats> {
+    let r = drive(plan, &mut b, clock, halt);
+    let extra = b.finish();
+    r.map(|mut st| {
+        st.cpu = extra;
+        st
+    })
+}
+
+fn worker(
+    plan: &WorkerPlan,
+    engine: Engine,
+    fd: i32,
+    clock: MonoClock,
+    halt: &AtomicBool,
+) -> Result<WorkerStats> {
+    let bufs = Buffers::new(plan.qd, plan.bs as usize, plan.seed)?;
+    let cpu0 = Cpu::thread();
+    let r = match engine {
+        Engine::IoUring => {
+            let b = Uring::new(fd, bufs, plan.qd, clock).context("setting up io_uring")?;
+            with_backend(plan, b, &clock, halt)
+        }
+        Engine::Psync => {
+            let b = Psync::new(fd, bufs, plan.qd, clock).context("starting IO threads")?;
+            with_backend(plan, b, &clock, halt)
+        }
+    };
+    r.map(|mut st| {
+        st.cpu.add(&Cpu::thread().since(&cpu0));
+        st
+    })
+}
+
+/// Runs `job` to its end (or until `abort` is set: what was measured until then is the
+/// result) and returns what it measured.
+pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
+    if let Err(e) = job.check() {
+        crate::usage_bail!("io job: {}", e);
+    }
+    let t = super::target::open(&job.target, job.read_pct < 100, job.direct)?;
+    let end = if job.end == 0 { t.size } else { job.end };
+    if end > t.size {
+        crate::usage_bail!(
+            "io job: the range ends at {} but {} holds {} bytes",
+            end,
+            job.target.display(),
+            t.size
+        );
+    }
+    let start = job.start.div_ceil(job.alignment()) * job.alignment();
+    if end < start + job.bs {
+        crate::usage_bail!(
+            "io job: {} ({} bytes) holds no aligned IO of {} bytes in the range",
+            job.target.display(),
+            t.size,
+            job.bs
+        );
+    }
+    let (engine, note) = pick(job.engine)?;
+    let clock = MonoClock::new();
+    let fd = t.file.as_raw_fd();
+    let halt = AtomicBool::new(false);
+    let plans: Vec<WorkerPlan> = (0..job.workers)
+        .map(|i| WorkerPlan::of(job, i, t.size))
+        .collect();
+    let results: Vec<Result<WorkerStats>> = std::thread::scope(|s| {
+        let handles: Vec<_> = plans
+            .iter()
+            .map(|p| {
+                let halt = &halt;
+                std::thread::Builder::new()
+                    .name(format!("io-worker-{}", p.index))
+                    .spawn_scoped(s, move || {
+                        let r = worker(p, engine, fd, clock, halt);
+                        if r.is_err() {
+                            // One worker failing ends the job.
+                            halt.store(true, Ordering::Relaxed);
+                        }
+                        r
+                    })
+            })
+            .collect();
+        // Hand an abort on to the workers while they run.
+        while handles
+            .iter()
+            .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
+        {
+            if abort.load(Ordering::Relaxed) {
+                halt.store(true, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("an IO worker panicked"))),
+                Err(e) => Err(anyhow::Error::new(e).context("starting an IO worker")),
+            })
+            .collect()
+    });
+    let mut workers = Vec::with_capacity(results.len());
+    for r in results {
+        workers.push(r?);
+    }
+    Ok(assemble(job, engine, note, &t, &workers))
+}
+
+fn assemble(
+    job: &IoJob,
+    engine: Engine,
+    engine_note: String,
+    t: &super::target::Target,
+    workers: &[WorkerStats],
+) -> IoResult {
+    let pcts = &job.percentiles;
+    let runtime_ns = workers.iter().map(|w| w.runtime_ns).max().unwrap_or(0);
+    let (mut read, mut write, mut cpu) = (DirStats::default(), DirStats::default(), Cpu::default());
+    for w in workers {
+        read.merge(&w.read);
+        write.merge(&w.write);
+        cpu.add(&w.cpu);
+    }
+    IoResult {
+        version: RESULT_VERSION,
+        engine: match engine {
+            Engine::IoUring => "io_uring",
+            Engine::Psync => "psync",
+        }
+        .to_string(),
+        engine_note,
+        job: job.clone(),
+        target_size: t.size,
+        block_device: t.block_device,
+        runtime_ns,
+        read: read.out(runtime_ns, pcts),
+        write: write.out(runtime_ns, pcts),
+        cpu,
+        workers: workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| WorkerOut {
+                index: i as u32,
+                runtime_ns: w.runtime_ns,
+                read: w.read.out(w.runtime_ns, pcts),
+                write: w.write.out(w.runtime_ns, pcts),
+                cpu: w.cpu,
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::ioengine::job::{Pattern, Rate, Stop};
+
+    fn file(size: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t");
+        std::fs::write(&p, vec![7u8; size]).unwrap();
+        (d, p)
+    }
+
+    fn job(p: &std::path::Path) -> IoJob {
+        let mut j = IoJob::new(p.to_path_buf());
+        j.direct = false;
+        j.stop = Stop::Time(Duration::from_millis(300));
+        j.qd = 4;
+        j
+    }
+
+    #[test]
+    fn both_engines_read_and_write_a_file() {
+        let (_d, p) = file(4 << 20);
+        for engine in [EngineChoice::Auto, EngineChoice::Psync] {
+            let mut j = job(&p);
+            j.engine = engine;
+            j.read_pct = 50;
+            j.workers = 2;
+            let r = run(&j, &AtomicBool::new(false)).unwrap();
+            assert!(r.read.ios > 0 && r.write.ios > 0, "{:?}", engine);
+            assert_eq!(
+                r.read.ios + r.write.ios,
+                r.workers
+                    .iter()
+                    .map(|w| w.read.ios + w.write.ios)
+                    .sum::<u64>()
+            );
+            assert_eq!(r.read.bytes, r.read.ios * 4096);
+            assert!(r.read.clat.n == r.read.ios && r.read.lat.min_ns >= r.read.clat.min_ns);
+            assert!(r.runtime_ns >= 300_000_000, "{}", r.runtime_ns);
+            let t = text(&r);
+            assert!(
+                t.starts_with("randrw rwmix=50: bs=4K qd=4 workers=2 buffered"),
+                "{}",
+                t
+            );
+            assert!(
+                t.contains("  read: IOPS=") && t.contains("clat percentiles"),
+                "{}",
+                t
+            );
+            if engine == EngineChoice::Psync {
+                assert_eq!(r.engine, "psync");
+                assert_eq!(r.engine_note, "asked for");
+            }
+            // The document reads back as it was written.
+            // The document reads back as it was written (floats to the last digit or so:
+            // serde_json's parser may round the last bit).
+            let back: IoResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+            let (a, b) = (
+                serde_json::to_value(&back).unwrap(),
+                serde_json::to_value(&r).unwrap(),
+            );
+            assert_eq!(differs(&a, &b, String::new()), None);
+        }
+        // The writes landed: random bytes where 7s were.
+        let data = std::fs::read(&p).unwrap();
+        assert!(data.iter().any(|&b| b != 7));
+    }
+
+    use super::super::result::text;
+
+    /// The first path where two JSON documents differ (numbers within 1e-12 relative).
+    fn differs(a: &serde_json::Value, b: &serde_json::Value, path: String) -> Option<String> {
+        use serde_json::Value::*;
+        match (a, b) {
+            (Object(x), Object(y)) if x.len() == y.len() => x
+                .iter()
+                .find_map(|(k, v)| differs(v, y.get(k)?, format!("{}.{}", path, k))),
+            (Array(x), Array(y)) if x.len() == y.len() => x
+                .iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (v, w))| differs(v, w, format!("{}[{}]", path, i))),
+            (Number(x), Number(y)) => {
+                let (x, y) = (x.as_f64()?, y.as_f64()?);
+                ((x - y).abs() > 1e-12 * x.abs().max(y.abs()))
+                    .then(|| format!("{}: {} vs {}", path, x, y))
+            }
+            _ => (a != b).then(|| format!("{}: {} vs {}", path, a, b)),
+        }
+    }
+
+    #[test]
+    fn a_rate_is_kept_and_a_size_stop_ends_on_bytes() {
+        let (_d, p) = file(1 << 20);
+        let mut j = job(&p);
+        j.stop = Stop::Time(Duration::from_secs(1));
+        j.rate = Some(Rate::Iops(200.0));
+        let r = run(&j, &AtomicBool::new(false)).unwrap();
+        assert!((190..=210).contains(&r.read.ios), "{}", r.read.ios);
+        let mut j = job(&p);
+        j.pattern = Pattern::Seq;
+        j.stop = Stop::Bytes(2 << 20);
+        j.bs = 64 << 10;
+        let r = run(&j, &AtomicBool::new(false)).unwrap();
+        assert_eq!(r.read.bytes, 2 << 20);
+    }
+
+    #[test]
+    fn bad_targets_are_one_line_usage_errors() {
+        let d = tempfile::tempdir().unwrap();
+        let j = job(&d.path().join("missing"));
+        let e = run(&j, &AtomicBool::new(false)).unwrap_err();
+        assert!(format!("{:#}", e).contains("missing"), "{:#}", e);
+        let j = job(d.path());
+        let e = run(&j, &AtomicBool::new(false)).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+        assert!(
+            e.to_string()
+                .contains("neither a regular file nor a block device"),
+            "{}",
+            e
+        );
+        let (_d, p) = file(1000);
+        let e = run(&job(&p), &AtomicBool::new(false)).unwrap_err();
+        assert!(
+            e.to_string().contains("holds no aligned IO of 4096 bytes"),
+            "{}",
+            e
+        );
+        let mut j = job(&p);
+        j.qd = 0;
+        let e = run(&j, &AtomicBool::new(false)).unwrap_err();
+        assert_eq!(e.to_string(), "io job: qd=0 is not from 1 to 4096");
+    }
+}
