@@ -8,6 +8,7 @@ pub mod compare;
 pub mod export;
 pub mod hashd_bench;
 pub mod hashd_params;
+pub mod io;
 pub mod iocost_params;
 pub mod iocost_qos;
 pub mod iocost_tune;
@@ -36,6 +37,7 @@ pub static BENCHES: &[&dyn AnyBench] = &[
     &protection::Protection,
     &iocost_qos::IocostQos,
     &iocost_tune::IocostTune,
+    &io::Io,
     &selftest::SelfTest,
     &systest::SysTest,
 ];
@@ -411,7 +413,7 @@ mod tests {
     fn validation_messages() {
         assert_eq!(
             run_err("iocost-qso"),
-            "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune; did you mean iocost-qos?"
+            "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io; did you mean iocost-qos?"
         );
         let e = run_err("iocost-qos:vrate-mn=5");
         assert!(e.starts_with("job spec \"iocost-qos:vrate-mn=5\": unknown property \"vrate-mn\" for iocost-qos; valid: vrate-min, vrate-max,"), "{}", e);

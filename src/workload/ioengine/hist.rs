@@ -1,14 +1,17 @@
 //! Latency distributions: exact count, min, max, mean and standard deviation from running sums,
-//! percentiles from a log-linear histogram (`hdrhistogram`, 3 significant digits: a bucket is
-//! at most 0.1 % wide, finer than fio's 1/128). Two distributions merge exactly — bucket
-//! counts add — so results of several workers, runs or hosts combine without re-measuring.
+//! percentiles from a log-linear histogram (`hdrhistogram` with 128 linear buckets per power
+//! of two: a bucket is at most 1/128 of its value wide, as fio's). Two distributions merge
+//! exactly — bucket counts add — so results of several workers, runs or hosts combine without
+//! re-measuring.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The largest latency tracked exactly, ns (an hour); longer ones count as this.
 pub const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
-const SIGFIG: u8 = 3;
+/// 2 significant digits: 256 sub-buckets, the upper half of them 1/128 apart.
+const SIGFIG: u8 = 2;
 
 /// fio's default percentile list.
 pub const DFL_PERCENTILES: &[f64] = &[
@@ -159,7 +162,7 @@ impl LatHist {
     pub fn from_out(o: &LatOut) -> Result<LatHist, String> {
         let mut l = LatHist::new();
         let mut total = 0u64;
-        for &(v, c) in &o.bins {
+        for (&v, &c) in &o.bins {
             if v == 0 || v > MAX_TRACKED_NS {
                 return Err(format!("bucket value {} is out of range", v));
             }
@@ -201,8 +204,8 @@ pub struct LatOut {
     /// Samples longer than the tracked range (counted at its top).
     pub clamped: u64,
     pub percentiles: Vec<(String, u64)>,
-    /// Non-empty buckets: (the bucket's lowest value in ns, count).
-    pub bins: Vec<(u64, u64)>,
+    /// Non-empty buckets: the bucket's lowest value in ns → count (fio's json+ `bins`).
+    pub bins: BTreeMap<u64, u64>,
 }
 
 #[cfg(test)]
@@ -243,7 +246,7 @@ mod tests {
             let (got, want) = (h.percentile(p), exact(&sorted, p));
             let err = (got as f64 - want as f64).abs() / want as f64;
             assert!(
-                err <= 1e-3,
+                err <= 1.0 / 128.0,
                 "p{}: {} vs exact {} ({:.5})",
                 p,
                 got,

@@ -105,7 +105,7 @@ fn unit(max: u64) -> (&'static str, f64) {
 }
 
 /// `4K`, `1M`, `16G` when exact, else the upstream size format (`1.5G`).
-fn size_text(b: u64) -> String {
+pub fn size_text(b: u64) -> String {
     for (suf, unit) in [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)] {
         if b >= unit && b % unit == 0 {
             return format!("{}{}", b / unit, suf);
@@ -152,8 +152,10 @@ fn dir_text(out: &mut String, name: &str, d: &DirOut, runtime_ns: u64) {
             format!("{:5.2}th=[{:>5.0}]", p, *v as f64 / div)
         })
         .collect();
-    for row in cells.chunks(4) {
-        let _ = writeln!(out, "     | {}", row.join(", "));
+    let rows: Vec<String> = cells.chunks(4).map(|r| r.join(", ")).collect();
+    for (i, row) in rows.iter().enumerate() {
+        let more = if i + 1 < rows.len() { "," } else { "" };
+        let _ = writeln!(out, "     | {}{}", row, more);
     }
     // Per-second IOPS: the spread a steady average can hide (the last second may be partial).
     let full: Vec<f64> = d

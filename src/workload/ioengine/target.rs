@@ -59,7 +59,10 @@ fn mounted(rdev: u64) -> Result<Option<String>> {
 
 /// Opens `path` for reads and, when `write`, writes; `direct` for O_DIRECT.
 pub fn open(path: &Path, write: bool, direct: bool) -> Result<Target> {
-    let md = std::fs::metadata(path).with_context(|| format!("IO target {}", path.display()))?;
+    let md = match std::fs::metadata(path) {
+        Ok(md) => md,
+        Err(e) => crate::usage_bail!("IO target {}: {}", path.display(), e),
+    };
     let block_device = md.file_type().is_block_device();
     if !block_device && !md.is_file() {
         crate::usage_bail!(

@@ -152,7 +152,7 @@ fn open_loop_latency_counts_from_the_schedule_through_a_stall() {
         .out(&[])
         .bins
         .iter()
-        .filter(|b| b.0 > 10 * MS)
+        .filter(|b| *b.0 > 10 * MS)
         .map(|b| b.1)
         .sum::<u64>();
     assert!((90..=140).contains(&slow), "{} slow IOs", slow);
@@ -168,7 +168,7 @@ fn open_loop_latency_counts_from_the_schedule_through_a_stall() {
         .out(&[])
         .bins
         .iter()
-        .filter(|b| b.0 > 10 * MS)
+        .filter(|b| *b.0 > 10 * MS)
         .map(|b| b.1)
         .sum::<u64>();
     assert_eq!(slow, 1);

@@ -1,0 +1,399 @@
+//! `io`: one job of our IO engine (`workload::ioengine`) — `io:rw=randread,bs=4k,qd=32,dur=30s`
+//! — on a test file under `<dir>/scratch` (written once with random data, then reused) or on
+//! the file or block device `target=` names. The record is the engine's result document; the
+//! report is its fio-style text.
+
+use crate::bench::runner::{now, RunCtx, StudyCtx};
+use crate::bench::{prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind};
+use crate::result::Entry;
+use crate::spec::JobSpec;
+use crate::units::format_size;
+use crate::workload::ioengine::job::{EngineChoice, IoJob, Pattern, Rate, Stop};
+use crate::workload::ioengine::pace::Arrivals;
+use crate::workload::ioengine::result::{text, IoResult, RESULT_VERSION};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+pub struct Io;
+
+const RW: &[&str] = &["read", "write", "rw", "randread", "randwrite", "randrw"];
+
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "io",
+    about: "One IO job of the built-in engine (fio-style latency and IOPS)",
+    hidden: false,
+    incremental: false,
+    runnable: true,
+    shape: Shape {
+        props: &[
+            prop(
+                "rw",
+                ValueKind::Enum(RW),
+                "IO pattern, fio's names (randread)",
+            ),
+            prop("rwmix", ValueKind::Int, "reads in % for rw and randrw (50)"),
+            prop("bs", ValueKind::Size, "bytes per IO (4K)"),
+            prop(
+                "align",
+                ValueKind::Size,
+                "offsets are multiples of this (bs)",
+            ),
+            prop(
+                "offset",
+                ValueKind::Size,
+                "start of the range IOs fall in (0)",
+            ),
+            prop(
+                "range",
+                ValueKind::Size,
+                "length of that range (to the end)",
+            ),
+            prop("qd", ValueKind::Int, "IOs in flight per worker (1)"),
+            prop(
+                "workers",
+                ValueKind::Int,
+                "workers, each with its own queue (1)",
+            ),
+            prop(
+                "dur",
+                ValueKind::Duration,
+                "measured time, after the ramp (30s)",
+            ),
+            prop(
+                "size",
+                ValueKind::Size,
+                "stop after this many bytes instead of a time",
+            ),
+            prop(
+                "ramp",
+                ValueKind::Duration,
+                "run this long before measuring (0)",
+            ),
+            prop(
+                "rate-iops",
+                ValueKind::Float,
+                "open-loop rate in IOs/s, all workers",
+            ),
+            prop(
+                "rate-bps",
+                ValueKind::Size,
+                "open-loop rate in bytes/s, all workers",
+            ),
+            prop(
+                "arrivals",
+                ValueKind::Enum(&["linear", "poisson"]),
+                "open-loop arrivals (linear)",
+            ),
+            prop(
+                "direct",
+                ValueKind::Bool,
+                "O_DIRECT, bypassing the page cache (true)",
+            ),
+            prop(
+                "engine",
+                ValueKind::Enum(&["auto", "io_uring", "psync"]),
+                "IO engine (auto: io_uring, else psync)",
+            ),
+            prop(
+                "target",
+                ValueKind::Str,
+                "file or block device (a test file)",
+            ),
+            prop("file-size", ValueKind::Size, "size of the test file (1G)"),
+            prop(
+                "pcts",
+                ValueKind::Str,
+                "percentiles to list, /-separated (fio's)",
+            ),
+            prop(
+                "seed",
+                ValueKind::Int,
+                "seed of offsets, mixes and arrivals",
+            ),
+        ],
+        forward: &[],
+        group_props: None,
+        format_props: &[],
+    },
+    doc: Some(DocPage {
+        title: "The built-in IO engine",
+        text: include_str!("../../benches-doc/io.md"),
+    }),
+    system: None,
+};
+
+pub const DFL_FILE_SIZE: u64 = 1 << 30;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Props {
+    pub job: IoJob,
+    /// `None`: the test file of `file_size` under `<dir>/scratch`.
+    pub target: Option<PathBuf>,
+    pub file_size: u64,
+}
+
+fn read_props(spec: &JobSpec) -> Result<Props, SpecError> {
+    let g = spec.group(0);
+    let mut job = IoJob::new(PathBuf::new());
+    let rw = g.text("rw").unwrap_or("randread");
+    job.pattern = if rw.starts_with("rand") {
+        Pattern::Rand
+    } else {
+        Pattern::Seq
+    };
+    let mix = g.u64("rwmix", ValueKind::Int)?;
+    job.read_pct = match rw.trim_start_matches("rand") {
+        "read" => 100,
+        "write" => 0,
+        _ => mix.unwrap_or(50).min(u32::MAX as u64) as u32,
+    };
+    if mix.is_some() && !rw.ends_with("rw") {
+        return Err(g.err(format!("rwmix is for rw and randrw, not rw={}", rw)));
+    }
+    if let Some(bs) = g.u64("bs", ValueKind::Size)? {
+        job.bs = bs;
+    }
+    job.align = g.u64("align", ValueKind::Size)?.unwrap_or(0);
+    job.start = g.u64("offset", ValueKind::Size)?.unwrap_or(0);
+    if let Some(r) = g.u64("range", ValueKind::Size)? {
+        job.end = job.start + r;
+    }
+    let clamp = |v: u64| v.min(u32::MAX as u64) as u32;
+    job.qd = clamp(g.u64("qd", ValueKind::Int)?.unwrap_or(1));
+    job.workers = clamp(g.u64("workers", ValueKind::Int)?.unwrap_or(1));
+    let dur = g.f64("dur", ValueKind::Duration)?;
+    job.stop = match (dur, g.u64("size", ValueKind::Size)?) {
+        (Some(_), Some(_)) => return Err(g.err("dur and size both stop the job; give one")),
+        (_, Some(b)) => Stop::Bytes(b),
+        (d, None) => Stop::Time(Duration::from_secs_f64(d.unwrap_or(30.0))),
+    };
+    job.ramp = Duration::from_secs_f64(g.f64("ramp", ValueKind::Duration)?.unwrap_or(0.0));
+    job.rate = match (
+        g.f64("rate-iops", ValueKind::Float)?,
+        g.f64("rate-bps", ValueKind::Size)?,
+    ) {
+        (Some(_), Some(_)) => return Err(g.err("rate-iops and rate-bps both set a rate; give one")),
+        (Some(r), None) => Some(Rate::Iops(r)),
+        (None, Some(b)) => Some(Rate::Bps(b)),
+        (None, None) => None,
+    };
+    job.arrivals = match g.text("arrivals") {
+        Some("poisson") => Arrivals::Poisson,
+        _ => Arrivals::Linear,
+    };
+    if g.text("arrivals").is_some() && job.rate.is_none() {
+        return Err(g.err("arrivals only applies with rate-iops or rate-bps"));
+    }
+    job.direct = g.flag("direct")?.unwrap_or(true);
+    job.engine = match g.text("engine") {
+        Some("io_uring") => EngineChoice::IoUring,
+        Some("psync") => EngineChoice::Psync,
+        _ => EngineChoice::Auto,
+    };
+    if let Some(p) = g.text("pcts") {
+        job.percentiles = p
+            .split('/')
+            .map(|v| v.trim().parse::<f64>().ok().filter(|x| *x > 0.0 && *x <= 100.0))
+            .collect::<Option<Vec<f64>>>()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                g.err(format!(
+                    "pcts={:?}: expected percentiles above 0 and at most 100, /-separated, like 50/99/99.9",
+                    p
+                ))
+            })?;
+    }
+    if let Some(s) = g.u64("seed", ValueKind::Int)? {
+        job.seed = s;
+    }
+    let target = g.text("target").map(PathBuf::from);
+    let file_size = g.u64("file-size", ValueKind::Size)?;
+    if target.is_some() && file_size.is_some() {
+        return Err(g.err("file-size is for the test file; target names an existing one"));
+    }
+    job.check().map_err(|e| g.err(e))?;
+    Ok(Props {
+        job,
+        target,
+        file_size: file_size.unwrap_or(DFL_FILE_SIZE),
+    })
+}
+
+/// The record (and result): the engine's document, and whether the test file was written
+/// first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub period: (u64, u64),
+    pub testfile_written: bool,
+    pub io: IoResult,
+}
+
+/// The test file under `<dir>/scratch`, written with random data unless it already holds
+/// `size` bytes of written blocks (a sparse file would read back without touching the device).
+fn ensure_testfile(dir: &Path, size: u64, direct: bool) -> Result<(PathBuf, bool)> {
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
+    let path = scratch.join("io-testfile");
+    if let Ok(md) = std::fs::metadata(&path) {
+        if md.is_file() && md.len() == size && md.blocks() * 512 >= size {
+            return Ok((path, false));
+        }
+    }
+    let free = crate::util::fs::free_bytes(&scratch).unwrap_or(u64::MAX);
+    if size > free {
+        crate::usage_bail!(
+            "io: the test file of {} doesn't fit in {} ({} free; set file-size or target)",
+            format_size(size as f64),
+            scratch.display(),
+            format_size(free as f64)
+        );
+    }
+    log::info!(
+        "io: writing the test file {} ({})",
+        path.display(),
+        format_size(size as f64)
+    );
+    crate::logging::progress::phase(format!(
+        "writing the {} test file",
+        format_size(size as f64)
+    ));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.set_len(size)?;
+    drop(f);
+    let mut fill = IoJob::new(path.clone());
+    fill.read_pct = 0;
+    fill.pattern = Pattern::Seq;
+    fill.bs = (1 << 20).min(size / 4096 * 4096).max(4096);
+    fill.qd = 4;
+    fill.stop = Stop::Bytes(size / fill.bs * fill.bs);
+    fill.direct = direct;
+    crate::workload::ioengine::run::run(&fill, &AtomicBool::new(false))
+        .context("writing the test file")?;
+    Ok((path, true))
+}
+
+impl Bench for Io {
+    type Props = Props;
+
+    fn desc(&self) -> &'static BenchDesc {
+        &DESC
+    }
+
+    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
+        read_props(spec)
+    }
+
+    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+        let start = now();
+        let mut job = props.job.clone();
+        let (target, written) = match &props.target {
+            Some(t) => (t.clone(), false),
+            None => ensure_testfile(ctx.dir(), props.file_size, job.direct)?,
+        };
+        job.target = target;
+        crate::logging::progress::phase(format!(
+            "{} bs={} qd={} on {}",
+            job.rw_name(),
+            crate::workload::ioengine::result::size_text(job.bs),
+            job.qd,
+            job.target.display()
+        ));
+        if let Stop::Time(d) = job.stop {
+            crate::logging::progress::eta(Some((d + job.ramp).as_secs_f64()));
+        }
+        let io = crate::workload::ioengine::run::run(&job, &AtomicBool::new(false))?;
+        log::info!(
+            "io: {} IOPS, {}/s, clat p99 {} µs ({})",
+            crate::workload::ioengine::result::si(io.read.iops + io.write.iops),
+            format_size(io.read.bw_bytes + io.write.bw_bytes),
+            io.read
+                .clat
+                .percentiles
+                .iter()
+                .chain(&io.write.clat.percentiles)
+                .find(|p| p.0 == "99.000000")
+                .map_or(0, |p| p.1 / 1000),
+            io.engine
+        );
+        Ok(serde_json::to_value(Record {
+            period: (start, now()),
+            testfile_written: written,
+            io,
+        })?)
+    }
+
+    fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
+        let rec: Record = serde_json::from_str(record.get()).context("parsing the io record")?;
+        if rec.io.version > RESULT_VERSION {
+            crate::usage_bail!(
+                "the io record has version {}; this version reads up to {}",
+                rec.io.version,
+                RESULT_VERSION
+            );
+        }
+        Ok(serde_json::to_value(rec)?)
+    }
+
+    fn format(&self, out: &mut String, entry: &Entry, _opts: &FormatOpts) -> Result<bool> {
+        if let Some(rec) = crate::format::parse_result_opt::<Record>(entry)? {
+            out.push_str(&text(&rec.io));
+        }
+        Ok(true)
+    }
+
+    /// Per direction: IOPS, bandwidth and completion-latency percentiles in µs.
+    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+        use serde_json::json;
+        let Some(rec) = crate::format::parse_result_opt::<Record>(entry)? else {
+            return Ok(Vec::new());
+        };
+        let io = &rec.io;
+        // From the buckets, whatever percentiles the job listed.
+        let p = |d: &crate::workload::ioengine::stats::DirOut, pct: f64| {
+            crate::workload::ioengine::hist::LatHist::from_out(&d.clat)
+                .ok()
+                .filter(|h| h.count() > 0)
+                .map_or(serde_json::Value::Null, |h| {
+                    json!(h.percentile(pct) as f64 / 1e3)
+                })
+        };
+        let mut row = vec![
+            ("engine", json!(io.engine)),
+            ("rw", json!(io.job.rw_name())),
+            ("bs", json!(io.job.bs)),
+            ("qd", json!(io.job.qd)),
+            ("workers", json!(io.job.workers)),
+        ];
+        for (name, d) in [("read", &io.read), ("write", &io.write)] {
+            let keys: [(&'static str, serde_json::Value); 5] = match name {
+                "read" => [
+                    ("read_iops", json!(d.iops)),
+                    ("read_bps", json!(d.bw_bytes)),
+                    ("read_clat_p50_us", p(d, 50.0)),
+                    ("read_clat_p99_us", p(d, 99.0)),
+                    ("read_lat_mean_us", json!(d.lat.mean_ns / 1e3)),
+                ],
+                _ => [
+                    ("write_iops", json!(d.iops)),
+                    ("write_bps", json!(d.bw_bytes)),
+                    ("write_clat_p50_us", p(d, 50.0)),
+                    ("write_clat_p99_us", p(d, 99.0)),
+                    ("write_lat_mean_us", json!(d.lat.mean_ns / 1e3)),
+                ],
+            };
+            row.extend(keys);
+        }
+        row.push(("cpu_ns_per_io", json!(io.cpu_per_io())));
+        Ok(vec![row])
+    }
+}

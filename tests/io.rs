@@ -1,0 +1,129 @@
+//! The `io` bench on the test machine: a real job on a test file (written once, then reused),
+//! its report and headline numbers, and bad specs and targets refused in one line, exit 2.
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
+
+/// `args` with the result file in `dir`, and `--dir dir` for `run`.
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut c = Command::new(BIN);
+    if args[0] == "run" {
+        c.arg("-d").arg(dir);
+    }
+    let out = c
+        .arg("-r")
+        .arg(dir.join("r.json"))
+        .args(args)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_job_runs_reports_and_reuses_its_test_file() {
+    let d = tempfile::tempdir().unwrap();
+    let (rc, out, err) = run(
+        d.path(),
+        &[
+            "run",
+            "io:id=a,rw=randread,qd=4,dur=1s,file-size=8M,pcts=50/99/99.9",
+        ],
+    );
+    assert_eq!(rc, 0, "{}{}", out, err);
+    assert!(err.contains("io: writing the test file"), "{}", err);
+    assert!(
+        out.contains("randread: bs=4K qd=4 workers=1 direct"),
+        "{}",
+        out
+    );
+    assert!(out.contains("50.00th=["), "{}", out);
+    let md = std::fs::metadata(d.path().join("scratch/io-testfile")).unwrap();
+    assert_eq!(md.len(), 8 << 20);
+
+    // A second job reuses the file; mixed IO reports both directions.
+    let (rc, out, err) = run(
+        d.path(),
+        &[
+            "run",
+            "io:id=b,rw=randrw,rwmix=70,qd=2,workers=2,size=2M,file-size=8M",
+        ],
+    );
+    assert_eq!(rc, 0, "{}{}", out, err);
+    assert!(!err.contains("writing the test file"), "{}", err);
+    assert!(
+        out.contains("  read: IOPS=") && out.contains("  write: IOPS="),
+        "{}",
+        out
+    );
+    assert!(out.contains("worker   1  : IOPS="), "{}", out);
+
+    let (rc, out, _) = run(d.path(), &["summary", "-o", "json", "io:id=a"]);
+    assert_eq!(rc, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = &v["records"][0];
+    assert_eq!(row["kind"], "io");
+    assert!(row["read_iops"].as_f64().unwrap() > 0.0, "{}", row);
+    assert!(row["read_clat_p99_us"].as_f64().unwrap() > 0.0, "{}", row);
+    assert_eq!(row["write_iops"].as_f64(), Some(0.0));
+
+    // The stored document: versioned, with buckets that add up to the IO count.
+    let text = std::fs::read_to_string(d.path().join("r.json")).unwrap();
+    let entries: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let io = &entries[0]["result"]["io"];
+    assert_eq!(io["version"], 1);
+    let n: u64 = io["read"]["clat"]["bins"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(n, io["read"]["ios"].as_u64().unwrap());
+}
+
+#[test]
+fn bad_specs_and_targets_are_one_line_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    for (spec, want) in [
+        (
+            "io:rw=randread,rwmix=70",
+            "rwmix is for rw and randrw, not rw=randread",
+        ),
+        (
+            "io:dur=1s,size=1M",
+            "dur and size both stop the job; give one",
+        ),
+        ("io:bs=1000", "direct IO needs multiples of 512 bytes"),
+        (
+            "io:pcts=0/50",
+            "pcts=\"0/50\": expected percentiles above 0",
+        ),
+        ("io:qd=0", "qd=0 is not from 1 to 4096"),
+        (
+            "io:arrivals=poisson",
+            "arrivals only applies with rate-iops or rate-bps",
+        ),
+        ("io:rw=sideways", "rw"),
+        (
+            "io:target=/nonexistent/x,dur=1s",
+            "IO target /nonexistent/x: No such file",
+        ),
+    ] {
+        let (rc, out, err) = run(d.path(), &["run", spec]);
+        assert_eq!(rc, 2, "{}: {}{}", spec, out, err);
+        let last = err.trim_end().lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("error: ") && last.contains(want),
+            "{}: {}",
+            spec,
+            err
+        );
+    }
+}
