@@ -38,7 +38,7 @@ fn a_job_runs_reports_and_reuses_its_test_file() {
         ],
     );
     assert_eq!(rc, 0, "{}{}", out, err);
-    assert!(err.contains("io: writing the test file"), "{}", err);
+    assert!(err.contains("writing the test file"), "{}", err);
     assert!(
         out.contains("randread: bs=4K qd=4 workers=1 direct"),
         "{}",

@@ -14,8 +14,7 @@ use crate::workload::ioengine::result::{text, IoResult, RESULT_VERSION};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -233,55 +232,6 @@ pub struct Record {
     pub io: IoResult,
 }
 
-/// The test file under `<dir>/scratch`, written with random data unless it already holds
-/// `size` bytes of written blocks (a sparse file would read back without touching the device).
-fn ensure_testfile(dir: &Path, size: u64, direct: bool) -> Result<(PathBuf, bool)> {
-    let scratch = dir.join("scratch");
-    std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    let path = scratch.join("io-testfile");
-    if let Ok(md) = std::fs::metadata(&path) {
-        if md.is_file() && md.len() == size && md.blocks() * 512 >= size {
-            return Ok((path, false));
-        }
-    }
-    let free = crate::util::fs::free_bytes(&scratch).unwrap_or(u64::MAX);
-    if size > free {
-        crate::usage_bail!(
-            "io: the test file of {} doesn't fit in {} ({} free; set file-size or target)",
-            format_size(size as f64),
-            scratch.display(),
-            format_size(free as f64)
-        );
-    }
-    log::info!(
-        "io: writing the test file {} ({})",
-        path.display(),
-        format_size(size as f64)
-    );
-    crate::logging::progress::phase(format!(
-        "writing the {} test file",
-        format_size(size as f64)
-    ));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    f.set_len(size)?;
-    drop(f);
-    let mut fill = IoJob::new(path.clone());
-    fill.read_pct = 0;
-    fill.pattern = Pattern::Seq;
-    fill.bs = (1 << 20).min(size / 4096 * 4096).max(4096);
-    fill.qd = 4;
-    fill.stop = Stop::Bytes(size / fill.bs * fill.bs);
-    fill.direct = direct;
-    crate::workload::ioengine::run::run(&fill, &AtomicBool::new(false))
-        .context("writing the test file")?;
-    Ok((path, true))
-}
-
 impl Bench for Io {
     type Props = Props;
 
@@ -298,7 +248,14 @@ impl Bench for Io {
         let mut job = props.job.clone();
         let (target, written) = match &props.target {
             Some(t) => (t.clone(), false),
-            None => ensure_testfile(ctx.dir(), props.file_size, job.direct)?,
+            None => {
+                let path = ctx.dir().join("scratch/io-testfile");
+                crate::logging::progress::phase("test file");
+                let written =
+                    crate::workload::ioengine::testfile::ensure(&path, props.file_size, job.direct)
+                        .context("io")?;
+                (path, written)
+            }
         };
         job.target = target;
         crate::logging::progress::phase(format!(

@@ -203,6 +203,10 @@ pub enum Apply {
         knobs: crate::system::bench_json::HashdKnobs,
         commit: bool,
     },
+    IoCost {
+        knobs: crate::system::iocost::IoCostKnobs,
+        commit: bool,
+    },
 }
 
 /// A bench implementation, written against its own typed properties: the registry reads them

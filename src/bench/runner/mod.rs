@@ -460,6 +460,17 @@ fn apply_record(
                 .apply_hashd(knobs, commit)
                 .with_context(|| format!("{}: applying the hashd parameters", name))
         }
+        Apply::IoCost { knobs, commit } => {
+            log::info!(
+                "{}: {} io.cost parameters{}",
+                name,
+                if commit { "committing" } else { "applying" },
+                if reused { " of the reused record" } else { "" }
+            );
+            session
+                .apply_iocost(knobs, commit)
+                .with_context(|| format!("{}: applying the io.cost parameters", name))
+        }
     }
 }
 

@@ -66,4 +66,24 @@ impl<'a> BenchHost<'a> {
     ) -> Result<()> {
         self.0.apply_hashd(knobs, commit)
     }
+
+    /// io.cost parameters a bench found on the way (a nested iocost-params run), like
+    /// [`BenchHost::apply_hashd`]; the kernel gets them when the job enforces io.
+    pub fn apply_iocost(
+        &mut self,
+        knobs: crate::system::iocost::IoCostKnobs,
+        commit: bool,
+    ) -> Result<()> {
+        self.0.apply_iocost(knobs, commit)
+    }
+
+    /// io.cost off on the scratch device for the rest of the job (journaled).
+    pub fn iocost_off_for_job(&mut self) -> Result<()> {
+        self.0.iocost_off_for_job()
+    }
+
+    /// The scratch device's `queue/<knob>` set to `value` (journaled).
+    pub fn set_scratch_queue_knob(&mut self, knob: &str, value: &str) -> Result<()> {
+        self.0.set_scratch_queue_knob(knob, value)
+    }
 }

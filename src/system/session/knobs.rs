@@ -95,6 +95,38 @@ impl Session {
             .apply_hashd(knobs, commit)
     }
 
+    /// io.cost off on the scratch device until the next job starts (through the journal):
+    /// measuring the device itself (`iocost-params`) must not be throttled by it.
+    pub fn iocost_off_for_job(&mut self) -> Result<()> {
+        let Some(devnr) = self.scratch_devnr() else {
+            anyhow::bail!("no scratch device");
+        };
+        if self.hp.cgroup().join("io.cost.qos").exists()
+            && iocost::set_enable(&self.hp, devnr, false, &mut self.journal)?
+        {
+            log::info!("io.cost off on {} for this job", devnr);
+        }
+        Ok(())
+    }
+
+    /// Writes `value` to the scratch device's `queue/<knob>` through the journal.
+    pub fn set_scratch_queue_knob(&mut self, knob: &str, value: &str) -> Result<()> {
+        let Some(dev) = self.scratch_dev() else {
+            anyhow::bail!("no scratch device");
+        };
+        let path = self
+            .hp
+            .path("sys/block")
+            .join(&dev.name)
+            .join("queue")
+            .join(knob);
+        let old = self.journal.set(&path, value)?;
+        if old.trim() != value {
+            log::info!("{}: {} -> {}", path.display(), old.trim(), value);
+        }
+        Ok(())
+    }
+
     /// Back to the parameters of the current job's start (rb-bench.json and io.cost too).
     pub fn revert_knobs(&mut self) -> Result<()> {
         if let Some(b) = &mut self.knobs.bench {

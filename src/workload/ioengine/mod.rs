@@ -7,7 +7,8 @@
 //!   threads, the engine picked, results added up;
 //! * `pace` — open-loop schedules; `drive` — one worker's loop against any backend and clock;
 //!   `uring`, `psync` — the backends; `buf` — their aligned buffers;
-//! * `hist`, `stats` — what is measured; `result` — the stored document and its text.
+//! * `hist`, `stats` — what is measured; `result` — the stored document and its text;
+//!   `testfile` — files written once with random data for jobs to run on.
 
 pub mod buf;
 pub mod drive;
@@ -19,4 +20,5 @@ pub mod result;
 pub mod run;
 pub mod stats;
 pub mod target;
+pub mod testfile;
 pub mod uring;

@@ -1,5 +1,10 @@
-//! `iocost-params`: the io.cost model and QoS parameters benchmarked for the scratch device.
-//! The report prints the recorded parameters. Running it comes with the IO engine.
+//! `iocost-params`: the io.cost model and QoS parameters benchmarked for the scratch device
+//! with our IO engine (`measure`: what runs and how the numbers follow; `run`: the host setup
+//! and the runs), applied and committed for the benches that need a model. The report prints
+//! the recorded parameters, as upstream's does.
+
+pub mod measure;
+pub mod run;
 
 use crate::bench::export::{num, Row};
 use crate::bench::{
@@ -21,7 +26,7 @@ pub static DESC: BenchDesc = BenchDesc {
     about: "Benchmark io.cost model and QoS parameters of the scratch device",
     hidden: false,
     incremental: false,
-    runnable: false,
+    runnable: true,
     shape: Shape {
         props: &APPLY_COMMIT,
         forward: &[],
@@ -30,7 +35,7 @@ pub static DESC: BenchDesc = BenchDesc {
     },
     doc: Some(DocPage {
         title: "io.cost model and QoS parameters of the scratch device",
-        text: include_str!("../../benches-doc/iocost-params.md"),
+        text: include_str!("../../../benches-doc/iocost-params.md"),
     }),
     system: Some(&needs::IO),
 };
@@ -44,6 +49,44 @@ impl Bench for IocostParams {
 
     fn props(&self, spec: &JobSpec) -> Result<ApplyCommit, SpecError> {
         ApplyCommit::check(&spec.group(0))
+    }
+
+    fn run(
+        &self,
+        ctx: &mut crate::bench::runner::RunCtx,
+        _props: &ApplyCommit,
+    ) -> Result<serde_json::Value> {
+        run::run(ctx)
+    }
+
+    fn applies(
+        &self,
+        props: &ApplyCommit,
+        record: &serde_json::value::RawValue,
+    ) -> Result<Option<crate::bench::Apply>> {
+        if !props.apply {
+            return Ok(None);
+        }
+        let knobs: crate::system::iocost::IoCostKnobs = serde_json::from_str(record.get())
+            .map_err(|e| anyhow::anyhow!("parsing the iocost-params record: {}", e))?;
+        if knobs.model.rbps == 0 || knobs.model.wbps == 0 {
+            anyhow::bail!("the iocost-params record holds no model: {:?}", knobs.model);
+        }
+        Ok(Some(crate::bench::Apply::IoCost {
+            knobs,
+            commit: props.commit,
+        }))
+    }
+
+    /// The result is the parameters, as upstream stores them.
+    fn study(
+        &self,
+        _ctx: &crate::bench::runner::StudyCtx,
+        record: &serde_json::value::RawValue,
+    ) -> Result<serde_json::Value> {
+        let knobs: crate::system::iocost::IoCostKnobs = serde_json::from_str(record.get())
+            .map_err(|e| anyhow::anyhow!("parsing the iocost-params record: {}", e))?;
+        Ok(serde_json::to_value(&knobs)?)
     }
 
     fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {

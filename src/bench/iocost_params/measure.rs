@@ -1,0 +1,276 @@
+//! What `iocost-params` measures and how the model and QoS follow (spec §5.4): six throughput
+//! runs of the IO engine give the model, two rate-limited random runs the latency targets.
+//! Pure: the jobs for a device and the numbers from their results, tested without a device.
+
+use crate::system::iocost::{IoCostModel, IoCostQos};
+use crate::workload::ioengine::hist::LatHist;
+use crate::workload::ioengine::job::{IoJob, Pattern, Rate, Stop};
+use crate::workload::ioengine::pace::Arrivals;
+use crate::workload::ioengine::result::IoResult;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// The measurements, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Step {
+    Rbps,
+    Wbps,
+    Rseqiops,
+    Wseqiops,
+    Rrandiops,
+    Wrandiops,
+    Rlat,
+    Wlat,
+}
+
+pub const STEPS: [Step; 8] = [
+    Step::Rbps,
+    Step::Wbps,
+    Step::Rseqiops,
+    Step::Wseqiops,
+    Step::Rrandiops,
+    Step::Wrandiops,
+    Step::Rlat,
+    Step::Wlat,
+];
+
+/// Bytes per IO of the bandwidth runs (upstream: 128 MiB, which the kernel splits anyway).
+pub const BPS_BS: u64 = 1 << 20;
+pub const IOPS_BS: u64 = 4096;
+
+/// How long and how wide the runs are.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub ramp: Duration,
+    pub dur: Duration,
+}
+
+pub const FULL: Timing = Timing {
+    ramp: Duration::from_secs(5),
+    dur: Duration::from_secs(60),
+};
+pub const QUICK: Timing = Timing {
+    ramp: Duration::from_secs(1),
+    dur: Duration::from_secs(6),
+};
+
+impl Step {
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Rbps => "rbps",
+            Step::Wbps => "wbps",
+            Step::Rseqiops => "rseqiops",
+            Step::Wseqiops => "wseqiops",
+            Step::Rrandiops => "rrandiops",
+            Step::Wrandiops => "wrandiops",
+            Step::Rlat => "rlat",
+            Step::Wlat => "wlat",
+        }
+    }
+
+    pub fn write(self) -> bool {
+        matches!(
+            self,
+            Step::Wbps | Step::Wseqiops | Step::Wrandiops | Step::Wlat
+        )
+    }
+
+    /// The engine job on `target`: `rand_iops` is the random IOPS measured before (for the
+    /// latency runs' rate).
+    pub fn job(self, target: &Path, rotational: bool, t: &Timing, rand_iops: u64) -> IoJob {
+        let mut j = IoJob::new(target.to_path_buf());
+        j.read_pct = if self.write() { 0 } else { 100 };
+        j.stop = Stop::Time(t.dur);
+        j.ramp = t.ramp;
+        j.direct = true;
+        // Enough in flight to saturate the device: upstream's 8 jobs (1 on a rotational disk)
+        // at depth 256 is more than the block layer takes, so a quarter of the jobs.
+        let (workers, qd) = if rotational { (1, 64) } else { (4, 64) };
+        match self {
+            Step::Rbps | Step::Wbps => {
+                j.pattern = Pattern::Seq;
+                j.bs = BPS_BS;
+                j.workers = 1;
+                j.qd = if rotational { 8 } else { 16 };
+            }
+            Step::Rseqiops | Step::Wseqiops => {
+                j.pattern = Pattern::Seq;
+                j.bs = IOPS_BS;
+                j.workers = workers;
+                j.qd = qd;
+            }
+            Step::Rrandiops | Step::Wrandiops => {
+                j.pattern = Pattern::Rand;
+                j.bs = IOPS_BS;
+                j.workers = workers;
+                j.qd = qd;
+            }
+            Step::Rlat | Step::Wlat => {
+                j.pattern = Pattern::Rand;
+                j.bs = IOPS_BS;
+                j.workers = workers;
+                j.qd = qd;
+                // 90 % of what the device does flat out, for the whole job (upstream's fio
+                // applied the rate per job, 8 × that in all).
+                j.rate = Some(Rate::Iops((rand_iops as f64 * 0.9).max(1.0)));
+                j.arrivals = Arrivals::Linear;
+            }
+        }
+        j
+    }
+}
+
+/// A measurement's number: bytes/s for the bandwidth runs, 4 KiB IOs per second (bytes /
+/// 4096, rounded) for the IOPS runs.
+pub fn value(step: Step, r: &IoResult) -> u64 {
+    let d = if step.write() { &r.write } else { &r.read };
+    match step {
+        Step::Rbps | Step::Wbps => d.bw_bytes.round() as u64,
+        _ => (d.bw_bytes / 4096.0).round() as u64,
+    }
+}
+
+/// The latency percentile io.cost's QoS watches: 95 on SSDs, 50 on rotational disks.
+pub fn qos_pct(rotational: bool) -> f64 {
+    if rotational {
+        50.0
+    } else {
+        95.0
+    }
+}
+
+/// A latency target in µs: 1.5 × the completion latency at the QoS percentile of the
+/// rate-limited run.
+pub fn lat_target(pct: f64, r: &IoResult, write: bool) -> u64 {
+    let d = if write { &r.write } else { &r.read };
+    let clat = LatHist::from_out(&d.clat)
+        .map(|h| h.percentile(pct))
+        .unwrap_or(0);
+    (clat as f64 * 1.5 / 1000.0).round() as u64
+}
+
+/// The model from the six throughput numbers (in `STEPS` order).
+pub fn model(v: &[u64; 6]) -> IoCostModel {
+    IoCostModel {
+        ctrl: "user".into(),
+        model: "linear".into(),
+        rbps: v[0],
+        wbps: v[1],
+        rseqiops: v[2],
+        wseqiops: v[3],
+        rrandiops: v[4],
+        wrandiops: v[5],
+    }
+}
+
+pub fn qos(rotational: bool, rlat: u64, wlat: u64) -> IoCostQos {
+    let pct = qos_pct(rotational);
+    IoCostQos {
+        enable: 1,
+        ctrl: "user".into(),
+        rpct: pct,
+        rlat,
+        wpct: pct,
+        wlat,
+        min: 60.0,
+        max: 100.0,
+    }
+}
+
+/// The test file's size: 16 GiB as upstream, but no more than twice the memory (O_DIRECT
+/// bypasses the page cache; a device's own cache is far smaller than the host's memory), a
+/// quarter of the device and half the free space; 2 GiB at most in quick mode.
+pub fn testfile_size(quick: bool, mem: u64, dev_size: u64, free: u64) -> u64 {
+    let cap = if quick { 2u64 << 30 } else { 16u64 << 30 };
+    let size = cap.min(2 * mem).min(dev_size / 4).min(free / 2);
+    size / (1 << 20) * (1 << 20)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_follow_the_device_kind() {
+        let t = &FULL;
+        let p = Path::new("/x");
+        let j = Step::Wbps.job(p, false, t, 0);
+        assert_eq!(
+            (j.read_pct, j.bs, j.pattern, j.qd),
+            (0, 1 << 20, Pattern::Seq, 16)
+        );
+        let j = Step::Rrandiops.job(p, true, t, 0);
+        assert_eq!((j.read_pct, j.bs, j.workers, j.qd), (100, 4096, 1, 64));
+        let j = Step::Wlat.job(p, false, t, 10_000);
+        assert_eq!(j.rate, Some(Rate::Iops(9000.0)));
+        assert_eq!((j.read_pct, j.pattern, j.workers), (0, Pattern::Rand, 4));
+        assert!(j.check().is_ok());
+        assert_eq!(j.stop, Stop::Time(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn qos_follows_upstream_rules() {
+        let q = qos(true, 9000, 12000);
+        assert_eq!(
+            (q.rpct, q.wpct, q.rlat, q.wlat, q.min, q.max),
+            (50.0, 50.0, 9000, 12000, 60.0, 100.0)
+        );
+        assert_eq!(qos(false, 1, 1).rpct, 95.0);
+        let m = model(&[1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            (
+                m.rbps,
+                m.wbps,
+                m.rseqiops,
+                m.wseqiops,
+                m.rrandiops,
+                m.wrandiops
+            ),
+            (1, 2, 3, 4, 5, 6)
+        );
+    }
+
+    #[test]
+    fn the_test_file_fits_the_machine() {
+        let g = 1u64 << 30;
+        assert_eq!(testfile_size(false, 64 * g, 1000 * g, 500 * g), 16 * g);
+        assert_eq!(testfile_size(false, 2 * g, 1000 * g, 500 * g), 4 * g);
+        assert_eq!(testfile_size(false, 64 * g, 8 * g, 500 * g), 2 * g);
+        assert_eq!(testfile_size(false, 64 * g, 1000 * g, 3 * g), 3 * g / 2);
+        assert_eq!(testfile_size(true, 64 * g, 1000 * g, 500 * g), 2 * g);
+    }
+
+    #[test]
+    fn numbers_come_from_the_right_direction() {
+        use crate::workload::ioengine::stats::DirStats;
+        let mut d = DirStats::default();
+        for _ in 0..100 {
+            d.record(4096, false, 1_000, 99_000, 0);
+        }
+        d.record(4096, false, 1_000, 999_000, 0);
+        let out = d.out(1_000_000_000, &[]);
+        let empty = DirStats::default().out(1_000_000_000, &[]);
+        let r = IoResult {
+            version: 1,
+            engine: "io_uring".into(),
+            engine_note: String::new(),
+            job: IoJob::new("/x".into()),
+            target_size: 0,
+            block_device: false,
+            runtime_ns: 1_000_000_000,
+            read: out,
+            write: empty,
+            cpu: Default::default(),
+            workers: vec![],
+        };
+        assert_eq!(value(Step::Rrandiops, &r), 101);
+        assert_eq!(value(Step::Rbps, &r), 101 * 4096);
+        assert_eq!(value(Step::Wrandiops, &r), 0);
+        // p95 of 100 × 99 µs and one 999 µs: 99 µs → 148.5 → 149 (to the bucket's precision).
+        let t = lat_target(95.0, &r, false);
+        assert!((147..=150).contains(&t), "{}", t);
+        assert_eq!(lat_target(50.0, &r, true), 0);
+    }
+}

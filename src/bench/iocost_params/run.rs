@@ -1,0 +1,183 @@
+//! Running `iocost-params`: io.cost off and merges off on the scratch device (journaled), a
+//! test file under `<dir>/scratch`, then the eight measurements of `measure` one after another
+//! on the IO engine.
+
+use super::measure::{self, Step, STEPS};
+use crate::bench::runner::{now, RunCtx};
+use crate::logging::progress;
+use crate::system::iocost::IoCostKnobs;
+use crate::units::{format_duration, format_size};
+use crate::workload::ioengine::result::IoResult;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::AtomicBool;
+
+/// One measurement as the record keeps it (the engine's full document would be ~100 KB each).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepOut {
+    pub step: Step,
+    pub rw: String,
+    pub bs: u64,
+    pub qd: u32,
+    pub workers: u32,
+    /// The open-loop rate of the latency runs, IOs/s.
+    pub rate_iops: Option<f64>,
+    pub engine: String,
+    pub runtime_ns: u64,
+    pub iops: f64,
+    pub bw_bytes: f64,
+    pub clat_p50_ns: u64,
+    pub clat_p95_ns: u64,
+    pub clat_p99_ns: u64,
+    pub lat_mean_ns: f64,
+    /// What the step contributes: a model number, or a latency target in µs.
+    pub value: u64,
+}
+
+/// The record: upstream's (`devnr`, `model`, `qos`) and how it was measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    #[serde(flatten)]
+    pub knobs: IoCostKnobs,
+    pub period: (u64, u64),
+    pub rotational: bool,
+    pub testfile_size: u64,
+    pub steps: Vec<StepOut>,
+}
+
+fn step_out(step: Step, r: &IoResult, value: u64) -> StepOut {
+    let d = if step.write() { &r.write } else { &r.read };
+    let pct = |p: f64| {
+        crate::workload::ioengine::hist::LatHist::from_out(&d.clat)
+            .map(|h| h.percentile(p))
+            .unwrap_or(0)
+    };
+    StepOut {
+        step,
+        rw: r.job.rw_name(),
+        bs: r.job.bs,
+        qd: r.job.qd,
+        workers: r.job.workers,
+        rate_iops: match r.job.rate {
+            Some(crate::workload::ioengine::job::Rate::Iops(v)) => Some(v),
+            _ => None,
+        },
+        engine: r.engine.clone(),
+        runtime_ns: r.runtime_ns,
+        iops: d.iops,
+        bw_bytes: d.bw_bytes,
+        clat_p50_ns: pct(50.0),
+        clat_p95_ns: pct(95.0),
+        clat_p99_ns: pct(99.0),
+        lat_mean_ns: d.lat.mean_ns,
+        value,
+    }
+}
+
+fn total_memory() -> u64 {
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sysinfo(&mut si) } != 0 {
+        return 0;
+    }
+    si.totalram as u64 * si.mem_unit as u64
+}
+
+pub fn run(ctx: &mut RunCtx) -> Result<serde_json::Value> {
+    let quick = ctx.quick();
+    let dir = ctx.dir().to_path_buf();
+    let start = now();
+    let (mut host, _) = ctx.host().context("iocost-params needs the host session")?;
+    let dev = host
+        .scratch_dev()
+        .cloned()
+        .context("iocost-params needs the scratch device")?;
+    host.iocost_off_for_job()?;
+    host.set_scratch_queue_knob("nomerges", "1")?;
+    let t = if quick { measure::QUICK } else { measure::FULL };
+
+    let path = dir.join("scratch/iocost-testfile");
+    let held = std::fs::metadata(&path).map_or(0, |m| {
+        use std::os::unix::fs::MetadataExt;
+        m.blocks() * 512
+    });
+    let free = crate::util::fs::free_bytes(path.parent().unwrap_or(&dir))
+        .or_else(|_| crate::util::fs::free_bytes(&dir))
+        .unwrap_or(0);
+    let size = measure::testfile_size(quick, total_memory(), dev.size, free + held);
+    if size < 256 << 20 {
+        crate::usage_bail!(
+            "iocost-params: no room for a test file of at least 256M under {} ({} free)",
+            dir.display(),
+            format_size(free as f64)
+        );
+    }
+    progress::phase(format!("test file ({})", format_size(size as f64)));
+    crate::workload::ioengine::testfile::ensure(&path, size, true).context("iocost-params")?;
+
+    let each = (t.ramp + t.dur).as_secs_f64();
+    log::info!(
+        "iocost-params: {} on {} ({}), {} runs of {}",
+        dev.name,
+        path.display(),
+        if dev.rotational { "rotational" } else { "SSD" },
+        STEPS.len(),
+        format_duration(each)
+    );
+    let pct = measure::qos_pct(dev.rotational);
+    let (mut values, mut steps, mut lat) = ([0u64; 6], Vec::new(), [0u64; 2]);
+    for (i, &step) in STEPS.iter().enumerate() {
+        let rand_iops = if step.write() { values[5] } else { values[4] };
+        let job = step.job(&path, dev.rotational, &t, rand_iops);
+        progress::phase(format!(
+            "{} ({} {} qd={}x{}) · {} of {}",
+            step.name(),
+            job.rw_name(),
+            crate::workload::ioengine::result::size_text(job.bs),
+            job.workers,
+            job.qd,
+            i + 1,
+            STEPS.len()
+        ));
+        progress::eta(Some(each * (STEPS.len() - i) as f64));
+        let r = crate::workload::ioengine::run::run(&job, &AtomicBool::new(false))
+            .with_context(|| format!("iocost-params: measuring {}", step.name()))?;
+        let v = match step {
+            Step::Rlat => measure::lat_target(pct, &r, false),
+            Step::Wlat => measure::lat_target(pct, &r, true),
+            _ => measure::value(step, &r),
+        };
+        match step {
+            Step::Rlat => lat[0] = v,
+            Step::Wlat => lat[1] = v,
+            _ => values[i] = v,
+        }
+        log::info!(
+            "iocost-params: {} = {}{}",
+            step.name(),
+            v,
+            match step {
+                Step::Rlat | Step::Wlat => format!(
+                    " µs (1.5 × clat p{} at {:.0} IOPS)",
+                    pct,
+                    rand_iops as f64 * 0.9
+                ),
+                Step::Rbps | Step::Wbps => format!(" ({}/s)", format_size(v as f64)),
+                _ => String::new(),
+            }
+        );
+        steps.push(step_out(step, &r, v));
+    }
+    let knobs = IoCostKnobs {
+        devnr: format!("{}:{}", dev.devnr.0, dev.devnr.1),
+        model: measure::model(&values),
+        qos: measure::qos(dev.rotational, lat[0], lat[1]),
+    };
+    let rec = Record {
+        knobs,
+        period: (start, now()),
+        rotational: dev.rotational,
+        testfile_size: size,
+        steps,
+    };
+    Ok(serde_json::to_value(&rec)?)
+}
