@@ -1,15 +1,18 @@
-//! Running `iocost-params`: io.cost off and merges off on the scratch device (journaled), a
-//! test file under `<dir>/scratch`, then the eight measurements of `measure` one after another
-//! on the IO engine.
+//! Running `iocost-params`: io.cost off and merges off on the scratch device (journaled; merges
+//! back on afterwards), a test file under `<dir>/scratch`, then the eight measurements of
+//! `measure` one after another on the IO engine. `measure_on` is also what benches needing a
+//! model run nested.
 
 use super::measure::{self, Step, STEPS};
 use crate::bench::runner::{now, RunCtx};
 use crate::logging::progress;
 use crate::system::iocost::IoCostKnobs;
+use crate::system::session::BenchHost;
 use crate::units::{format_duration, format_size};
 use crate::workload::ioengine::result::IoResult;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 /// One measurement as the record keeps it (the engine's full document would be ~100 KB each).
@@ -85,16 +88,37 @@ fn total_memory() -> u64 {
 pub fn run(ctx: &mut RunCtx) -> Result<serde_json::Value> {
     let quick = ctx.quick();
     let dir = ctx.dir().to_path_buf();
-    let start = now();
     let (mut host, _) = ctx.host().context("iocost-params needs the host session")?;
+    let rec = measure_on(&mut host, &dir, quick)?;
+    Ok(serde_json::to_value(&rec)?)
+}
+
+/// The measurements on the scratch device of `host` (also nested, from a bench that needs a
+/// model): io.cost stays off for the rest of the job unless the caller applies the result;
+/// request merging is put back afterwards.
+pub fn measure_on(host: &mut BenchHost, dir: &Path, quick: bool) -> Result<Record> {
+    let start = now();
     let dev = host
         .scratch_dev()
         .cloned()
         .context("iocost-params needs the scratch device")?;
     host.iocost_off_for_job()?;
-    host.set_scratch_queue_knob("nomerges", "1")?;
+    let nomerges = host.set_scratch_queue_knob("nomerges", "1")?;
+    let r = measure_dev(host, dir, quick, &dev, start);
+    host.set_scratch_queue_knob("nomerges", &nomerges)?;
+    r
+}
+
+fn measure_dev(
+    _host: &mut BenchHost,
+    dir: &Path,
+    quick: bool,
+    dev: &crate::system::blockdev::DevInfo,
+    start: u64,
+) -> Result<Record> {
     let t = if quick { measure::QUICK } else { measure::FULL };
 
+    let dir = dir.to_path_buf();
     let path = dir.join("scratch/iocost-testfile");
     let held = std::fs::metadata(&path).map_or(0, |m| {
         use std::os::unix::fs::MetadataExt;
@@ -129,7 +153,7 @@ pub fn run(ctx: &mut RunCtx) -> Result<serde_json::Value> {
         let rand_iops = if step.write() { values[5] } else { values[4] };
         let job = step.job(&path, dev.rotational, &t, rand_iops);
         progress::phase(format!(
-            "{} ({} {} qd={}x{}) · {} of {}",
+            "{} ({} {}, {}×{} in flight) · {} of {}",
             step.name(),
             job.rw_name(),
             crate::workload::ioengine::result::size_text(job.bs),
@@ -172,12 +196,11 @@ pub fn run(ctx: &mut RunCtx) -> Result<serde_json::Value> {
         model: measure::model(&values),
         qos: measure::qos(dev.rotational, lat[0], lat[1]),
     };
-    let rec = Record {
+    Ok(Record {
         knobs,
         period: (start, now()),
         rotational: dev.rotational,
         testfile_size: size,
         steps,
-    };
-    Ok(serde_json::to_value(&rec)?)
+    })
 }

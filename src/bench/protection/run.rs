@@ -55,7 +55,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
     let quick = ctx.quick();
     let shared = ctx.reporter().map(|r| r.shared().clone());
     let (mut host, _) = ctx.host().context("protection needs the host session")?;
-    let (model_wbps, model_from) = model_wbps(&host)?;
+    let (model_wbps, model_from) = model_wbps(&mut host, &dir, quick)?;
     let fs = host.has_slices().then(|| CgroupFs::new(host.hp()));
     if let Some(fs) = &fs {
         host.create_cgroup(HOG_CG)?;
@@ -135,35 +135,38 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
     Ok(host.bench_knobs().map_or(run.knobs, |k| k.hashd.clone()))
 }
 
-/// The write bandwidth hog speeds are relative to: bench.json's io.cost model, else the
-/// kernel's for the scratch device (said in the log and the record).
-fn model_wbps(host: &crate::system::session::BenchHost) -> Result<(u64, String)> {
+/// The write bandwidth hog speeds are relative to: bench.json's io.cost model; without one, a
+/// nested `iocost-params` measures it and commits it, as upstream does.
+fn model_wbps(
+    host: &mut crate::system::session::BenchHost,
+    dir: &std::path::Path,
+    quick: bool,
+) -> Result<(u64, String)> {
     if let Some(k) = host.bench_knobs().filter(|k| k.iocost_seq > 0) {
         return Ok((k.iocost.model.wbps, "bench.json".into()));
     }
-    let dev = host
-        .scratch_dev()
-        .context("protection needs the scratch device for the hog's speed")?;
-    let devnr = crate::system::cgroup::DevNr::new(dev.devnr.0, dev.devnr.1);
-    let m = iocost::read_model(host.hp(), devnr).with_context(|| {
-        format!(
-            "bench.json has no io.cost model and the kernel's for {} can't be read",
-            devnr
-        )
-    })?;
-    if m.wbps == 0 {
-        bail!(
-            "bench.json has no io.cost model and the kernel's for {} has wbps=0; run iocost-params first",
-            devnr
-        );
+    log::info!("protection: bench.json has no io.cost model; running iocost-params first");
+    progress::phase("iocost-params (nested)");
+    let rec = crate::bench::iocost_params::run::measure_on(host, dir, quick)
+        .context("protection: the nested iocost-params")?;
+    let wbps = rec.knobs.model.wbps;
+    if wbps == 0 {
+        bail!("the nested iocost-params measured wbps=0");
     }
-    log::warn!(
-        "protection: bench.json has no io.cost model yet; hog speeds are relative to the \
-         kernel's model for {} (wbps={})",
-        devnr,
-        format_size(m.wbps as f64)
+    log::info!(
+        "protection: iocost-params: {} / {}",
+        iocost::model_line(
+            crate::system::cgroup::DevNr::new(
+                host.scratch_dev().map_or(0, |d| d.devnr.0),
+                host.scratch_dev().map_or(0, |d| d.devnr.1)
+            ),
+            &rec.knobs.model
+        ),
+        rec.knobs.qos.line()
     );
-    Ok((m.wbps, "kernel".into()))
+    // Committed for later jobs and runs; io.cost goes back on with the measured model.
+    host.apply_iocost(rec.knobs, true)?;
+    Ok((wbps, "iocost-params".into()))
 }
 
 fn scenario_slot(rec: &mut ProtectionRecord, i: usize, new: ScenarioRecord) -> &mut ScenarioRecord {

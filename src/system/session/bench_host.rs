@@ -82,8 +82,8 @@ impl<'a> BenchHost<'a> {
         self.0.iocost_off_for_job()
     }
 
-    /// The scratch device's `queue/<knob>` set to `value` (journaled).
-    pub fn set_scratch_queue_knob(&mut self, knob: &str, value: &str) -> Result<()> {
+    /// The scratch device's `queue/<knob>` set to `value` (journaled); returns what it was.
+    pub fn set_scratch_queue_knob(&mut self, knob: &str, value: &str) -> Result<String> {
         self.0.set_scratch_queue_knob(knob, value)
     }
 }

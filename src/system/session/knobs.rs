@@ -109,8 +109,9 @@ impl Session {
         Ok(())
     }
 
-    /// Writes `value` to the scratch device's `queue/<knob>` through the journal.
-    pub fn set_scratch_queue_knob(&mut self, knob: &str, value: &str) -> Result<()> {
+    /// Writes `value` to the scratch device's `queue/<knob>` through the journal; returns what
+    /// it was.
+    pub fn set_scratch_queue_knob(&mut self, knob: &str, value: &str) -> Result<String> {
         let Some(dev) = self.scratch_dev() else {
             anyhow::bail!("no scratch device");
         };
@@ -124,7 +125,7 @@ impl Session {
         if old.trim() != value {
             log::info!("{}: {} -> {}", path.display(), old.trim(), value);
         }
-        Ok(())
+        Ok(old.trim().to_string())
     }
 
     /// Back to the parameters of the current job's start (rb-bench.json and io.cost too).

@@ -468,3 +468,24 @@ fn passive_mem_jobs_run_without_workload_protection() {
     s.finish().unwrap();
     assert_eq!(get(&low), "0");
 }
+
+#[test]
+fn iocost_off_and_queue_knobs_for_a_job_come_back() {
+    let (_t, hp) = iocost_host(None);
+    let nomerges = hp.path("sys/block/nvme0n1/queue/nomerges");
+    put(&nomerges, "0\n");
+    let mut s = Session::start(hp.clone(), &opts(&hp), &needs()).unwrap();
+    s.prepare_job(Enforce::all(), false).unwrap();
+    let on = qos_file(&hp);
+    assert!(on.contains("enable=1"), "{}", on);
+    s.iocost_off_for_job().unwrap();
+    assert!(qos_file(&hp).contains("enable=0"), "{}", qos_file(&hp));
+    assert_eq!(s.set_scratch_queue_knob("nomerges", "1").unwrap(), "0");
+    assert_eq!(get(&nomerges), "1");
+    // Set back by hand (a nested measurement does), then restored with the rest.
+    s.set_scratch_queue_knob("nomerges", "0").unwrap();
+    s.set_scratch_queue_knob("nomerges", "2").unwrap();
+    s.finish().unwrap();
+    assert_eq!(get(&nomerges), "0");
+    assert!(!qos_file(&hp).contains("enable=0"), "{}", qos_file(&hp));
+}

@@ -1,0 +1,138 @@
+//! `iocost-params` end to end in `resctl-bench vm` guests (RESCTL_BENCH_VM_TESTS=1, `--quick`,
+//! release binary): on the `hdd` and `slow-ssd` disk profiles the measured model must find the
+//! profile's limits — random read/write IOPS within ±15 % of its IOPS cap, sequential read/write
+//! bandwidth within ±15 % of its bandwidth cap — and the QoS must watch p50 on the rotational
+//! profile and p95 on the SSD. The parameters are committed to bench.json.
+//!
+//! The guests' logs go to `target/vm-iocost-params-<profile>.log`.
+
+mod common;
+
+use common::{enabled, release_bin, vm_output};
+use resctl_bench::vm::profiles::PROFILES;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+fn within(what: &str, got: f64, cap: f64) {
+    let err = (got - cap).abs() / cap;
+    assert!(
+        err <= 0.15,
+        "{}: {} is {:.1} % off the profile's {}",
+        what,
+        got,
+        err * 100.0,
+        cap
+    );
+}
+
+fn measure(profile: &str) -> Value {
+    let cwd = tempfile::tempdir().unwrap();
+    let result = cwd.path().join("r.json");
+    let t = Instant::now();
+    let out = vm_output(|| {
+        let mut c = Command::new(release_bin());
+        c.current_dir(cwd.path()).args([
+            "vm",
+            "--disk-profile",
+            profile,
+            "--timeout",
+            "15min",
+            "--",
+            "__vm-scenario",
+            "seq",
+            "--cmd",
+            &format!("--quick -r {} run iocost-params", result.display()),
+        ]);
+        c
+    });
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    let _ = std::fs::write(
+        target.join(format!("vm-iocost-params-{}.log", profile)),
+        &out.stderr,
+    );
+    eprintln!(
+        "vm --disk-profile {} -- run iocost-params: {:?} in {:.0}s",
+        profile,
+        out.status.code(),
+        t.elapsed().as_secs_f64()
+    );
+    // (`seq` passes the command's report through on stdout, before its own JSON.)
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entries: Value = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    let e = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["spec"]["kind"] == "iocost-params")
+        .cloned()
+        .expect("an iocost-params entry");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("committing io.cost parameters"),
+        "{}",
+        stderr
+    );
+    // The report prints the model and QoS lines.
+    let sum = Command::new(release_bin())
+        .args(["-r"])
+        .arg(&result)
+        .args(["summary", "iocost-params"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&sum.stdout);
+    assert!(text.contains("iocost model: rbps="), "{}", text);
+    assert!(text.contains("iocost QoS: rpct="), "{}", text);
+    e
+}
+
+#[test]
+fn vm_iocost_params_finds_the_profiles_limits() {
+    if !enabled() {
+        return;
+    }
+    for (name, pct) in [("hdd", 50.0), ("slow-ssd", 95.0)] {
+        let p = PROFILES.iter().find(|p| p.name == name).unwrap();
+        let e = measure(name);
+        let rec = &e["record"];
+        let m = &rec["model"];
+        let n = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("{} in {}", k, m));
+        eprintln!(
+            "{}: rbps={} wbps={} rseqiops={} wseqiops={} rrandiops={} wrandiops={} / qos {}",
+            name,
+            n("rbps"),
+            n("wbps"),
+            n("rseqiops"),
+            n("wseqiops"),
+            n("rrandiops"),
+            n("wrandiops"),
+            rec["qos"]
+        );
+        let iops = p.iops.unwrap() as f64;
+        let bps = p.bps.unwrap() as f64;
+        within(&format!("{} rrandiops", name), n("rrandiops"), iops);
+        within(&format!("{} wrandiops", name), n("wrandiops"), iops);
+        within(&format!("{} rbps", name), n("rbps"), bps);
+        within(&format!("{} wbps", name), n("wbps"), bps);
+        let q = &rec["qos"];
+        assert_eq!(q["rpct"].as_f64(), Some(pct), "{}", q);
+        assert_eq!(q["wpct"].as_f64(), Some(pct), "{}", q);
+        assert!(
+            q["rlat"].as_u64().unwrap() > 0 && q["wlat"].as_u64().unwrap() > 0,
+            "{}",
+            q
+        );
+        assert_eq!(
+            (q["min"].as_f64(), q["max"].as_f64()),
+            (Some(60.0), Some(100.0))
+        );
+        assert_eq!(rec["steps"].as_array().unwrap().len(), 8);
+        assert!(rec["rotational"].as_bool() == Some(name == "hdd"));
+    }
+}
