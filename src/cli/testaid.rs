@@ -120,6 +120,7 @@ pub enum Scenario {
     Reports,
     Protection,
     Seq,
+    FioCompare,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -139,4 +140,7 @@ pub struct ScenarioArgs {
     /// for several, run one after another in the same guest
     #[arg(long = "cmd", value_name = "ARGS", allow_hyphen_values = true)]
     pub cmds: Vec<String>,
+    /// `fio-compare`: seconds each job is measured (after a 2 s ramp)
+    #[arg(long = "dur", default_value = "20")]
+    pub dur: u64,
 }

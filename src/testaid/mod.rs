@@ -4,6 +4,7 @@
 //! (`__probe`, `__vm-scenario`), and print what the test checks. They sit at the top, beside `cli`, so the product layers never import the
 //! command line.
 
+pub mod fio_compare;
 pub mod hashd_bench;
 pub mod iolat;
 pub mod journal_test;

@@ -18,6 +18,7 @@
 //! * `seq`: the `--cmd` command lines one after another with `--dir WORK` (their output passed
 //!   on), so several runs share one guest and its scratch disk (bench.json, testfiles); stops
 //!   at the first that fails. Measurement scripts use it.
+//! * `fio-compare`: see `fio_compare` (scripts/fio-compare).
 
 use super::probe::{scratch_device, Device};
 use crate::cli::testaid::{Scenario, ScenarioArgs};
@@ -510,6 +511,7 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
         Scenario::Protection => super::vm_protection::protection(&a.work)?,
         Scenario::Seq => seq(&a.work, &a.cmds)?,
+        Scenario::FioCompare => super::fio_compare::fio_compare(&a.work, a.dur)?,
     };
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;

@@ -117,9 +117,9 @@ fn bind_mount(src: &Path, target: &Path) -> Result<()> {
     Ok(())
 }
 
-fn load_module(path: &str) -> Result<()> {
+fn load_module(path: &str, params: &str) -> Result<()> {
     let f = File::open(path).with_context(|| format!("opening {}", path))?;
-    let params = c"";
+    let params = std::ffi::CString::new(params).context("module parameters")?;
     let rc = unsafe {
         use std::os::fd::AsRawFd;
         libc::syscall(libc::SYS_finit_module, f.as_raw_fd(), params.as_ptr(), 0)
@@ -259,7 +259,12 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
     let v = cfg.verbose;
 
     for m in &cfg.modules {
-        load_module(m)?;
+        let params = cfg
+            .module_params
+            .iter()
+            .find(|(p, _)| p == m)
+            .map_or("", |(_, v)| v.as_str());
+        load_module(m, params)?;
     }
     *ctl_out = Some(open_port(super::PORT_CTL)?);
     log(ctl_out, v, format!("loaded {} modules", cfg.modules.len()));

@@ -75,6 +75,16 @@ pub struct VmArgs {
     #[arg(long = "modules", value_name = "DIR")]
     pub modules: Option<PathBuf>,
 
+    /// Also put host program PATH (and the libraries `ldd` lists for it) into the guest, at
+    /// /usr/bin/NAME (repeatable; for side-by-side measurements, e.g. fio)
+    #[arg(long = "with-program", value_name = "PATH")]
+    pub with_program: Vec<PathBuf>,
+
+    /// Also load kernel module NAME (with its dependencies) in the guest, PARAMS
+    /// comma-separated, e.g. brd:rd_nr=1,rd_size=1048576 (repeatable)
+    #[arg(long = "with-module", value_name = "NAME[:PARAMS]")]
+    pub with_module: Vec<String>,
+
     /// Accelerator: auto uses KVM only when it can run a vCPU, else TCG
     #[arg(long = "accel", value_name = "auto|kvm|tcg", default_value = "auto")]
     pub accel: String,
@@ -128,6 +138,9 @@ pub struct GuestConfig {
     pub env: Vec<(String, String)>,
     /// Module files in the initramfs, in load order.
     pub modules: Vec<String>,
+    /// Parameters for some of them (module file → `key=value …`).
+    #[serde(default)]
+    pub module_params: Vec<(String, String)>,
     /// Serial of the scratch disk.
     pub serial: String,
     pub rotational: bool,

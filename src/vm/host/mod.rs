@@ -54,8 +54,29 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let mkfs = setup::tool("mkfs.ext4")?;
     setup::tool("ldd")?;
     let kernel = setup::kernel(a.kernel.as_deref(), a.modules.as_deref())?;
+    let extra: Vec<(String, String)> = a
+        .with_module
+        .iter()
+        .map(|m| match m.split_once(':') {
+            Some((n, p)) => (n.to_string(), p.replace(',', " ")),
+            None => (m.to_string(), String::new()),
+        })
+        .collect();
+    if let Some((n, _)) = extra.iter().find(|(n, _)| n.is_empty()) {
+        crate::usage_bail!(
+            "vm: --with-module {:?}: a module name is needed (NAME[:PARAMS])",
+            n
+        );
+    }
+    for p in &a.with_program {
+        if !p.is_file() {
+            crate::usage_bail!("vm: --with-program {}: not a file", p.display());
+        }
+    }
+    let mut wanted: Vec<&str> = kmod::NEEDED.to_vec();
+    wanted.extend(extra.iter().map(|(n, _)| n.as_str()));
     let modules = kmod::Tree::scan(&kernel.modules)
-        .and_then(|t| t.load_order(kmod::NEEDED))
+        .and_then(|t| t.load_order(&wanted))
         .with_context(|| {
             format!(
                 "kernel modules in {} (use --kernel/--modules with an uncompressed-module kernel, e.g. the one {} caches)",
@@ -91,6 +112,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         cwd: cwd_str,
         env: guest_env(&opts.limits.name),
         modules: Vec::new(),
+        module_params: Vec::new(),
         serial: opts.limits.serial(),
         rotational: opts.limits.rotational,
         scratch_dir: opts.scratch_dir.to_string_lossy().into_owned(),
@@ -100,7 +122,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     };
     let t0 = Instant::now();
     let initrd = work.path.join("initramfs.cpio");
-    build_initramfs(&initrd, &mut cfg, &modules)?;
+    build_initramfs(&initrd, &mut cfg, &modules, &extra, &a.with_program)?;
     let disk_direct = make_disk(&mkfs, &work.disk(), opts.disk_size)?;
     log::debug!(
         "vm: initramfs and {} MiB disk ready in {:.2}s",

@@ -96,6 +96,8 @@ pub(super) fn build_initramfs(
     path: &Path,
     cfg: &mut GuestConfig,
     modules: &[(String, PathBuf)],
+    module_params: &[(String, String)],
+    programs: &[PathBuf],
 ) -> Result<()> {
     let exe = std::env::current_exe().context("locating our own binary")?;
     let mut b = initramfs::Builder::create(path)?;
@@ -122,6 +124,20 @@ pub(super) fn build_initramfs(
         let dst = format!("lib/resctl-vm/{:02}-{}.ko", i, name);
         b.host_file(file, &dst, 0o644)?;
         cfg.modules.push(format!("/{}", dst));
+        let norm = |n: &str| n.replace('-', "_");
+        if let Some((_, p)) = module_params
+            .iter()
+            .find(|(n, p)| !p.is_empty() && norm(n) == norm(name))
+        {
+            cfg.module_params.push((format!("/{}", dst), p.clone()));
+        }
+    }
+    for p in programs {
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .context("a program's file name")?;
+        b.program(p, &format!("usr/bin/{}", name))?;
     }
     let json = serde_json::to_vec_pretty(cfg)?;
     b.data(crate::vm::GUEST_CONFIG, 0o644, &json)?;

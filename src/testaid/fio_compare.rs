@@ -1,0 +1,171 @@
+//! `__vm-scenario fio-compare`: the same jobs through our engine and through fio's io_uring
+//! engine (fio put into the guest with `vm --with-program`), one after the other on the same
+//! test file, and — when `/dev/ram0` exists (`vm --with-module brd:…`) — the peak rate on that
+//! RAM disk. Prints per job both sides' IOPS, completion latency p50/p99 and CPU time per IO.
+
+use crate::workload::ioengine::hist::LatHist;
+use crate::workload::ioengine::job::{IoJob, Pattern, Stop};
+use crate::workload::ioengine::result::IoResult;
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+const FIO: &str = "/usr/bin/fio";
+const RAMP: u64 = 2;
+
+struct Spec {
+    name: &'static str,
+    write: bool,
+    seq: bool,
+    bs: u64,
+    qd: u32,
+}
+
+const JOBS: &[Spec] = &[
+    Spec {
+        name: "randread 4K QD1",
+        write: false,
+        seq: false,
+        bs: 4096,
+        qd: 1,
+    },
+    Spec {
+        name: "randread 4K QD32",
+        write: false,
+        seq: false,
+        bs: 4096,
+        qd: 32,
+    },
+    Spec {
+        name: "randwrite 4K QD32",
+        write: true,
+        seq: false,
+        bs: 4096,
+        qd: 32,
+    },
+    Spec {
+        name: "read 1M QD4",
+        write: false,
+        seq: true,
+        bs: 1 << 20,
+        qd: 4,
+    },
+];
+
+fn ours(s: &Spec, target: &Path, dur: u64) -> Result<Value> {
+    let mut j = IoJob::new(target.to_path_buf());
+    j.read_pct = if s.write { 0 } else { 100 };
+    j.pattern = if s.seq { Pattern::Seq } else { Pattern::Rand };
+    j.bs = s.bs;
+    j.qd = s.qd;
+    j.ramp = Duration::from_secs(RAMP);
+    j.stop = Stop::Time(Duration::from_secs(dur));
+    let r: IoResult = crate::workload::ioengine::run::run(&j, &AtomicBool::new(false))?;
+    let d = if s.write { &r.write } else { &r.read };
+    let h = LatHist::from_out(&d.clat).map_err(anyhow::Error::msg)?;
+    Ok(json!({
+        "engine": r.engine,
+        "iops": d.iops,
+        "clat_p50_us": h.percentile(50.0) as f64 / 1e3,
+        "clat_p99_us": h.percentile(99.0) as f64 / 1e3,
+        "cpu_ns_per_io": r.cpu_per_io(),
+    }))
+}
+
+fn fio(s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Value> {
+    let rw = match (s.write, s.seq) {
+        (false, false) => "randread",
+        (true, false) => "randwrite",
+        (false, true) => "read",
+        (true, true) => "write",
+    };
+    let out = Command::new(FIO)
+        .args([
+            "--name=cmp",
+            &format!("--filename={}", target.display()),
+            &format!("--rw={}", rw),
+            &format!("--bs={}", s.bs),
+            &format!("--iodepth={}", s.qd),
+            "--ioengine=io_uring",
+            "--direct=1",
+            "--time_based",
+            &format!("--runtime={}", dur),
+            &format!("--ramp_time={}", RAMP),
+            &format!("--size={}", size),
+            "--randrepeat=0",
+            "--output-format=json",
+        ])
+        .output()
+        .with_context(|| format!("running {}", FIO))?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fio may print notes before its JSON.
+    let v: Value = serde_json::from_str(&text[text.find('{').unwrap_or(0)..])
+        .with_context(|| format!("fio's output: {}", text))?;
+    let j = &v["jobs"][0];
+    let d = &j[if s.write { "write" } else { "read" }];
+    let pct = |k: &str| d["clat_ns"]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
+    let ios = d["total_ios"].as_f64().unwrap_or(0.0);
+    let runtime_ms = j["job_runtime"].as_f64().unwrap_or(0.0);
+    let cpu = (j["usr_cpu"].as_f64().unwrap_or(0.0) + j["sys_cpu"].as_f64().unwrap_or(0.0)) / 100.0
+        * runtime_ms
+        * 1e6;
+    Ok(json!({
+        "engine": "fio io_uring",
+        "iops": d["iops"].as_f64().unwrap_or(0.0),
+        "clat_p50_us": pct("50.000000"),
+        "clat_p99_us": pct("99.000000"),
+        "cpu_ns_per_io": if ios > 0.0 { cpu / ios } else { 0.0 },
+    }))
+}
+
+fn compare(s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Value> {
+    eprintln!("fio-compare: {} on {}", s.name, target.display());
+    let f = fio(s, target, size, dur)?;
+    let o = ours(s, target, dur)?;
+    let ratio = |k: &str| {
+        let (a, b) = (o[k].as_f64().unwrap_or(0.0), f[k].as_f64().unwrap_or(0.0));
+        if b > 0.0 {
+            json!(a / b)
+        } else {
+            Value::Null
+        }
+    };
+    Ok(json!({
+        "job": s.name,
+        "target": target.display().to_string(),
+        "ours": o,
+        "fio": f,
+        "iops_ratio": ratio("iops"),
+        "p50_ratio": ratio("clat_p50_us"),
+        "p99_ratio": ratio("clat_p99_us"),
+        "cpu_ratio": ratio("cpu_ns_per_io"),
+    }))
+}
+
+pub fn fio_compare(work: &Path, dur: u64) -> Result<Value> {
+    if !Path::new(FIO).exists() {
+        bail!(
+            "{} is not in the guest: run vm with --with-program $(command -v fio)",
+            FIO
+        );
+    }
+    let file = work.join("fio-testfile");
+    let size = 1u64 << 30;
+    crate::workload::ioengine::testfile::ensure(&file, size, true)?;
+    let mut rows = Vec::new();
+    for s in JOBS {
+        rows.push(compare(s, &file, size, dur)?);
+    }
+    let ram = Path::new("/dev/ram0");
+    if ram.exists() {
+        let size = crate::workload::ioengine::target::size_of(&std::fs::File::open(ram)?)?;
+        rows.push(compare(&JOBS[1], ram, size, dur)?);
+    }
+    Ok(json!({ "profile": std::env::var("RESCTL_BENCH_VM").unwrap_or_default(), "rows": rows }))
+}
