@@ -34,6 +34,20 @@ fn vm_bad_option_values_are_usage_errors() {
     );
     usage_error(&["vm"], "after `--`");
     usage_error(
+        &["vm", "--with-module", ":x", "--", "--version"],
+        "--with-module \"\": a module name is needed (NAME[:PARAMS])",
+    );
+    usage_error(
+        &[
+            "vm",
+            "--with-program",
+            "/nonexistent/fio",
+            "--",
+            "--version",
+        ],
+        "--with-program /nonexistent/fio: not a file",
+    );
+    usage_error(
         &["vm", "--disk-latency", "0.5ms", "--", "--version"],
         "--disk-latency \"0.5ms\" is not a per-IO latency (accepted: 0 for none, or 1ms",
     );

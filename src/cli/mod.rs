@@ -130,7 +130,7 @@ pub enum Command {
     /// Print documentation: `doc` lists subjects, `doc NAME` prints one
     Doc(DocArgs),
     /// Run resctl-bench inside a disposable QEMU VM test host (see `doc vm`)
-    Vm(crate::vm::VmArgs),
+    Vm(Box<crate::vm::VmArgs>),
     /// Testing aid: repeatedly save the entries of FROM to --result, alternating two orders
     #[command(name = "__save-test", hide = true)]
     SaveTest(testaid::SaveTestArgs),

@@ -46,14 +46,6 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         .to_str()
         .context("the current directory is not valid UTF-8")?
         .to_string();
-    let nbdkit = match opts.limits.latency_ms {
-        Some(_) => Some(super::nbd::tool(&opts.limits.name)?),
-        None => None,
-    };
-    let qemu_bin = setup::tool("qemu-system-x86_64")?;
-    let mkfs = setup::tool("mkfs.ext4")?;
-    setup::tool("ldd")?;
-    let kernel = setup::kernel(a.kernel.as_deref(), a.modules.as_deref())?;
     let extra: Vec<(String, String)> = a
         .with_module
         .iter()
@@ -73,6 +65,14 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
             crate::usage_bail!("vm: --with-program {}: not a file", p.display());
         }
     }
+    let nbdkit = match opts.limits.latency_ms {
+        Some(_) => Some(super::nbd::tool(&opts.limits.name)?),
+        None => None,
+    };
+    let qemu_bin = setup::tool("qemu-system-x86_64")?;
+    let mkfs = setup::tool("mkfs.ext4")?;
+    setup::tool("ldd")?;
+    let kernel = setup::kernel(a.kernel.as_deref(), a.modules.as_deref())?;
     let mut wanted: Vec<&str> = kmod::NEEDED.to_vec();
     wanted.extend(extra.iter().map(|(n, _)| n.as_str()));
     let modules = kmod::Tree::scan(&kernel.modules)
