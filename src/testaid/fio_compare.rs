@@ -1,7 +1,8 @@
 //! `__vm-scenario fio-compare`: the same jobs through our engine and through fio's io_uring
 //! engine (fio put into the guest with `vm --with-program`), one after the other on the same
 //! test file, and — when `/dev/ram0` exists (`vm --with-module brd:…`) — the peak rate on that
-//! RAM disk. Prints per job both sides' IOPS, completion latency p50/p99 and CPU time per IO.
+//! RAM disk. Prints per job both sides' IOPS, completion latency p50/p99 and CPU time per IO,
+//! and at QD > 1 also fio's with batched submission (`iodepth_batch_submit` = the depth).
 
 use crate::workload::ioengine::hist::LatHist;
 use crate::workload::ioengine::job::{IoJob, Pattern, Stop};
@@ -75,14 +76,23 @@ fn ours(s: &Spec, target: &Path, dur: u64) -> Result<Value> {
     }))
 }
 
-fn fio(s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Value> {
+/// fio with its defaults, or (`batched`) submitting and reaping up to the queue depth per
+/// call, as our engine does.
+fn fio(s: &Spec, target: &Path, size: u64, dur: u64, batched: bool) -> Result<Value> {
     let rw = match (s.write, s.seq) {
         (false, false) => "randread",
         (true, false) => "randwrite",
         (false, true) => "read",
         (true, true) => "write",
     };
-    let out = Command::new(FIO)
+    let mut cmd = Command::new(FIO);
+    if batched {
+        cmd.args([
+            format!("--iodepth_batch_submit={}", s.qd),
+            format!("--iodepth_batch_complete_max={}", s.qd),
+        ]);
+    }
+    let out = cmd
         .args([
             "--name=cmp",
             &format!("--filename={}", target.display()),
@@ -116,7 +126,7 @@ fn fio(s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Value> {
         * runtime_ms
         * 1e6;
     Ok(json!({
-        "engine": "fio io_uring",
+        "engine": if batched { "fio io_uring, batched" } else { "fio io_uring" },
         "iops": d["iops"].as_f64().unwrap_or(0.0),
         "clat_p50_us": pct("50.000000"),
         "clat_p99_us": pct("99.000000"),
@@ -124,27 +134,43 @@ fn fio(s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Value> {
     }))
 }
 
-fn compare(s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Value> {
+fn ratio(o: &Value, f: &Value, k: &str) -> Value {
+    let (a, b) = (o[k].as_f64().unwrap_or(0.0), f[k].as_f64().unwrap_or(0.0));
+    if b > 0.0 {
+        json!(a / b)
+    } else {
+        Value::Null
+    }
+}
+
+/// Job `i` on `target`: fio and ours, the order alternating from job to job so neither always
+/// runs first; at QD > 1 also fio with batched submission.
+fn compare(i: usize, s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Value> {
     eprintln!("fio-compare: {} on {}", s.name, target.display());
-    let f = fio(s, target, size, dur)?;
-    let o = ours(s, target, dur)?;
-    let ratio = |k: &str| {
-        let (a, b) = (o[k].as_f64().unwrap_or(0.0), f[k].as_f64().unwrap_or(0.0));
-        if b > 0.0 {
-            json!(a / b)
-        } else {
-            Value::Null
-        }
+    let (o, f) = if i % 2 == 0 {
+        let f = fio(s, target, size, dur, false)?;
+        (ours(s, target, dur)?, f)
+    } else {
+        let o = ours(s, target, dur)?;
+        (o, fio(s, target, size, dur, false)?)
+    };
+    let fb = if s.qd > 1 {
+        Some(fio(s, target, size, dur, true)?)
+    } else {
+        None
     };
     Ok(json!({
         "job": s.name,
         "target": target.display().to_string(),
         "ours": o,
         "fio": f,
-        "iops_ratio": ratio("iops"),
-        "p50_ratio": ratio("clat_p50_us"),
-        "p99_ratio": ratio("clat_p99_us"),
-        "cpu_ratio": ratio("cpu_ns_per_io"),
+        "fio_batched": fb,
+        "iops_ratio": ratio(&o, &f, "iops"),
+        "p50_ratio": ratio(&o, &f, "clat_p50_us"),
+        "p99_ratio": ratio(&o, &f, "clat_p99_us"),
+        "cpu_ratio": ratio(&o, &f, "cpu_ns_per_io"),
+        "cpu_ratio_batched": fb.as_ref().map_or(Value::Null, |fb| ratio(&o, fb, "cpu_ns_per_io")),
+        "iops_ratio_batched": fb.as_ref().map_or(Value::Null, |fb| ratio(&o, fb, "iops")),
     }))
 }
 
@@ -157,15 +183,19 @@ pub fn fio_compare(work: &Path, dur: u64) -> Result<Value> {
     }
     let file = work.join("fio-testfile");
     let size = 1u64 << 30;
-    crate::workload::ioengine::testfile::ensure(&file, size, true)?;
+    if crate::workload::ioengine::testfile::ensure(&file, size, true)? {
+        // Let the writes behind the new file settle before anything is measured.
+        unsafe { libc::sync() };
+        std::thread::sleep(Duration::from_secs(5));
+    }
     let mut rows = Vec::new();
-    for s in JOBS {
-        rows.push(compare(s, &file, size, dur)?);
+    for (i, s) in JOBS.iter().enumerate() {
+        rows.push(compare(i, s, &file, size, dur)?);
     }
     let ram = Path::new("/dev/ram0");
     if ram.exists() {
         let size = crate::workload::ioengine::target::size_of(&std::fs::File::open(ram)?)?;
-        rows.push(compare(&JOBS[1], ram, size, dur)?);
+        rows.push(compare(0, &JOBS[1], ram, size, dur)?);
     }
     Ok(json!({ "profile": std::env::var("RESCTL_BENCH_VM").unwrap_or_default(), "rows": rows }))
 }
