@@ -146,15 +146,7 @@ fn open_loop_latency_counts_from_the_schedule_through_a_stall() {
         "p90 {}",
         lat.percentile(90.0)
     );
-    let slow = open
-        .read
-        .lat
-        .out(&[])
-        .bins
-        .iter()
-        .filter(|b| *b.0 > 10 * MS)
-        .map(|b| b.1)
-        .sum::<u64>();
+    let slow = slower_than(&open.read.lat, 10 * MS);
     assert!((90..=140).contains(&slow), "{} slow IOs", slow);
     // The waiting shows as submission latency; the device's own time as clat.
     assert!(open.read.slat.max() >= 90 * MS);
@@ -162,16 +154,13 @@ fn open_loop_latency_counts_from_the_schedule_through_a_stall() {
     // A closed loop on the same device at QD 1 only sees the one IO caught in the stall.
     let p = plan(1, Stop::Time(Duration::from_secs(2)), None);
     let (closed, _) = run(&p, stall);
-    let slow = closed
-        .read
-        .lat
-        .out(&[])
-        .bins
-        .iter()
-        .filter(|b| *b.0 > 10 * MS)
-        .map(|b| b.1)
-        .sum::<u64>();
+    let slow = slower_than(&closed.read.lat, 10 * MS);
     assert_eq!(slow, 1);
+}
+
+/// How many samples of `h` lie in buckets above `ns`.
+fn slower_than(h: &crate::workload::ioengine::hist::LatHist, ns: u64) -> u64 {
+    h.out(&[]).bins.range(ns + 1..).map(|(_, c)| c).sum()
 }
 
 #[test]
