@@ -104,13 +104,12 @@ pub fn measure_on(host: &mut BenchHost, dir: &Path, quick: bool) -> Result<Recor
         .context("iocost-params needs the scratch device")?;
     host.iocost_off_for_job()?;
     let nomerges = host.set_scratch_queue_knob("nomerges", "1")?;
-    let r = measure_dev(host, dir, quick, &dev, start);
+    let r = measure_dev(dir, quick, &dev, start);
     host.set_scratch_queue_knob("nomerges", &nomerges)?;
     r
 }
 
 fn measure_dev(
-    _host: &mut BenchHost,
     dir: &Path,
     quick: bool,
     dev: &crate::system::blockdev::DevInfo,

@@ -156,10 +156,7 @@ fn model_wbps(
     log::info!(
         "protection: iocost-params: {} / {}",
         iocost::model_line(
-            crate::system::cgroup::DevNr::new(
-                host.scratch_dev().map_or(0, |d| d.devnr.0),
-                host.scratch_dev().map_or(0, |d| d.devnr.1)
-            ),
+            rec.knobs.devnr.parse().map_err(anyhow::Error::msg)?,
             &rec.knobs.model
         ),
         rec.knobs.qos.line()
