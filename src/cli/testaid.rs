@@ -143,4 +143,7 @@ pub struct ScenarioArgs {
     /// `fio-compare`: seconds each job is measured (after a 2 s ramp)
     #[arg(long = "dur", default_value = "20")]
     pub dur: u64,
+    /// `fio-compare`: more fio options, space-separated (e.g. "--thread --disk_util=0")
+    #[arg(long = "fio-extra", default_value = "", allow_hyphen_values = true)]
+    pub fio_extra: String,
 }

@@ -78,7 +78,7 @@ fn ours(s: &Spec, target: &Path, dur: u64) -> Result<Value> {
 
 /// fio with its defaults, or (`batched`) submitting and reaping up to the queue depth per
 /// call, as our engine does.
-fn fio(s: &Spec, target: &Path, size: u64, dur: u64, batched: bool) -> Result<Value> {
+fn fio(s: &Spec, target: &Path, size: u64, dur: u64, batched: bool, extra: &str) -> Result<Value> {
     let rw = match (s.write, s.seq) {
         (false, false) => "randread",
         (true, false) => "randwrite",
@@ -86,6 +86,7 @@ fn fio(s: &Spec, target: &Path, size: u64, dur: u64, batched: bool) -> Result<Va
         (true, true) => "write",
     };
     let mut cmd = Command::new(FIO);
+    cmd.args(extra.split_whitespace());
     if batched {
         cmd.args([
             format!("--iodepth_batch_submit={}", s.qd),
@@ -145,17 +146,17 @@ fn ratio(o: &Value, f: &Value, k: &str) -> Value {
 
 /// Job `i` on `target`: fio and ours, the order alternating from job to job so neither always
 /// runs first; at QD > 1 also fio with batched submission.
-fn compare(i: usize, s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Value> {
+fn compare(i: usize, s: &Spec, target: &Path, size: u64, dur: u64, extra: &str) -> Result<Value> {
     eprintln!("fio-compare: {} on {}", s.name, target.display());
     let (o, f) = if i % 2 == 0 {
-        let f = fio(s, target, size, dur, false)?;
+        let f = fio(s, target, size, dur, false, extra)?;
         (ours(s, target, dur)?, f)
     } else {
         let o = ours(s, target, dur)?;
-        (o, fio(s, target, size, dur, false)?)
+        (o, fio(s, target, size, dur, false, extra)?)
     };
     let fb = if s.qd > 1 {
-        Some(fio(s, target, size, dur, true)?)
+        Some(fio(s, target, size, dur, true, extra)?)
     } else {
         None
     };
@@ -174,7 +175,7 @@ fn compare(i: usize, s: &Spec, target: &Path, size: u64, dur: u64) -> Result<Val
     }))
 }
 
-pub fn fio_compare(work: &Path, dur: u64) -> Result<Value> {
+pub fn fio_compare(work: &Path, dur: u64, extra: &str) -> Result<Value> {
     if !Path::new(FIO).exists() {
         bail!(
             "{} is not in the guest: run vm with --with-program $(command -v fio)",
@@ -190,12 +191,12 @@ pub fn fio_compare(work: &Path, dur: u64) -> Result<Value> {
     }
     let mut rows = Vec::new();
     for (i, s) in JOBS.iter().enumerate() {
-        rows.push(compare(i, s, &file, size, dur)?);
+        rows.push(compare(i, s, &file, size, dur, extra)?);
     }
     let ram = Path::new("/dev/ram0");
     if ram.exists() {
         let size = crate::workload::ioengine::target::size_of(&std::fs::File::open(ram)?)?;
-        rows.push(compare(0, &JOBS[1], ram, size, dur)?);
+        rows.push(compare(0, &JOBS[1], ram, size, dur, extra)?);
     }
     Ok(json!({ "profile": std::env::var("RESCTL_BENCH_VM").unwrap_or_default(), "rows": rows }))
 }

@@ -511,7 +511,7 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
         Scenario::Protection => super::vm_protection::protection(&a.work)?,
         Scenario::Seq => seq(&a.work, &a.cmds)?,
-        Scenario::FioCompare => super::fio_compare::fio_compare(&a.work, a.dur)?,
+        Scenario::FioCompare => super::fio_compare::fio_compare(&a.work, a.dur, &a.fio_extra)?,
     };
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;
