@@ -77,14 +77,6 @@ fn step_out(step: Step, r: &IoResult, value: u64) -> StepOut {
     }
 }
 
-fn total_memory() -> u64 {
-    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sysinfo(&mut si) } != 0 {
-        return 0;
-    }
-    si.totalram as u64 * si.mem_unit as u64
-}
-
 pub fn run(ctx: &mut RunCtx) -> Result<serde_json::Value> {
     let quick = ctx.quick();
     let dir = ctx.dir().to_path_buf();
@@ -103,8 +95,15 @@ pub fn measure_on(host: &mut BenchHost, dir: &Path, quick: bool) -> Result<Recor
         .cloned()
         .context("iocost-params needs the scratch device")?;
     host.iocost_off_for_job()?;
+    // The host's memory, from the reader the reporter uses (unreadable: no memory cap, the test
+    // file is sized by the device and the free space alone).
+    let meminfo = host.hp().path("proc/meminfo");
+    let mem = std::fs::read_to_string(&meminfo)
+        .ok()
+        .and_then(|t| crate::report::usage::parse_meminfo(&meminfo, &t).ok())
+        .map_or(u64::MAX / 4, |m| m.mem_total);
     let nomerges = host.set_scratch_queue_knob("nomerges", "1")?;
-    let r = measure_dev(dir, quick, &dev, start);
+    let r = measure_dev(dir, quick, mem, &dev, start);
     host.set_scratch_queue_knob("nomerges", &nomerges)?;
     r
 }
@@ -112,6 +111,7 @@ pub fn measure_on(host: &mut BenchHost, dir: &Path, quick: bool) -> Result<Recor
 fn measure_dev(
     dir: &Path,
     quick: bool,
+    mem: u64,
     dev: &crate::system::blockdev::DevInfo,
     start: u64,
 ) -> Result<Record> {
@@ -126,7 +126,7 @@ fn measure_dev(
     let free = crate::util::fs::free_bytes(path.parent().unwrap_or(&dir))
         .or_else(|_| crate::util::fs::free_bytes(&dir))
         .unwrap_or(0);
-    let size = measure::testfile_size(quick, total_memory(), dev.size, free + held);
+    let size = measure::testfile_size(quick, mem, dev.size, free + held);
     if size < 256 << 20 {
         crate::usage_bail!(
             "iocost-params: no room for a test file of at least 256M under {} ({} free)",
