@@ -448,30 +448,22 @@ fn apply_record(
         );
         return Ok(());
     };
+    let (what, commit) = match &apply {
+        Apply::Hashd { commit, .. } => ("hashd", *commit),
+        Apply::IoCost { commit, .. } => ("io.cost", *commit),
+    };
+    log::info!(
+        "{}: {} {} parameters{}",
+        name,
+        if commit { "committing" } else { "applying" },
+        what,
+        if reused { " of the reused record" } else { "" }
+    );
     match apply {
-        Apply::Hashd { knobs, commit } => {
-            log::info!(
-                "{}: {} hashd parameters{}",
-                name,
-                if commit { "committing" } else { "applying" },
-                if reused { " of the reused record" } else { "" }
-            );
-            session
-                .apply_hashd(knobs, commit)
-                .with_context(|| format!("{}: applying the hashd parameters", name))
-        }
-        Apply::IoCost { knobs, commit } => {
-            log::info!(
-                "{}: {} io.cost parameters{}",
-                name,
-                if commit { "committing" } else { "applying" },
-                if reused { " of the reused record" } else { "" }
-            );
-            session
-                .apply_iocost(knobs, commit)
-                .with_context(|| format!("{}: applying the io.cost parameters", name))
-        }
+        Apply::Hashd { knobs, commit } => session.apply_hashd(knobs, commit),
+        Apply::IoCost { knobs, commit } => session.apply_iocost(knobs, commit),
     }
+    .with_context(|| format!("{}: applying the {} parameters", name, what))
 }
 
 /// What a re-run of a job whose record is already complete logs, incremental or not.
