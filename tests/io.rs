@@ -53,7 +53,7 @@ fn a_job_runs_reports_and_reuses_its_test_file() {
         d.path(),
         &[
             "run",
-            "io:id=b,rw=randrw,rwmix=70,qd=2,workers=2,size=2M,file-size=8M",
+            "io:id=b,rw=randrw,rwmix=70,qd=2,batch=0,workers=2,size=2M,file-size=8M",
         ],
     );
     assert_eq!(rc, 0, "{}{}", out, err);
@@ -64,6 +64,7 @@ fn a_job_runs_reports_and_reuses_its_test_file() {
         out
     );
     assert!(out.contains("worker   1  : IOPS="), "{}", out);
+    assert!(out.contains("bs=4K qd=2 batch=2 workers=2"), "{}", out);
 
     let (rc, out, _) = run(d.path(), &["summary", "-o", "json", "io:id=a"]);
     assert_eq!(rc, 0);
@@ -106,6 +107,10 @@ fn bad_specs_and_targets_are_one_line_exit_2() {
             "pcts=\"0/50\": expected percentiles above 0",
         ),
         ("io:qd=0", "qd=0 is not from 1 to 4096"),
+        (
+            "io:qd=4,batch=8",
+            "batch=8 is above qd=4 (accepted: 0 = qd, or 1 to qd)",
+        ),
         (
             "io:arrivals=poisson",
             "arrivals only applies with rate-iops or rate-bps",

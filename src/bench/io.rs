@@ -54,6 +54,11 @@ pub static DESC: BenchDesc = BenchDesc {
             ),
             prop("qd", ValueKind::Int, "IOs in flight per worker (1)"),
             prop(
+                "batch",
+                ValueKind::Int,
+                "IOs per submission call (1; 0 = qd)",
+            ),
+            prop(
                 "workers",
                 ValueKind::Int,
                 "workers, each with its own queue (1)",
@@ -164,6 +169,7 @@ fn read_props(spec: &JobSpec) -> Result<Props, SpecError> {
     }
     let clamp = |v: u64| v.min(u32::MAX as u64) as u32;
     job.qd = clamp(g.u64("qd", ValueKind::Int)?.unwrap_or(1));
+    job.batch = clamp(g.u64("batch", ValueKind::Int)?.unwrap_or(1));
     job.workers = clamp(g.u64("workers", ValueKind::Int)?.unwrap_or(1));
     let dur = g.f64("dur", ValueKind::Duration)?;
     job.stop = match (dur, g.u64("size", ValueKind::Size)?) {

@@ -146,4 +146,11 @@ pub struct ScenarioArgs {
     /// `fio-compare`: more fio options, space-separated (e.g. "--thread --disk_util=0")
     #[arg(long = "fio-extra", default_value = "", allow_hyphen_values = true)]
     pub fio_extra: String,
+    /// `fio-compare`: only the jobs whose name holds this text (e.g. "QD32")
+    #[arg(long = "only", default_value = "")]
+    pub only: String,
+    /// `fio-compare`: while our engine runs, keep this share of one guest CPU busy (0 to 1), to
+    /// see what a busier guest does to the emulated device
+    #[arg(long = "busy", default_value = "0")]
+    pub busy: f64,
 }

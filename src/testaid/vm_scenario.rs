@@ -511,7 +511,15 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
         Scenario::Protection => super::vm_protection::protection(&a.work)?,
         Scenario::Seq => seq(&a.work, &a.cmds)?,
-        Scenario::FioCompare => super::fio_compare::fio_compare(&a.work, a.dur, &a.fio_extra)?,
+        Scenario::FioCompare => super::fio_compare::fio_compare(
+            &a.work,
+            &super::fio_compare::Opts {
+                dur: a.dur,
+                fio_extra: a.fio_extra.clone(),
+                only: a.only.clone(),
+                busy: a.busy,
+            },
+        )?,
     };
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;

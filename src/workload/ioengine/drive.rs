@@ -10,7 +10,7 @@
 
 use super::job::{IoJob, Pattern, Stop};
 use super::pace::{Arrivals, Schedule};
-use super::stats::WorkerStats;
+use super::stats::{Cpu, WorkerStats};
 use anyhow::{bail, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -41,7 +41,10 @@ pub trait Backend {
     /// Waits for at least one completion (there is at least one IO in flight), or until `until`
     /// (clock ns) when given, and appends what completed.
     fn wait(&mut self, until: Option<u64>, done: &mut Vec<Done>) -> std::io::Result<()>;
-    /// After the last IO: CPU time the backend used outside the worker's own thread.
+    /// The ramp is over: CPU time from now on is the job's.
+    fn ramp_ended(&mut self) {}
+    /// After the last IO: CPU time the backend used outside the worker's own thread since
+    /// [`Backend::ramp_ended`].
     fn finish(&mut self) -> super::stats::Cpu {
         super::stats::Cpu::default()
     }
@@ -51,6 +54,10 @@ pub trait Clock {
     /// ns since some fixed start.
     fn now(&self) -> u64;
     fn sleep_until(&self, t: u64);
+    /// CPU time the calling thread has used so far.
+    fn thread_cpu(&self) -> Cpu {
+        Cpu::default()
+    }
 }
 
 /// The real clock.
@@ -81,6 +88,10 @@ impl Clock for MonoClock {
             std::thread::sleep(std::time::Duration::from_nanos(t - now));
         }
     }
+
+    fn thread_cpu(&self) -> Cpu {
+        Cpu::thread()
+    }
 }
 
 /// What one worker does: the job's share.
@@ -95,6 +106,8 @@ pub struct WorkerPlan {
     pub lo: u64,
     pub hi: u64,
     pub qd: usize,
+    /// IOs per submission call (1 to `qd`).
+    pub batch: usize,
     pub ramp_ns: u64,
     pub stop: Stop,
     pub iops: Option<f64>,
@@ -129,6 +142,7 @@ impl WorkerPlan {
             lo,
             hi,
             qd: job.qd as usize,
+            batch: job.submit_batch() as usize,
             ramp_ns: job.ramp.as_nanos() as u64,
             stop: match job.stop {
                 Stop::Bytes(b) => Stop::Bytes(b.div_ceil(job.workers as u64)),
@@ -214,6 +228,22 @@ struct Slot {
     offset: u64,
 }
 
+/// Hands the prepared IOs to the kernel and stamps their submission time.
+fn submit_queued<B: Backend, C: Clock>(
+    b: &mut B,
+    clock: &C,
+    slots: &mut [Slot],
+    queued: &mut Vec<usize>,
+) -> Result<()> {
+    b.submit()?;
+    let t = clock.now();
+    for &s in queued.iter() {
+        slots[s].submit = t;
+    }
+    queued.clear();
+    Ok(())
+}
+
 /// Runs one worker to its stop (or until `abort`) and returns what it measured.
 pub fn drive<B: Backend, C: Clock>(
     plan: &WorkerPlan,
@@ -233,6 +263,7 @@ pub fn drive<B: Backend, C: Clock>(
         .iops
         .map(|r| Schedule::new(r, plan.arrivals, t0, plan.seed ^ 0xa11));
     let qd = plan.qd.max(1);
+    let batch = plan.batch.clamp(1, qd);
     let mut slots = vec![Slot::default(); qd];
     let mut free: Vec<usize> = (0..qd).rev().collect();
     let mut queued: Vec<usize> = Vec::with_capacity(qd);
@@ -244,8 +275,18 @@ pub fn drive<B: Backend, C: Clock>(
     // The last completion, or the first submission after a time with nothing in flight.
     let mut progress = t0;
     let mut failed = false;
+    // CPU time counts from the end of the ramp, as the IOs do (fio does the same).
+    let mut cpu_start: Option<Cpu> = None;
     loop {
         let now = clock.now();
+        if cpu_start.is_none() && now >= ramp_end {
+            cpu_start = Some(clock.thread_cpu());
+            b.ramp_ended();
+        }
+        if free.len() == qd {
+            // Nothing in flight: the no-completion watch starts with the next submission.
+            progress = now;
+        }
         let issuing = !failed
             && !abort.load(Ordering::Relaxed)
             && deadline.map_or(issued < budget, |d| now < d);
@@ -270,6 +311,9 @@ pub fn drive<B: Backend, C: Clock>(
                     offset: op.offset,
                 };
                 queued.push(slot);
+                if queued.len() >= batch {
+                    submit_queued(b, clock, &mut slots, &mut queued)?;
+                }
                 if now >= ramp_end {
                     issued += op.len as u64;
                     if issued >= budget {
@@ -279,15 +323,7 @@ pub fn drive<B: Backend, C: Clock>(
             }
         }
         if !queued.is_empty() {
-            if free.len() + queued.len() == qd {
-                progress = now;
-            }
-            b.submit()?;
-            let t = clock.now();
-            for &s in &queued {
-                slots[s].submit = t;
-            }
-            queued.clear();
+            submit_queued(b, clock, &mut slots, &mut queued)?;
         }
         let inflight = qd - free.len();
         if inflight == 0 {
@@ -362,6 +398,9 @@ pub fn drive<B: Backend, C: Clock>(
     // completion drained after that.
     let end = last_done.max(stopped_at.unwrap_or(last_done));
     st.runtime_ns = end.saturating_sub(ramp_end);
+    if let Some(c0) = cpu_start {
+        st.cpu = clock.thread_cpu().since(&c0);
+    }
     if let Some(e) = &st.first_error {
         bail!(
             "worker {}: {} (and {} more failed IOs)",

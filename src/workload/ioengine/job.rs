@@ -57,6 +57,11 @@ pub struct IoJob {
     pub end: u64,
     /// IOs in flight per worker.
     pub qd: u32,
+    /// IOs handed to the kernel per submission call (fio's `iodepth_batch_submit`): 1 submits
+    /// each IO as soon as it is prepared, 0 means `qd`. Results from before this option
+    /// batched up to the queue depth.
+    #[serde(default)]
+    pub batch: u32,
     pub workers: u32,
     pub stop: Stop,
     /// Run this long before measuring.
@@ -84,6 +89,7 @@ impl IoJob {
             start: 0,
             end: 0,
             qd: 1,
+            batch: 1,
             workers: 1,
             stop: Stop::Time(Duration::from_secs(30)),
             ramp: Duration::ZERO,
@@ -139,6 +145,12 @@ impl IoJob {
         if !(1..=4096).contains(&self.qd) {
             return Err(format!("qd={} is not from 1 to 4096", self.qd));
         }
+        if self.batch > self.qd {
+            return Err(format!(
+                "batch={} is above qd={} (accepted: 0 = qd, or 1 to qd)",
+                self.batch, self.qd
+            ));
+        }
         if !(1..=1024).contains(&self.workers) {
             return Err(format!("workers={} is not from 1 to 1024", self.workers));
         }
@@ -167,6 +179,15 @@ impl IoJob {
             return Err(format!("percentile {} is not above 0 and at most 100", p));
         }
         Ok(())
+    }
+
+    /// IOs per submission call, 0 resolved to the queue depth.
+    pub fn submit_batch(&self) -> u32 {
+        if self.batch == 0 {
+            self.qd
+        } else {
+            self.batch.min(self.qd)
+        }
     }
 
     /// Each worker's open-loop rate in IOs per second.
@@ -198,6 +219,13 @@ mod tests {
         j.qd = 0;
         assert!(j.check().unwrap_err().starts_with("qd=0"));
         j.qd = 1;
+        j.batch = 2;
+        assert!(j.check().unwrap_err().starts_with("batch=2 is above qd=1"));
+        j.qd = 8;
+        j.batch = 0;
+        assert_eq!(j.submit_batch(), 8);
+        j.qd = 1;
+        j.batch = 1;
         j.rate = Some(Rate::Bps(4e6));
         j.workers = 4;
         assert_eq!(j.worker_iops(), Some(4e6 / 1000.0 / 4.0));

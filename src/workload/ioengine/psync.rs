@@ -7,6 +7,7 @@ use super::drive::{Backend, Clock, Done, MonoClock, Op};
 use super::stats::Cpu;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,9 +24,18 @@ pub struct Psync {
     bufs: Buffers,
     clock: MonoClock,
     inflight: usize,
+    /// Set at the end of the ramp: the IO threads count their CPU time from then on.
+    ramp_ended: Arc<AtomicBool>,
 }
 
-fn io_thread(fd: RawFd, jobs: Arc<Mutex<Receiver<Job>>>, done: Sender<Done>) -> Cpu {
+/// Runs IOs until the pool closes; returns the CPU time used after `ramp_ended` was set.
+fn io_thread(
+    fd: RawFd,
+    jobs: Arc<Mutex<Receiver<Job>>>,
+    done: Sender<Done>,
+    ramp_ended: Arc<AtomicBool>,
+) -> Cpu {
+    let mut start: Option<Cpu> = None;
     loop {
         // A poisoned lock means another IO thread panicked: stop too.
         let job = match jobs.lock() {
@@ -33,6 +43,10 @@ fn io_thread(fd: RawFd, jobs: Arc<Mutex<Receiver<Job>>>, done: Sender<Done>) -> 
             Err(_) => break,
         };
         let Ok((slot, op, addr)) = job else { break };
+        // Blocked in recv until now, so nothing is lost by starting the count here.
+        if start.is_none() && ramp_ended.load(Ordering::Relaxed) {
+            start = Some(Cpu::thread());
+        }
         let ptr = addr as *mut libc::c_void;
         let n = unsafe {
             if op.write {
@@ -52,7 +66,7 @@ fn io_thread(fd: RawFd, jobs: Arc<Mutex<Receiver<Job>>>, done: Sender<Done>) -> 
             break;
         }
     }
-    Cpu::thread()
+    start.map_or_else(Cpu::default, |s| Cpu::thread().since(&s))
 }
 
 impl Psync {
@@ -60,12 +74,13 @@ impl Psync {
         let (to_pool, jobs) = channel::<Job>();
         let (done_tx, done_rx) = channel();
         let jobs = Arc::new(Mutex::new(jobs));
+        let ramp_ended = Arc::new(AtomicBool::new(false));
         let threads = (0..qd.max(1))
             .map(|i| {
-                let (jobs, done) = (jobs.clone(), done_tx.clone());
+                let (jobs, done, ended) = (jobs.clone(), done_tx.clone(), ramp_ended.clone());
                 std::thread::Builder::new()
                     .name(format!("io-psync-{}", i))
-                    .spawn(move || io_thread(fd, jobs, done))
+                    .spawn(move || io_thread(fd, jobs, done, ended))
             })
             .collect::<io::Result<Vec<_>>>()?;
         Ok(Psync {
@@ -76,6 +91,7 @@ impl Psync {
             bufs,
             clock,
             inflight: 0,
+            ramp_ended,
         })
     }
 }
@@ -125,6 +141,10 @@ impl Backend for Psync {
         }
         self.inflight -= n;
         Ok(())
+    }
+
+    fn ramp_ended(&mut self) {
+        self.ramp_ended.store(true, Ordering::Relaxed);
     }
 
     fn finish(&mut self) -> Cpu {

@@ -202,11 +202,15 @@ pub fn text(r: &IoResult) -> String {
     };
     let _ = writeln!(
         out,
-        "{}{}: bs={} qd={} workers={}{} {} {} on {} ({}), {} after {}s ramp",
+        "{}{}: bs={} qd={}{} workers={}{} {} {} on {} ({}), {} after {}s ramp",
         j.rw_name(),
         mix,
         size_text(j.bs),
         j.qd,
+        match j.submit_batch() {
+            1 => String::new(),
+            b => format!(" batch={}", b),
+        },
         j.workers,
         rate,
         if j.direct { "direct" } else { "buffered" },

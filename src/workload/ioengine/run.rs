@@ -47,7 +47,7 @@ fn with_backend<B: Backend>(
     let r = drive(plan, &mut b, clock, halt);
     let extra = b.finish();
     r.map(|mut st| {
-        st.cpu = extra;
+        st.cpu.add(&extra);
         st
     })
 }
@@ -60,8 +60,7 @@ fn worker(
     halt: &AtomicBool,
 ) -> Result<WorkerStats> {
     let bufs = Buffers::new(plan.qd, plan.bs as usize, plan.seed)?;
-    let cpu0 = Cpu::thread();
-    let r = match engine {
+    match engine {
         Engine::IoUring => {
             let b = Uring::new(fd, bufs, plan.qd, clock).context("setting up io_uring")?;
             with_backend(plan, b, &clock, halt)
@@ -70,11 +69,7 @@ fn worker(
             let b = Psync::new(fd, bufs, plan.qd, clock).context("starting IO threads")?;
             with_backend(plan, b, &clock, halt)
         }
-    };
-    r.map(|mut st| {
-        st.cpu.add(&Cpu::thread().since(&cpu0));
-        st
-    })
+    }
 }
 
 /// Runs `job` to its end (or until `abort` is set: what was measured until then is the

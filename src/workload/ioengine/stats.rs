@@ -200,11 +200,12 @@ mod tests {
     #[test]
     fn thread_cpu_time_moves_forward() {
         let t0 = Cpu::thread();
+        // Busy for 50 ms of wall time: more than a scheduler tick of CPU time.
+        let start = std::time::Instant::now();
         let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        while start.elapsed() < std::time::Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
-        std::hint::black_box(x);
         let d = Cpu::thread().since(&t0);
         assert!(d.usr_ns + d.sys_ns > 0, "{:?}", d);
     }

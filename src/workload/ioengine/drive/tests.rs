@@ -15,6 +15,13 @@ impl Clock for SimClock {
             self.0.set(t);
         }
     }
+    /// As if the worker were busy all the time.
+    fn thread_cpu(&self) -> Cpu {
+        Cpu {
+            usr_ns: 0,
+            sys_ns: self.0.get(),
+        }
+    }
 }
 
 /// A device whose service time is a function of the submission time; unlimited parallelism
@@ -27,6 +34,8 @@ struct SimDev<'a, F: Fn(u64) -> u64> {
     inflight: Vec<(usize, u64, u32)>,
     ops: Vec<Op>,
     waits: u64,
+    /// Submission calls that handed over at least one IO.
+    submits: u64,
 }
 
 impl<'a, F: Fn(u64) -> u64> SimDev<'a, F> {
@@ -38,6 +47,7 @@ impl<'a, F: Fn(u64) -> u64> SimDev<'a, F> {
             inflight: vec![],
             ops: vec![],
             waits: 0,
+            submits: 0,
         }
     }
 }
@@ -50,6 +60,9 @@ impl<F: Fn(u64) -> u64> Backend for SimDev<'_, F> {
     }
     fn submit(&mut self) -> std::io::Result<()> {
         let now = self.clock.now();
+        if !self.queued.is_empty() {
+            self.submits += 1;
+        }
         for (slot, op) in self.queued.drain(..) {
             self.inflight.push((slot, (self.done_at)(now), op.len));
         }
@@ -90,6 +103,7 @@ fn plan(qd: usize, stop: Stop, iops: Option<f64>) -> WorkerPlan {
         lo: 0,
         hi: 1 << 30,
         qd,
+        batch: qd,
         ramp_ns: 0,
         stop,
         iops,
@@ -175,6 +189,22 @@ fn poisson_arrivals_average_the_rate() {
 }
 
 #[test]
+fn batch_sets_the_ios_per_submission_call() {
+    // QD 8, every IO 1 ms: all 8 complete together, so with batch 8 one call refills the
+    // queue; with batch 1 each IO has its own call; with batch 3, three calls (3+3+2).
+    for (batch, calls_per_round) in [(8, 1), (1, 8), (3, 3)] {
+        let mut p = plan(8, Stop::Bytes(8 * 4096 * 10), None);
+        p.batch = batch;
+        let clock = SimClock(Cell::new(0));
+        let mut dev = SimDev::new(&clock, |t| t + MS);
+        let st = drive(&p, &mut dev, &clock, &AtomicBool::new(false)).unwrap();
+        assert_eq!(st.read.ios, 80, "batch {}", batch);
+        assert_eq!(dev.submits, 10 * calls_per_round, "batch {}", batch);
+        assert_eq!(st.read.clat.max(), MS, "batch {}", batch);
+    }
+}
+
+#[test]
 fn the_ramp_is_run_but_not_counted() {
     let mut p = plan(1, Stop::Time(Duration::from_secs(1)), None);
     p.ramp_ns = 500 * MS;
@@ -182,6 +212,8 @@ fn the_ramp_is_run_but_not_counted() {
     assert_eq!(ops.len(), 1500);
     assert_eq!(st.read.ios, 1000);
     assert_eq!(st.runtime_ns, 1000 * MS);
+    // CPU time counts from the end of the ramp too.
+    assert_eq!(st.cpu.sys_ns, 1000 * MS);
 }
 
 #[test]
