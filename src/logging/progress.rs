@@ -18,6 +18,10 @@ const PLAIN_PERIOD: Duration = Duration::from_secs(60);
 struct State {
     title: String,
     started: Option<Instant>,
+    /// Where in a parent job's sequence the phases below belong (`config 3/6 vrate=60`).
+    context: String,
+    /// Seconds the parent job needs after what the current [`eta`] covers.
+    eta_after: f64,
     phase: String,
     step: String,
     status: String,
@@ -48,7 +52,7 @@ pub fn format_secs(secs: f64) -> String {
 /// The line for a state at `now`: `TITLE PHASE · STEP | ELAPSED[, ~LEFT left] | STATUS`.
 fn render(st: &State, now: Instant) -> String {
     let mut what = st.title.clone();
-    for part in [&st.phase, &st.step] {
+    for part in [&st.context, &st.phase, &st.step] {
         if part.is_empty() {
             continue;
         }
@@ -57,9 +61,15 @@ fn render(st: &State, now: Instant) -> String {
     }
     let elapsed = st.started.map_or(0.0, |s| (now - s).as_secs_f64());
     let mut line = format!("{} | {}", what, format_secs(elapsed));
-    if let Some((left, at)) = st.eta {
-        let left = left - (now - at).as_secs_f64();
-        line += &format!(", ~{} left", format_secs(left));
+    match st.eta {
+        Some((left, at)) => {
+            let left = (left - (now - at).as_secs_f64()).max(0.0) + st.eta_after;
+            line += &format!(", ~{} left", format_secs(left));
+        }
+        None if st.eta_after > 0.0 => {
+            line += &format!(", over ~{} left", format_secs(st.eta_after));
+        }
+        None => {}
     }
     if !st.status.is_empty() {
         line += " | ";
@@ -176,7 +186,23 @@ pub fn status(text: impl Into<String>) {
     update(false, |st| st.status = text);
 }
 
-/// The estimated time left for the whole job; `None` when it can't be told.
+/// A job made of sub-benches: where the phases that follow belong (`config 3/6 vrate=60`),
+/// and the seconds the job needs after the sub-bench's own estimate ([`eta`]) runs out.
+/// Clears the phase, step, status and estimate.
+pub fn context(text: impl Into<String>, secs_after: f64) {
+    let text = text.into();
+    update(true, |st| {
+        st.context = text;
+        st.eta_after = secs_after.max(0.0);
+        st.phase.clear();
+        st.step.clear();
+        st.status.clear();
+        st.eta = None;
+    });
+}
+
+/// The estimated time left for the whole job (or, under a [`context`], for the current
+/// sub-bench); `None` when it can't be told.
 pub fn eta(secs_left: Option<f64>) {
     let mut st = state();
     st.eta = secs_left.map(|s| (s, Instant::now()));
@@ -218,6 +244,29 @@ mod tests {
         assert_eq!(
             render(&st, at(7300)),
             "storage memory search probe 5 · 1.5G | 2h01m, ~0s left | rps 98% of 1000"
+        );
+    }
+
+    #[test]
+    fn a_context_goes_before_the_phase_and_adds_to_the_estimate() {
+        let t0 = Instant::now();
+        let mut st = State {
+            title: "iocost-qos".into(),
+            started: Some(t0),
+            context: "config 3/6 vrate=60".into(),
+            eta_after: 1800.0,
+            phase: "storage loop 1/1".into(),
+            ..Default::default()
+        };
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(
+            render(&st, at(60)),
+            "iocost-qos config 3/6 vrate=60 · storage loop 1/1 | 1m00s, over ~30m00s left"
+        );
+        st.eta = Some((600.0, at(60)));
+        assert_eq!(
+            render(&st, at(120)),
+            "iocost-qos config 3/6 vrate=60 · storage loop 1/1 | 2m00s, ~39m00s left"
         );
     }
 }

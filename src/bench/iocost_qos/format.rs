@@ -2,7 +2,7 @@
 //! (in full with the `sub-full` format prop), the run's IO latency and its QoS result; both
 //! `format` and `summary` end with the QoS list and the MOF and latency tables.
 
-use super::{configs, IoCostQosRecord, IoCostQosResult, QosOverride, RunRecord, RunResult};
+use super::{configs, IoCostQosResult, QosOverride, QosRecord, QosRun, RunResult};
 use crate::bench::export::{self, num, Row};
 use crate::bench::protection::{
     self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult,
@@ -20,7 +20,7 @@ use std::fmt::Write;
 
 /// Everything the report needs, parsed once.
 struct Report<'a> {
-    rec: IoCostQosRecord,
+    rec: QosRecord,
     res: IoCostQosResult,
     cfgs: Vec<QosOverride>,
     isol_pct: String,
@@ -28,7 +28,7 @@ struct Report<'a> {
 }
 
 impl Report<'_> {
-    fn run_rec(&self, i: usize) -> Option<&RunRecord> {
+    fn run_rec(&self, i: usize) -> Option<&QosRun> {
         self.rec.runs.get(i).and_then(|r| r.as_ref())
     }
 
@@ -192,7 +192,7 @@ pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
 /// The entry parsed for its report, with the checks a report needs.
 fn report<'a>(entry: &Entry, opts: &'a FormatOpts) -> Result<Report<'a>> {
     let res: IoCostQosResult = parse_result(entry)?;
-    let Some(rec) = parse_record::<IoCostQosRecord>(entry)? else {
+    let Some(rec) = parse_record::<QosRecord>(entry)? else {
         crate::usage_bail!(
             "{}: the entry has a result but no record; can't tell its QoS configurations",
             job_name(&entry.spec)

@@ -4,19 +4,19 @@
 //! report. Running it comes with the IO engine.
 
 pub mod format;
+pub mod plan;
 pub mod props;
+pub mod record;
 
 pub use format::format;
-use props::{Dither, Props};
+use props::Props;
 
-use crate::bench::protection::{ProtectionRecord, ProtectionResult};
-use crate::bench::storage::{Record as StorageRecord, StorageResult};
+use crate::bench::protection::ProtectionResult;
+use crate::bench::storage::StorageResult;
 use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, SpecError};
-use crate::format::header::{IoCostModel, IoCostQos};
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use crate::study::iolat::IoLat;
-use crate::system::iocost::round2;
 use anyhow::Result;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -66,24 +66,7 @@ pub const MAX_VRATE_INTVS: u64 = 10_000;
 pub const VRATE_INTVS_MIN: f64 = 1.0;
 
 pub use crate::system::iocost::QosOverride;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct RunRecord {
-    pub ovr: QosOverride,
-    pub stor: StorageRecord,
-    pub prot: ProtectionRecord,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct IoCostQosRecord {
-    pub base_model: IoCostModel,
-    pub base_qos: IoCostQos,
-    pub mem_profile: u32,
-    pub runs: Vec<Option<RunRecord>>,
-    pub dither_dist: Option<f64>,
-}
+pub use record::{QosRecord, QosRun};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -107,57 +90,18 @@ pub struct IoCostQosResult {
 /// The QoS configurations of a stored iocost-qos spec, in run order: the iocost-off baseline,
 /// the explicit groups, then the vrate grid. The grid's dither offset comes from the spec
 /// (`dither=F`) or, for a random dither, from the record that stored it.
-pub fn configs(spec: &JobSpec, rec: &IoCostQosRecord) -> Result<Vec<QosOverride>> {
+pub fn configs(spec: &JobSpec, rec: &QosRecord) -> Result<Vec<QosOverride>> {
     let props = Props::read(spec).map_err(|e| spec.error(e))?;
-    let mut cfgs = vec![QosOverride::off()];
-    cfgs.extend(props.groups.iter().cloned());
-    let (vrate_min, vrate_max, intvs) = (props.vrate_min, props.vrate_max, props.vrate_intvs);
-    if intvs == 0 {
-        return Ok(cfgs);
-    }
-    let (click, mut min) = if vrate_min == 0.0 {
-        let click = vrate_max / intvs as f64;
-        (click, click)
-    } else if intvs > 1 {
-        ((vrate_max - vrate_min) / (intvs - 1) as f64, vrate_min)
-    } else {
-        (0.0, vrate_max)
-    };
-    let mut max = vrate_max;
-    let offset = match props.dither {
-        Dither::Off => None,
-        Dither::Random => Some(rec.dither_dist.unwrap_or(0.0)),
-        Dither::By(v) => Some(v),
-    };
-    if let Some(off) = offset {
-        min += off;
-        max += off;
-    }
-    min = min.max(VRATE_INTVS_MIN);
-
-    // At most intvs + 1 points, whatever the stored numbers are.
-    let mut v = max;
-    for _ in 0..=intvs {
-        if v <= min - 0.001 {
-            break;
-        }
-        let r = round2(v);
-        cfgs.push(QosOverride {
-            min: Some(r),
-            max: Some(r),
-            ..Default::default()
-        });
-        if click <= 0.0 || !click.is_finite() {
-            break;
-        }
-        v -= click;
-    }
-    Ok(cfgs)
+    Ok(plan::configs_of(
+        &props,
+        plan::dither_offset(&props, rec.dither_dist),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::system::iocost::IoCostQos;
 
     fn spec(s: &str) -> JobSpec {
         JobSpec::parse(s).unwrap()
@@ -165,7 +109,7 @@ mod tests {
 
     #[test]
     fn default_grid() {
-        let rec = IoCostQosRecord::default();
+        let rec = QosRecord::default();
         let cfgs = configs(&spec("iocost-qos"), &rec).unwrap();
         let maxes: Vec<Option<f64>> = cfgs.iter().map(|c| c.max).collect();
         assert!(cfgs[0].off);
@@ -184,7 +128,7 @@ mod tests {
 
     #[test]
     fn dithered_grid_uses_recorded_offset() {
-        let rec = IoCostQosRecord {
+        let rec = QosRecord {
             dither_dist: Some(-2.0627901946921146),
             ..Default::default()
         };
@@ -200,7 +144,7 @@ mod tests {
 
     #[test]
     fn explicit_groups_only() {
-        let rec = IoCostQosRecord::default();
+        let rec = QosRecord::default();
         let cfgs = configs(&spec("iocost-qos::vrate=50:rpct=90,rlat=5000"), &rec).unwrap();
         assert_eq!(cfgs.len(), 3);
         assert_eq!(cfgs[1].min, Some(50.0));

@@ -2,7 +2,7 @@
 //! `storage-*` forwarded to storage), one explicit QoS configuration per later group.
 
 use super::{DFL_VRATE_MAX, MAX_VRATE_INTVS};
-use crate::bench::storage::props::PROPS as STORAGE_PROPS;
+use crate::bench::storage::props::{Props as StorageProps, PROPS as STORAGE_PROPS};
 use crate::bench::{prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS};
 use crate::spec::{Group, JobSpec};
 use crate::system::iocost::QosOverride;
@@ -91,6 +91,10 @@ pub enum Dither {
     By(f64),
 }
 
+pub const DFL_STOR_BASE_LOOPS: u32 = 3;
+pub const DFL_STOR_LOOPS: u32 = 1;
+pub const DFL_RETRIES: u32 = 1;
+
 /// The typed first group and the explicit configurations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Props {
@@ -101,8 +105,26 @@ pub struct Props {
     pub dither: Dither,
     /// The percentile the spec asks to judge isolation by, if any.
     pub isol_pct: Option<String>,
+    pub isol_thr: f64,
     /// One per group from the second on, in order.
     pub groups: Vec<QosOverride>,
+    /// The storage sub-bench's properties (`storage-*`); `loops` is set per configuration.
+    pub storage: StorageProps,
+    pub storage_base_loops: u32,
+    pub storage_loops: u32,
+    /// Extra storage attempts per configuration.
+    pub retries: u32,
+    pub allow_fail: bool,
+    pub ignore_min_perf: bool,
+}
+
+impl Props {
+    /// The isolation percentile the tune judges by.
+    pub fn isol_pct(&self) -> &str {
+        self.isol_pct
+            .as_deref()
+            .unwrap_or(crate::bench::protection::DFL_ISOL_PCT)
+    }
 }
 
 /// An explicit configuration group, as stored (no rules).
@@ -142,6 +164,10 @@ impl Props {
                 None => Dither::Off,
             },
         };
+        let count = |k: &str, dfl: u32| -> Result<u32, SpecError> {
+            Ok(g.u64(k, ValueKind::Int)?
+                .map_or(dfl, |v| v.min(u32::MAX as u64) as u32))
+        };
         Ok(Props {
             vrate_min: g.f64("vrate-min", ValueKind::Float)?.unwrap_or(0.0),
             vrate_max: g
@@ -150,6 +176,15 @@ impl Props {
             vrate_intvs,
             dither,
             isol_pct: g.text("isol-pct").map(str::to_string),
+            isol_thr: g
+                .f64("isol-thr", ValueKind::Frac)?
+                .unwrap_or(crate::bench::protection::DFL_ISOL_THR),
+            storage: StorageProps::read_prefixed(spec, "storage-")?,
+            storage_base_loops: count("storage-base-loops", DFL_STOR_BASE_LOOPS)?,
+            storage_loops: count("storage-loops", DFL_STOR_LOOPS)?,
+            retries: count("retries", DFL_RETRIES)?,
+            allow_fail: g.flag("allow-fail")?.unwrap_or(false),
+            ignore_min_perf: g.flag("ignore-min-perf")?.unwrap_or(false),
             groups: spec
                 .later_groups()
                 .map(|g| read_group(&g))
@@ -181,5 +216,17 @@ pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
         QosOverride::from_pairs(g.props().iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .map_err(|e| g.err(e))?;
     }
-    Props::read(spec)
+    let props = Props::read(spec)?;
+    for (key, v) in [
+        ("storage-base-loops", props.storage_base_loops),
+        ("storage-loops", props.storage_loops),
+    ] {
+        if v == 0 {
+            return Err(g.err(format!(
+                "{}=0: each configuration needs a storage loop",
+                key
+            )));
+        }
+    }
+    Ok(props)
 }

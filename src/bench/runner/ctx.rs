@@ -28,6 +28,15 @@ pub struct RunCtx<'a> {
     /// Set by [`RunCtx::revert_knobs_at_end`].
     pub(super) revert_knobs: bool,
     pub(super) quick: bool,
+    /// Set while a sub-bench runs inside this job ([`RunCtx::nested`]).
+    pub(super) nest: Option<Nest>,
+}
+
+/// Where a sub-bench's checkpoints go: into `outer` (the job's own record) at the JSON
+/// pointer `at`.
+pub(super) struct Nest {
+    outer: serde_json::Value,
+    at: String,
 }
 
 /// Where an entry's sysinfo comes from: fixed (benches that don't touch the system), or read
@@ -119,10 +128,49 @@ impl RunCtx<'_> {
         self.revert_knobs = true;
     }
 
+    /// Runs a sub-bench as part of this job: `f` gets this context with `prev` as the previous
+    /// record to resume from, and its checkpoints put the sub-bench's record into `outer` (this
+    /// job's record) at the JSON pointer `at` — which must exist in `outer` — and save that.
+    /// Used by benches made of other benches (iocost-qos runs storage and protection).
+    pub fn nested<T>(
+        &mut self,
+        outer: serde_json::Value,
+        at: &str,
+        prev: Option<Box<RawValue>>,
+        f: impl FnOnce(&mut RunCtx) -> Result<T>,
+    ) -> Result<T> {
+        anyhow::ensure!(self.nest.is_none(), "sub-benches don't nest further");
+        anyhow::ensure!(
+            outer.pointer(at).is_some(),
+            "no place {:?} in the record for the sub-bench",
+            at
+        );
+        let saved = std::mem::replace(&mut self.prev_record, prev);
+        self.nest = Some(Nest {
+            outer,
+            at: at.to_string(),
+        });
+        let r = f(self);
+        self.nest = None;
+        self.prev_record = saved;
+        r
+    }
+
     /// Stores `record` as the entry's in-progress record and saves the whole result file
-    /// atomically. The entry's `result` is left as it was.
+    /// atomically. The entry's `result` is left as it was. Inside [`RunCtx::nested`] the
+    /// record is the sub-bench's, stored in place in the job's.
     pub fn checkpoint<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<()> {
-        let raw = to_raw(record)?;
+        let raw = match &mut self.nest {
+            Some(n) => {
+                let slot = n
+                    .outer
+                    .pointer_mut(&n.at)
+                    .context("the sub-bench's place in the record")?;
+                *slot = serde_json::to_value(record)?;
+                to_raw(&n.outer)?
+            }
+            None => to_raw(record)?,
+        };
         let e = &mut self.file.entries[self.idx];
         e.record = Some(raw);
         e.incomplete = true;

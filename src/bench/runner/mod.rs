@@ -509,6 +509,7 @@ fn execute(
         sysinfo,
         revert_knobs: false,
         quick: cfg.quick,
+        nest: None,
     };
     let display = crate::logging::progress::job(&format_spec_of(spec));
     let run = bench.run(spec, &mut ctx);

@@ -1,0 +1,306 @@
+//! The configurations an iocost-qos job measures (spec §6.2): the iocost-off baseline, the
+//! explicit groups, then the vrate grid (with its dither); the minimum-performance rule that
+//! skips or adjusts vrates too slow for the device (§5.5); and which configurations a
+//! previous record already holds.
+
+use super::props::{Dither, Props};
+use super::record::QosRun;
+use super::VRATE_INTVS_MIN;
+use crate::system::iocost::{abs_min_vrate, round2, IoCostModel, QosOverride};
+
+/// The grid's step and, for `vrate-min=0`, the shift a random dither is centred on.
+fn click_shift(p: &Props) -> (f64, f64) {
+    if p.vrate_min == 0.0 {
+        let click = p.vrate_max / p.vrate_intvs as f64;
+        (click, -click / 2.0)
+    } else if p.vrate_intvs > 1 {
+        (
+            (p.vrate_max - p.vrate_min) / (p.vrate_intvs - 1) as f64,
+            0.0,
+        )
+    } else {
+        (0.0, 0.0)
+    }
+}
+
+/// A random dither offset: uniform in `[−click/2, click/2)` plus the shift.
+pub fn draw_dither(p: &Props, rng: &mut impl rand::Rng) -> f64 {
+    let (click, shift) = click_shift(p);
+    if click <= 0.0 || !click.is_finite() {
+        return 0.0;
+    }
+    rng.gen_range(-click / 2.0..click / 2.0) + shift
+}
+
+/// The grid offset a job uses: the spec's `dither=F`, else (random dither) the recorded one.
+pub fn dither_offset(p: &Props, recorded: Option<f64>) -> Option<f64> {
+    match p.dither {
+        Dither::Off => None,
+        Dither::Random => Some(recorded.unwrap_or(0.0)),
+        Dither::By(v) => Some(v),
+    }
+}
+
+/// Baseline, explicit groups, then the grid from `vrate-max` down, shifted by `offset`; the
+/// grid never goes below [`VRATE_INTVS_MIN`] and has at most `vrate-intvs + 1` points
+/// whatever a stored spec says.
+pub fn configs_of(p: &Props, offset: Option<f64>) -> Vec<QosOverride> {
+    let mut cfgs = vec![QosOverride::off()];
+    cfgs.extend(p.groups.iter().cloned());
+    if p.vrate_intvs == 0 {
+        return cfgs;
+    }
+    let (click, _) = click_shift(p);
+    let mut min = if p.vrate_min == 0.0 {
+        click
+    } else if p.vrate_intvs > 1 {
+        p.vrate_min
+    } else {
+        p.vrate_max
+    };
+    let mut max = p.vrate_max;
+    if let Some(off) = offset {
+        min += off;
+        max += off;
+    }
+    min = min.max(VRATE_INTVS_MIN);
+    let mut v = max;
+    for _ in 0..=p.vrate_intvs {
+        if v <= min - 0.001 {
+            break;
+        }
+        let r = round2(v);
+        cfgs.push(QosOverride {
+            min: Some(r),
+            max: Some(r),
+            ..Default::default()
+        });
+        if click <= 0.0 || !click.is_finite() {
+            break;
+        }
+        v -= click;
+    }
+    cfgs
+}
+
+/// One configuration as the job plans it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// What is applied and recorded: the configuration, its `min` raised by the
+    /// minimum-performance rule when `adjusted`.
+    pub ovr: QosOverride,
+    /// Too slow for the device: not measured (`[NN]  SKIP` in the report).
+    pub skip: bool,
+    pub adjusted: bool,
+}
+
+/// The minimum-performance rule, unless `ignore`: a configuration whose `max` is below the
+/// vrate at which `model` drops under the minimum device performance is skipped; one whose
+/// `min` (its own, else `base_min`) is below it gets that vrate as `min`. Configurations
+/// without a `max` are never skipped.
+pub fn apply_min_perf(
+    cfgs: &[QosOverride],
+    model: &IoCostModel,
+    base_min: f64,
+    ignore: bool,
+) -> Vec<Planned> {
+    let floor = abs_min_vrate(model);
+    cfgs.iter()
+        .map(|c| {
+            let mut p = Planned {
+                ovr: *c,
+                skip: false,
+                adjusted: false,
+            };
+            if ignore || c.off {
+                return p;
+            }
+            let Some(max) = c.max else {
+                return p;
+            };
+            if max < floor {
+                p.skip = true;
+            } else if c.min.unwrap_or(base_min) < floor {
+                p.ovr.min = Some(floor);
+                p.adjusted = true;
+            }
+            p
+        })
+        .collect()
+}
+
+/// The listing line of configuration `i` (`iocost-qos[03]: +a rpct=…`): `+` when it will
+/// run, `-` when reused or skipped; `s` skipped, `a` min adjusted.
+pub fn listing_line(i: usize, p: &Planned, reused: bool, desc: &str) -> String {
+    let a = if p.skip || reused { '-' } else { '+' };
+    let b = if p.skip {
+        's'
+    } else if p.adjusted {
+        'a'
+    } else {
+        ' '
+    };
+    format!("iocost-qos[{:02}]: {}{} {}", i, a, b, desc)
+}
+
+/// A finished run of an earlier invocation measured with the same configuration and the same
+/// sub-bench parameters, if any. Runs without recorded parameters (upstream's) match on the
+/// configuration alone.
+pub fn reusable<'a>(
+    prev: impl IntoIterator<Item = &'a QosRun>,
+    ovr: &QosOverride,
+    params: &str,
+) -> Option<&'a QosRun> {
+    prev.into_iter()
+        .find(|r| r.done && r.ovr == *ovr && r.params.as_deref().map_or(true, |p| p == params))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::JobSpec;
+
+    fn props(s: &str) -> Props {
+        super::super::props::check(&JobSpec::parse(s).unwrap()).unwrap()
+    }
+
+    fn maxes(c: &[QosOverride]) -> Vec<f64> {
+        c.iter().skip(1).map(|c| c.max.unwrap()).collect()
+    }
+
+    #[test]
+    fn the_default_grid_and_an_inclusive_range() {
+        let p = props("iocost-qos");
+        let c = configs_of(&p, None);
+        assert!(c[0].off);
+        assert_eq!(maxes(&c), vec![100.0, 80.0, 60.0, 40.0, 20.0]);
+        assert!(c.iter().skip(1).all(|c| c.min == c.max));
+        let p = props("iocost-qos:vrate-min=50,vrate-max=100,vrate-intvs=3");
+        assert_eq!(maxes(&configs_of(&p, None)), vec![100.0, 75.0, 50.0]);
+    }
+
+    #[test]
+    fn explicit_groups_come_before_the_grid_only_when_asked_for() {
+        let p = props("iocost-qos::vrate=50:rpct=90");
+        let c = configs_of(&p, None);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[1].min, Some(50.0));
+        assert_eq!(c[2].rpct, Some(90.0));
+        let p = props("iocost-qos:vrate-intvs=2:vrate=50");
+        let c = configs_of(&p, None);
+        assert_eq!(c.len(), 4);
+        assert_eq!(maxes(&c[1..]), vec![100.0, 50.0]);
+    }
+
+    #[test]
+    fn a_dither_shifts_the_grid_and_the_lowest_point_below_1_is_dropped() {
+        // iocost-tune's default: step 5, offsets in [-5, 0).
+        let p = props("iocost-qos:dither,vrate-max=125,vrate-intvs=25");
+        let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(7);
+        for _ in 0..1000 {
+            let d = draw_dither(&p, &mut rng);
+            assert!((-5.0..0.0).contains(&d), "{}", d);
+        }
+        // -4.5: the points are 120.5, 115.5, …, 5.5, 0.5; 0.5 is below 1.0 and dropped.
+        let c = configs_of(&p, dither_offset(&p, Some(-4.5)));
+        assert_eq!(c.len(), 1 + 24);
+        assert_eq!(c[1].max, Some(120.5));
+        assert_eq!(c[24].max, Some(5.5));
+        // -0.5: 124.5 … 4.5, all 25 kept.
+        let c = configs_of(&p, dither_offset(&p, Some(-0.5)));
+        assert_eq!(c.len(), 1 + 25);
+        assert_eq!(c[25].max, Some(4.5));
+        // The recorded offset is what a resumed job uses; an explicit one wins.
+        let p = props("iocost-qos:dither=2.5,vrate-intvs=5");
+        let c = configs_of(&p, dither_offset(&p, Some(-1.0)));
+        assert_eq!(maxes(&c), vec![102.5, 82.5, 62.5, 42.5, 22.5]);
+    }
+
+    #[test]
+    fn the_min_perf_rule_skips_and_adjusts() {
+        // wbps 600 MB/s: 125 MiB/s is 21.85 % of it, the highest ratio of the six.
+        let model = IoCostModel {
+            rbps: 2_000_000_000,
+            rseqiops: 100_000,
+            rrandiops: 100_000,
+            wbps: 600_000_000,
+            wseqiops: 50_000,
+            wrandiops: 50_000,
+            ..Default::default()
+        };
+        assert_eq!(abs_min_vrate(&model), 21.85);
+        let p = props("iocost-qos::min=10,max=40:rpct=90");
+        let mut cfgs = configs_of(&p, None);
+        cfgs.extend(configs_of(&props("iocost-qos"), None).into_iter().skip(1));
+        let plan = apply_min_perf(&cfgs, &model, 60.0, false);
+        // off; min=10,max=40 → min raised; rpct=90 (no max) untouched; 100…40 as they are; 20
+        // skipped.
+        assert!(!plan[0].skip && !plan[0].adjusted);
+        assert_eq!(plan[1].ovr.min, Some(21.85));
+        assert!(plan[1].adjusted);
+        assert_eq!(plan[2].ovr, cfgs[2]);
+        assert!(plan[3..7].iter().all(|p| !p.skip && !p.adjusted));
+        assert!(plan[7].skip);
+        assert_eq!(plan[7].ovr.max, Some(20.0));
+        // ignore-min-perf: all as given.
+        let plan = apply_min_perf(&cfgs, &model, 60.0, true);
+        assert!(plan.iter().all(|p| !p.skip && !p.adjusted));
+        // A base min below the floor is raised too when the configuration has a max.
+        let plan = apply_min_perf(
+            &[QosOverride {
+                max: Some(50.0),
+                ..Default::default()
+            }],
+            &model,
+            10.0,
+            false,
+        );
+        assert_eq!(plan[0].ovr.min, Some(21.85));
+    }
+
+    #[test]
+    fn listing_lines() {
+        let p = Planned {
+            ovr: QosOverride::off(),
+            skip: false,
+            adjusted: false,
+        };
+        assert_eq!(
+            listing_line(0, &p, true, "iocost=off"),
+            "iocost-qos[00]: -  iocost=off"
+        );
+        assert_eq!(listing_line(2, &p, false, "x"), "iocost-qos[02]: +  x");
+        let s = Planned { skip: true, ..p };
+        assert_eq!(listing_line(5, &s, false, "x"), "iocost-qos[05]: -s x");
+        let a = Planned {
+            adjusted: true,
+            ..p
+        };
+        assert_eq!(listing_line(3, &a, false, "x"), "iocost-qos[03]: +a x");
+    }
+
+    #[test]
+    fn reuse_needs_a_finished_run_with_the_same_configuration_and_parameters() {
+        let v = |x: f64| QosOverride {
+            min: Some(x),
+            max: Some(x),
+            ..Default::default()
+        };
+        let run = |o: QosOverride, params: Option<&str>, done: bool| QosRun {
+            ovr: o,
+            params: params.map(str::to_string),
+            done,
+            ..Default::default()
+        };
+        let prev = [
+            run(v(80.0), Some("loops=1"), true),
+            run(v(60.0), Some("loops=1"), false),
+            run(v(40.0), None, true),
+        ];
+        assert!(reusable(&prev, &v(80.0), "loops=1").is_some());
+        assert!(reusable(&prev, &v(80.0), "loops=2").is_none());
+        assert!(reusable(&prev, &v(60.0), "loops=1").is_none());
+        assert!(reusable(&prev, &v(40.0), "loops=9").is_some());
+        assert!(reusable(&prev, &v(20.0), "loops=1").is_none());
+    }
+}

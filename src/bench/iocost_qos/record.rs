@@ -1,0 +1,100 @@
+//! What `run` writes (spec §6.7, upstream's field names) plus what this version adds: per run
+//! the sub-bench parameters it was measured with (`params`, so a changed `storage-loops` or
+//! `isol-pct` is not silently reused) and whether it finished (`done`), and the
+//! configurations that failed under `allow-fail`.
+
+use crate::bench::protection::ProtectionRecord;
+use crate::bench::storage::Record as StorageRecord;
+use crate::system::iocost::{IoCostModel, IoCostQos, QosOverride};
+use serde::{Deserialize, Serialize};
+
+fn yes() -> bool {
+    true
+}
+
+/// One measured configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QosRun {
+    pub period: (u64, u64),
+    pub ovr: QosOverride,
+    /// The QoS the kernel had while it ran (none for the baseline).
+    pub qos: Option<IoCostQos>,
+    pub stor: StorageRecord,
+    pub prot: ProtectionRecord,
+    /// The sub-bench parameters (`storage loops=1 … · protection isol-05>=90% …`); absent in
+    /// upstream's records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<String>,
+    /// False while the configuration is being measured (its checkpoints); upstream's records
+    /// hold finished runs only.
+    #[serde(default = "yes")]
+    pub done: bool,
+}
+
+/// A configuration that failed under `allow-fail`, and why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QosFailure {
+    pub ovr: QosOverride,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QosRecord {
+    pub base_model: IoCostModel,
+    pub base_qos: IoCostQos,
+    pub mem_profile: u32,
+    /// One per configuration of the spec, in order; `null` for skipped or failed ones.
+    pub runs: Vec<Option<QosRun>>,
+    pub dither_dist: Option<f64>,
+    /// The runs of an unfinished job, in the order they finished (the last one may be the
+    /// configuration in progress, `done: false`).
+    pub inc_runs: Vec<QosRun>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<QosFailure>,
+}
+
+impl QosRecord {
+    /// The memory profile its runs were measured under: the record's, else its first run's.
+    pub fn profile(&self) -> Option<u32> {
+        if self.mem_profile > 0 {
+            return Some(self.mem_profile);
+        }
+        self.runs
+            .iter()
+            .flatten()
+            .chain(&self.inc_runs)
+            .map(|r| r.stor.mem.profile)
+            .find(|p| *p > 0)
+    }
+
+    /// Every finished run it holds.
+    pub fn finished(&self) -> impl Iterator<Item = &QosRun> {
+        self.runs
+            .iter()
+            .flatten()
+            .chain(&self.inc_runs)
+            .filter(|r| r.done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_runs_read_as_finished_and_ours_round_trip() {
+        let up: QosRun = serde_json::from_str(r#"{"period":[1,2],"ovr":{"off":true}}"#).unwrap();
+        assert!(up.done);
+        assert_eq!(up.params, None);
+        let ours = QosRun {
+            params: Some("x".into()),
+            done: false,
+            ..Default::default()
+        };
+        let back: QosRun = serde_json::from_value(serde_json::to_value(&ours).unwrap()).unwrap();
+        assert_eq!(back, ours);
+    }
+}
