@@ -119,6 +119,7 @@ pub enum Scenario {
     Balloon,
     Reports,
     Protection,
+    IocostQos,
     Seq,
     FioCompare,
 }

@@ -11,5 +11,6 @@ pub mod journal_test;
 pub mod probe;
 pub mod reporter;
 pub mod save_test;
+pub mod vm_iocost_qos;
 pub mod vm_protection;
 pub mod vm_scenario;

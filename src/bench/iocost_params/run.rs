@@ -85,6 +85,41 @@ pub fn run(ctx: &mut RunCtx) -> Result<serde_json::Value> {
     Ok(serde_json::to_value(&rec)?)
 }
 
+/// bench.json's io.cost parameters; without a measured model, a nested `iocost-params`
+/// measures them and commits them (io.cost goes back on with them), as upstream does. `who`
+/// names the bench that needs them, for the log.
+pub fn ensure_model(
+    host: &mut BenchHost,
+    dir: &Path,
+    quick: bool,
+    who: &str,
+) -> Result<(IoCostKnobs, &'static str)> {
+    if let Some(k) = host.bench_knobs().filter(|k| k.iocost_seq > 0) {
+        return Ok((k.iocost.clone(), "bench.json"));
+    }
+    log::info!(
+        "{}: bench.json has no io.cost model; running iocost-params first",
+        who
+    );
+    crate::logging::progress::phase("iocost-params (nested)");
+    let rec = measure_on(host, dir, quick)
+        .with_context(|| format!("{}: the nested iocost-params", who))?;
+    if rec.knobs.model.wbps == 0 {
+        anyhow::bail!("the nested iocost-params measured wbps=0");
+    }
+    log::info!(
+        "{}: iocost-params: {} / {}",
+        who,
+        crate::system::iocost::model_line(
+            rec.knobs.devnr.parse().map_err(anyhow::Error::msg)?,
+            &rec.knobs.model
+        ),
+        rec.knobs.qos.line()
+    );
+    host.apply_iocost(rec.knobs.clone(), true)?;
+    Ok((rec.knobs, "iocost-params"))
+}
+
 /// The measurements on the scratch device of `host` (also nested, from a bench that needs a
 /// model): io.cost stays off for the rest of the job unless the caller applies the result;
 /// request merging is put back afterwards.

@@ -7,6 +7,8 @@ pub mod format;
 pub mod plan;
 pub mod props;
 pub mod record;
+mod run;
+mod study;
 
 pub use format::format;
 use props::Props;
@@ -28,7 +30,7 @@ pub static DESC: BenchDesc = BenchDesc {
     about: "Compare MOF and protection across io.cost QoS settings",
     hidden: false,
     incremental: true,
-    runnable: false,
+    runnable: true,
     shape: props::SHAPE,
     doc: Some(DocPage {
         title: "MOF and protection per io.cost QoS setting",
@@ -46,6 +48,22 @@ impl Bench for IocostQos {
 
     fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
         props::check(spec)
+    }
+
+    fn run(
+        &self,
+        ctx: &mut crate::bench::runner::RunCtx,
+        props: &Props,
+    ) -> Result<serde_json::Value> {
+        run::run(ctx, props)
+    }
+
+    fn study(
+        &self,
+        ctx: &crate::bench::runner::StudyCtx,
+        record: &serde_json::value::RawValue,
+    ) -> Result<serde_json::Value> {
+        study::study(ctx, record)
     }
 
     fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {

@@ -18,9 +18,8 @@ use crate::logging::progress;
 use crate::study::dist::label_quantile;
 use crate::system::bench_json::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
-use crate::system::iocost;
 use crate::units::{format_duration, format_pct, format_size};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::time::Duration;
 pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
     let mut rec: ProtectionRecord = match ctx.prev_record() {
@@ -142,28 +141,9 @@ fn model_wbps(
     dir: &std::path::Path,
     quick: bool,
 ) -> Result<(u64, String)> {
-    if let Some(k) = host.bench_knobs().filter(|k| k.iocost_seq > 0) {
-        return Ok((k.iocost.model.wbps, "bench.json".into()));
-    }
-    log::info!("protection: bench.json has no io.cost model; running iocost-params first");
-    progress::phase("iocost-params (nested)");
-    let rec = crate::bench::iocost_params::run::measure_on(host, dir, quick)
-        .context("protection: the nested iocost-params")?;
-    let wbps = rec.knobs.model.wbps;
-    if wbps == 0 {
-        bail!("the nested iocost-params measured wbps=0");
-    }
-    log::info!(
-        "protection: iocost-params: {} / {}",
-        iocost::model_line(
-            rec.knobs.devnr.parse().map_err(anyhow::Error::msg)?,
-            &rec.knobs.model
-        ),
-        rec.knobs.qos.line()
-    );
-    // Committed for later jobs and runs; io.cost goes back on with the measured model.
-    host.apply_iocost(rec.knobs, true)?;
-    Ok((wbps, "iocost-params".into()))
+    let (knobs, from) =
+        crate::bench::iocost_params::run::ensure_model(host, dir, quick, "protection")?;
+    Ok((knobs.model.wbps, from.to_string()))
 }
 
 fn scenario_slot(rec: &mut ProtectionRecord, i: usize, new: ScenarioRecord) -> &mut ScenarioRecord {

@@ -1,0 +1,465 @@
+//! Running `iocost-qos` (spec §6.3, §6.6): the plan of configurations, then per configuration
+//! the QoS applied, `storage` (with retries), hashd sized from it, and `protection`'s
+//! mem-hog-tune from 4/5 of the memory share up to the storage size — both sub-benches
+//! checkpointing into this job's record, so a killed job resumes inside a configuration and
+//! a re-run skips the finished ones.
+
+use super::plan::{self, Planned};
+use super::props::{Dither, Props};
+use super::record::{QosFailure, QosRecord, QosRun};
+use crate::bench::protection::props::{Scenario, TuneProps};
+use crate::bench::protection::{Protection, ProtectionRecord};
+use crate::bench::runner::{now, RunCtx};
+use crate::bench::storage::props::Props as StorageProps;
+use crate::bench::storage::{Record as StorageRecord, Storage};
+use crate::bench::{Apply, Bench};
+use crate::logging::progress;
+use crate::system::iocost::{self, IoCostKnobs, IoCostModel, IoCostQos, QosOverride};
+use crate::units::{format_duration, format_pct, format_size};
+use anyhow::{bail, Context, Result};
+use serde_json::value::RawValue;
+
+/// The hog's speed and the tune's steps, as upstream's iocost-qos runs them.
+const TUNE_SPEED: &str = "2x";
+const TUNE_INTVS: u64 = 10;
+
+/// What the job measures with: the io.cost parameters and memory profile its runs are
+/// compared under.
+struct Base {
+    knobs: IoCostKnobs,
+    profile: u32,
+}
+
+pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+    ctx.revert_knobs_at_end();
+    let quick = ctx.quick();
+    let dir = ctx.dir().to_path_buf();
+    let base = {
+        let mut host = ctx.session().context("iocost-qos needs the host session")?;
+        let (knobs, _) =
+            crate::bench::iocost_params::run::ensure_model(&mut host, &dir, quick, "iocost-qos")?;
+        let profile = host
+            .mem()
+            .map(|m| m.profile)
+            .context("iocost-qos runs under the memory profile")?;
+        Base { knobs, profile }
+    };
+    let prev: Option<QosRecord> = match ctx.prev_record() {
+        Some(raw) => match serde_json::from_str(raw.get()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                log::warn!("iocost-qos: ignoring the unreadable earlier record ({})", e);
+                None
+            }
+        },
+        None => None,
+    };
+    let mismatch = prev.as_ref().and_then(|p| mismatch(p, &base));
+
+    let dither_dist = match props.dither {
+        Dither::Off => None,
+        Dither::By(v) => Some(v),
+        Dither::Random => match prev.as_ref().and_then(|p| p.dither_dist) {
+            Some(d) => Some(d),
+            None => Some(plan::draw_dither(props, &mut rand::thread_rng())),
+        },
+    };
+    let cfgs = plan::configs_of(props, dither_dist);
+    let planned = plan::apply_min_perf(
+        &cfgs,
+        &base.knobs.model,
+        base.knobs.qos.min,
+        props.ignore_min_perf,
+    );
+    let params: Vec<String> = (0..planned.len())
+        .map(|i| params_text(props, i == 0, quick))
+        .collect();
+    let reused: Vec<Option<QosRun>> = planned
+        .iter()
+        .zip(&params)
+        .map(|(p, par)| {
+            let prev = prev.as_ref()?;
+            plan::reusable(prev.finished(), &p.ovr, par).cloned()
+        })
+        .collect();
+    for (i, p) in planned.iter().enumerate() {
+        log::info!(
+            "{}",
+            plan::listing_line(i, p, reused[i].is_some(), &p.ovr.describe(&base.knobs.qos))
+        );
+    }
+    let to_run = planned
+        .iter()
+        .zip(&reused)
+        .filter(|(p, r)| !p.skip && r.is_none())
+        .count();
+    if let Some(why) = &mismatch {
+        if to_run > 0 && reused.iter().any(|r| r.is_some()) {
+            crate::usage_bail!(
+                "iocost-qos: the result file's earlier runs of this job were measured with {}; \
+                 they can't be combined with new ones: remove the iocost-qos entry from the \
+                 result file (or give this job another id=) to measure again",
+                why
+            );
+        }
+        log::info!(
+            "iocost-qos: the earlier runs were measured with {}; starting over",
+            why
+        );
+    }
+    if to_run > 0 {
+        log::info!(
+            "iocost-qos: {} storage and protection bench sets to run, isol-{} >= {}%",
+            to_run,
+            props.isol_pct(),
+            format_pct(props.isol_thr)
+        );
+    } else {
+        log::info!("iocost-qos: all results are available");
+    }
+
+    let mut rec = QosRecord {
+        base_model: base.knobs.model.clone(),
+        base_qos: base.knobs.qos.clone(),
+        mem_profile: base.profile,
+        runs: Vec::new(),
+        dither_dist,
+        // An unfinished configuration of the same job resumes from its checkpoints.
+        inc_runs: match (&prev, &mismatch) {
+            (Some(p), None) => p.inc_runs.clone(),
+            _ => Vec::new(),
+        },
+        failed: Vec::new(),
+    };
+    let mut runs: Vec<Option<QosRun>> = Vec::with_capacity(planned.len());
+    let nr = planned.len();
+    for (i, p) in planned.iter().enumerate() {
+        if p.skip {
+            log::info!(
+                "iocost-qos[{:02}]: skipped (below the device's minimum vrate {})",
+                i,
+                iocost::abs_min_vrate(&base.knobs.model)
+            );
+            runs.push(None);
+            continue;
+        }
+        if let Some(r) = &reused[i] {
+            runs.push(Some(r.clone()));
+            continue;
+        }
+        let left = remaining_secs(&rec, &planned[i + 1..], &reused[i + 1..]);
+        progress::context(format!("config {}/{} {}", i, nr - 1, short(&p.ovr)), left);
+        log::info!(
+            "iocost-qos[{:02}]: QoS: {}",
+            i,
+            p.ovr.describe(&base.knobs.qos)
+        );
+        match run_config(ctx, props, &base, &mut rec, i, p, &params[i]) {
+            Ok(run) => runs.push(Some(run)),
+            Err(e) if props.allow_fail => {
+                log::warn!(
+                    "iocost-qos[{:02}]: failed, going on (allow-fail): {:#}",
+                    i,
+                    e
+                );
+                rec.inc_runs.retain(|r| r.done);
+                rec.failed.push(QosFailure {
+                    ovr: p.ovr,
+                    why: format!("{:#}", e),
+                });
+                ctx.checkpoint(&rec)?;
+                runs.push(None);
+            }
+            Err(e) => return Err(e.context(format!("iocost-qos[{:02}]", i))),
+        }
+    }
+    progress::context("", 0.0);
+    rec.runs = runs;
+    rec.inc_runs.clear();
+    Ok(serde_json::to_value(&rec)?)
+}
+
+/// What differs between an earlier record and this job's base, if anything.
+fn mismatch(prev: &QosRecord, base: &Base) -> Option<String> {
+    let mut what = Vec::new();
+    if !prev.base_model.same_params(&base.knobs.model) {
+        what.push(format!(
+            "another io.cost model ({})",
+            iocost_model_text(&prev.base_model)
+        ));
+    }
+    if !prev.base_qos.same_params(&base.knobs.qos) {
+        what.push(format!(
+            "another io.cost QoS ({})",
+            prev.base_qos.rounded().line()
+        ));
+    }
+    match prev.profile() {
+        Some(p) if p != base.profile => {
+            what.push(format!("memory profile {} (this job: {})", p, base.profile))
+        }
+        _ => {}
+    }
+    (!what.is_empty()).then(|| what.join(" and "))
+}
+
+fn iocost_model_text(m: &IoCostModel) -> String {
+    m.params()
+        .iter()
+        .map(|(k, v)| format!("{}={}", k, v))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `off`, `vrate=60`, or the overridden keys.
+fn short(o: &QosOverride) -> String {
+    if o.off {
+        return "iocost=off".into();
+    }
+    if let (Some(a), Some(b)) = (o.min, o.max) {
+        if a == b && o.rpct.is_none() && o.rlat.is_none() && o.wpct.is_none() && o.wlat.is_none() {
+            return format!("vrate={}", a);
+        }
+    }
+    let mut v = Vec::new();
+    for (k, x) in [
+        ("rpct", o.rpct),
+        ("wpct", o.wpct),
+        ("min", o.min),
+        ("max", o.max),
+    ] {
+        if let Some(x) = x {
+            v.push(format!("{}={}", k, x));
+        }
+    }
+    for (k, x) in [("rlat", o.rlat), ("wlat", o.wlat)] {
+        if let Some(x) = x {
+            v.push(format!("{}={}", k, x));
+        }
+    }
+    v.join(",")
+}
+
+/// The sub-bench parameters a configuration is measured with: a finished run is only reused
+/// when they are the same.
+fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
+    let s = &p.storage;
+    format!(
+        "storage loops={} rps-max={} hash-size={} chunk-pages={} log-bps={} err-max={} \
+         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}",
+        if baseline {
+            p.storage_base_loops
+        } else {
+            p.storage_loops
+        },
+        s.rps_max.map_or("auto".to_string(), |v| v.to_string()),
+        s.hash_size,
+        s.chunk_pages,
+        s.log_bps,
+        s.err_max,
+        s.inner_retries,
+        s.outer_retries,
+        TUNE_SPEED,
+        TUNE_INTVS,
+        p.isol_pct(),
+        p.isol_thr,
+        if quick { " · quick" } else { "" }
+    )
+}
+
+/// Seconds the configurations after the current one will take, from the runs finished so
+/// far (0 when none has finished yet).
+fn remaining_secs(rec: &QosRecord, after: &[Planned], reused: &[Option<QosRun>]) -> f64 {
+    let done: Vec<f64> = rec
+        .inc_runs
+        .iter()
+        .filter(|r| r.done && r.period.1 > r.period.0)
+        .map(|r| (r.period.1 - r.period.0) as f64)
+        .collect();
+    if done.is_empty() {
+        return 0.0;
+    }
+    let per = done.iter().sum::<f64>() / done.len() as f64;
+    let n = after
+        .iter()
+        .zip(reused)
+        .filter(|(p, r)| !p.skip && r.is_none())
+        .count();
+    per * n as f64
+}
+
+/// The QoS configuration `p` on the scratch device: io.cost off for the baseline, else the
+/// base model with `p` on top of the base QoS (applied to this job, not committed).
+fn apply_qos(ctx: &mut RunCtx, base: &Base, p: &Planned) -> Result<Option<IoCostQos>> {
+    let mut host = ctx.session().context("iocost-qos needs the host session")?;
+    if p.ovr.off {
+        host.iocost_off_for_job()?;
+        return Ok(None);
+    }
+    let qos = p.ovr.apply(&base.knobs.qos);
+    host.apply_iocost(
+        IoCostKnobs {
+            devnr: base.knobs.devnr.clone(),
+            model: base.knobs.model.clone(),
+            qos: qos.clone(),
+        },
+        false,
+    )?;
+    Ok(Some(qos))
+}
+
+/// The QoS the kernel has for the scratch device, which must be the one asked for.
+fn check_qos(ctx: &mut RunCtx, base: &Base, want: &IoCostQos) -> Result<()> {
+    let host = ctx.session().context("iocost-qos needs the host session")?;
+    let devnr = base.knobs.devnr.parse().map_err(anyhow::Error::msg)?;
+    let have = iocost::read_qos(host.hp(), devnr)?;
+    if !have.same_params(want) || have.enable != 1 {
+        bail!(
+            "the kernel's io.cost QoS is \"{}\", not the configuration's \"{}\"",
+            have.rounded().line(),
+            want.rounded().line()
+        );
+    }
+    Ok(())
+}
+
+/// Runs configuration `i`, its record the last of `rec.inc_runs` while it runs.
+fn run_config(
+    ctx: &mut RunCtx,
+    props: &Props,
+    base: &Base,
+    rec: &mut QosRecord,
+    i: usize,
+    p: &Planned,
+    params: &str,
+) -> Result<QosRun> {
+    // Resume the configuration's own checkpoints, if the last job was killed inside it.
+    let resumed = match rec.inc_runs.last() {
+        Some(r) if !r.done && r.ovr == p.ovr && r.params.as_deref() == Some(params) => {
+            log::info!("iocost-qos[{:02}]: resuming from its checkpoints", i);
+            rec.inc_runs.pop()
+        }
+        _ => None,
+    };
+    rec.inc_runs.retain(|r| r.done);
+    let mut run = resumed.unwrap_or_else(|| QosRun {
+        period: (now(), 0),
+        ovr: p.ovr,
+        params: Some(params.to_string()),
+        done: false,
+        ..Default::default()
+    });
+    let k = rec.inc_runs.len();
+    rec.inc_runs.push(run.clone());
+    ctx.checkpoint(rec)?;
+
+    let target = apply_qos(ctx, base, p)?;
+    run.qos = target.clone();
+
+    // Storage, with retries.
+    let mut sprops: StorageProps = props.storage.clone();
+    sprops.loops = if i == 0 {
+        props.storage_base_loops
+    } else {
+        props.storage_loops
+    };
+    sprops.apply = false;
+    sprops.commit = false;
+    let mut attempt = 0;
+    let stor: StorageRecord = loop {
+        let prev = to_raw_opt(&run.stor)?;
+        let outer = serde_json::to_value(&*rec)?;
+        let at = format!("/inc_runs/{}/stor", k);
+        let r = ctx.nested(outer, &at, prev, |c| Storage.run(c, &sprops));
+        match r {
+            Ok(v) => break serde_json::from_value(v).context("the storage record")?,
+            Err(e) if attempt < props.retries => {
+                attempt += 1;
+                log::warn!(
+                    "iocost-qos[{:02}]: storage failed ({:#}); attempt {} of {}",
+                    i,
+                    e,
+                    attempt + 1,
+                    props.retries + 1
+                );
+                run.stor = StorageRecord::default();
+            }
+            Err(e) => return Err(e.context("storage benchmark failed too many times")),
+        }
+    };
+    run.stor = stor;
+    rec.inc_runs[k] = run.clone();
+    ctx.checkpoint(rec)?;
+
+    // hashd at the size storage found, for this job.
+    let stor_raw = serde_json::value::to_raw_value(&run.stor)?;
+    let mut aprops = sprops.clone();
+    aprops.apply = true;
+    let knobs = match Storage.applies(&aprops, &stor_raw)? {
+        Some(Apply::Hashd { knobs, .. }) => knobs,
+        _ => bail!("storage gave no hashd parameters"),
+    };
+    ctx.session()
+        .context("iocost-qos needs the host session")?
+        .apply_hashd(knobs, false)?;
+
+    // Protection: the largest hashd size it keeps isolated, from 4/5 of the share up.
+    let share = run.stor.mem.share as f64;
+    let size_max = crate::bench::storage::measure::mean_stdev(&run.stor.mem_sizes).0;
+    let size_min = (share * 4.0 / 5.0).min(size_max);
+    let pprops = crate::bench::protection::props::Props {
+        scenarios: vec![Scenario::MemHogTune(TuneProps {
+            load: 1.0,
+            speed: TUNE_SPEED.into(),
+            size_min,
+            size_max,
+            intvs: TUNE_INTVS,
+            isol_pct: props.isol_pct().to_string(),
+            isol_thr: props.isol_thr,
+            search: crate::bench::protection::props::DFL_SEARCH,
+        })],
+    };
+    log::info!(
+        "iocost-qos[{:02}]: protection: mem-hog-tune of hashd sizes {} to {}",
+        i,
+        format_size(size_min),
+        format_size(size_max)
+    );
+    let prev = to_raw_opt(&run.prot)?;
+    let outer = serde_json::to_value(&*rec)?;
+    let at = format!("/inc_runs/{}/prot", k);
+    match ctx.nested(outer, &at, prev, |c| Protection.run(c, &pprops)) {
+        Ok(v) => run.prot = serde_json::from_value(v).context("the protection record")?,
+        Err(e) => {
+            // Upstream's rule: a failed protection costs the configuration its aMOF only.
+            log::warn!(
+                "iocost-qos[{:02}]: protection failed, no aMOF for this configuration: {:#}",
+                i,
+                e
+            );
+            run.prot = ProtectionRecord::default();
+        }
+    }
+
+    if let Some(want) = &target {
+        check_qos(ctx, base, want)?;
+    }
+    run.period.1 = now();
+    run.done = true;
+    log::info!(
+        "iocost-qos[{:02}]: done in {}",
+        i,
+        format_duration((run.period.1 - run.period.0) as f64)
+    );
+    rec.inc_runs[k] = run.clone();
+    ctx.checkpoint(rec)?;
+    Ok(run)
+}
+
+/// A sub-bench's record to resume from: none while it is still the default.
+fn to_raw_opt<T: serde::Serialize + Default + PartialEq>(v: &T) -> Result<Option<Box<RawValue>>> {
+    if *v == T::default() {
+        return Ok(None);
+    }
+    Ok(Some(serde_json::value::to_raw_value(v)?))
+}
