@@ -91,3 +91,64 @@ fn a_reused_record_applies_its_parameters_again() {
     assert_eq!(rb.hashd_seq, 0);
     assert!(!hp.path("work/bench.json").exists());
 }
+
+#[test]
+fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("r.json");
+    let mut file = ResultFile::load(&path).unwrap();
+    let spec = JobSpec::parse("iocost-qos").unwrap();
+    let empty = to_raw(&serde_json::json!({})).unwrap();
+    let idx = file.push(Entry {
+        spec: spec.clone(),
+        period: (1, 2),
+        sysinfo: empty.clone(),
+        record: None,
+        result: None,
+        incomplete: true,
+    });
+    let mut ctx = RunCtx {
+        spec,
+        prev_record: Some(to_raw(&serde_json::json!({"outer": true})).unwrap()),
+        dir: t.path().to_path_buf(),
+        file,
+        idx,
+        period_start: 1,
+        sysinfo: ctx::SysinfoSrc::Fixed(empty),
+        revert_knobs: false,
+        quick: false,
+        nest: None,
+    };
+    let outer = serde_json::json!({"base": 1, "inc_runs": [{"done": true}, {"stor": null}]});
+    let sub_prev = to_raw(&serde_json::json!({"loops": [1]})).unwrap();
+    let seen = ctx
+        .nested(outer.clone(), "/inc_runs/1/stor", Some(sub_prev), |c| {
+            let prev = c
+                .prev_record()
+                .map(|r| serde_json::from_str::<serde_json::Value>(r.get()).unwrap());
+            c.checkpoint(&serde_json::json!({"loops": [1, 2]}))?;
+            Ok(prev)
+        })
+        .unwrap();
+    assert_eq!(seen, Some(serde_json::json!({"loops": [1]})));
+    // The job's own previous record is back, and the file holds the job's record with the
+    // sub-bench's checkpoint in its place.
+    let back: serde_json::Value = serde_json::from_str(ctx.prev_record().unwrap().get()).unwrap();
+    assert_eq!(back, serde_json::json!({"outer": true}));
+    let saved: serde_json::Value = serde_json::from_str(
+        crate::result::load_entries(&path).unwrap()[0]
+            .record
+            .as_ref()
+            .unwrap()
+            .get(),
+    )
+    .unwrap();
+    assert_eq!(
+        saved,
+        serde_json::json!({"base": 1, "inc_runs": [{"done": true}, {"stor": {"loops": [1, 2]}}]})
+    );
+    // A place that isn't in the record is refused up front.
+    assert!(ctx
+        .nested(outer, "/inc_runs/5/stor", None, |_| Ok(()))
+        .is_err());
+}
