@@ -58,6 +58,18 @@ impl Bench for IocostQos {
         run::run(ctx, props)
     }
 
+    /// Finished configurations of an interrupted job (the skipped ones aren't counted: the
+    /// device's model decides them when the job runs again).
+    fn progress(&self, props: &Props, record: &serde_json::value::RawValue) -> Option<String> {
+        let rec: QosRecord = serde_json::from_str(record.get()).ok()?;
+        let nr = plan::configs_of(props, plan::dither_offset(props, rec.dither_dist)).len();
+        Some(format!(
+            "{} of {} configurations done",
+            rec.finished().count(),
+            nr
+        ))
+    }
+
     fn study(
         &self,
         ctx: &crate::bench::runner::StudyCtx,
