@@ -12,17 +12,22 @@
 //!
 //! The scenario's output goes to `target/vm-iocost-qos.json`, its log to
 //! `target/vm-iocost-qos.log`.
+//!
+//! Not in CI yet: it takes about 30 minutes under TCG (measured 2026-11-25: first run killed
+//! after 1172 s, re-run 706 s), which CI's 45-minute budget can't hold beside the other VM
+//! tests until they share guests and iocost-qos's time-savers shorten it. Run it by hand with
+//! `RESCTL_BENCH_VM_TESTS=1 RESCTL_BENCH_VM_LONG=1 cargo test --release --test vm_iocost_qos`.
 
 mod common;
 
-use common::{enabled, ok_json, release_bin, vm_output};
+use common::{enabled_long, ok_json, release_bin, vm_output};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
 #[test]
 fn vm_iocost_qos_runs_resumes_and_reports() {
-    if !enabled() {
+    if !enabled_long() {
         return;
     }
     let cwd = tempfile::tempdir().unwrap();
