@@ -328,6 +328,8 @@ const INVALID: &[(&str, &str)] = &[
     ("iocost-qos:storage-rps-mx=5", "did you mean storage-rps-max?"),
     ("iocost-qos:storage-hash-size=big", "storage-hash-size=\"big\" is not a size"),
     ("iocost-qos:dither=x", "dither=\"x\" is neither a boolean nor a number"),
+    ("iocost-qos:storage-loops=0", "storage-loops=0: each configuration needs a storage loop"),
+    ("iocost-qos:tune-hint=maybe", "tune-hint=\"maybe\""),
     ("storage:passive=cpuu", "passive=\"cpuu\" has unknown token \"cpuu\""),
     ("storage::loops=2", "storage takes one property group, got 2"),
     ("storage:loops=0", "loops=0 must not be zero"),

@@ -242,10 +242,10 @@ fn usage_errors_exit_2() {
         let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
         assert!(stderr.contains(msg), "{:?}: {}", args, stderr);
     }
-    let out = cmd(&res).args(["run", "iocost-qos"]).assert().code(2);
+    let out = cmd(&res).args(["run", "iocost-tune"]).assert().code(2);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(
-        stderr.contains("\"iocost-qos\" can't run in this version yet"),
+        stderr.contains("\"iocost-tune\" can't run in this version yet"),
         "{}",
         stderr
     );

@@ -279,6 +279,7 @@ fn format_run(out: &mut String, rpt: &Report, i: usize, run: &RunResult) -> Resu
                     isol_pct: trec.isol_pct.clone(),
                     isol_thr: trec.isol_thr,
                     search: protection::props::DFL_SEARCH,
+                    hint: None,
                 };
                 protection::format_tune(out, &params, tune, trec.final_size, sub_full, rstat)?;
             }

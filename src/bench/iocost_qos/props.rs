@@ -22,7 +22,7 @@ pub const SHAPE: Shape = Shape {
     )],
 };
 
-const FIRST_PROPS: [PropDesc; 11] = [
+const FIRST_PROPS: [PropDesc; 12] = [
     prop(
         "vrate-min",
         ValueKind::Float,
@@ -65,6 +65,11 @@ const FIRST_PROPS: [PropDesc; 11] = [
         "ignore-min-perf",
         ValueKind::Bool,
         "don't skip vrates below the device minimum",
+    ),
+    prop(
+        "tune-hint",
+        ValueKind::Bool,
+        "start each tune at the previous protected size (true)",
     ),
 ];
 
@@ -116,6 +121,9 @@ pub struct Props {
     pub retries: u32,
     pub allow_fail: bool,
     pub ignore_min_perf: bool,
+    /// Time-saver: each mem-hog-tune starts at the size the previous configuration's
+    /// protected (`tune-hint=false`: from the top, as upstream).
+    pub tune_hint: bool,
 }
 
 impl Props {
@@ -185,6 +193,7 @@ impl Props {
             retries: count("retries", DFL_RETRIES)?,
             allow_fail: g.flag("allow-fail")?.unwrap_or(false),
             ignore_min_perf: g.flag("ignore-min-perf")?.unwrap_or(false),
+            tune_hint: g.flag("tune-hint")?.unwrap_or(true),
             groups: spec
                 .later_groups()
                 .map(|g| read_group(&g))

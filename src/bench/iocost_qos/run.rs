@@ -154,7 +154,19 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
             i,
             p.ovr.describe(&base.knobs.qos)
         );
-        match run_config(ctx, props, &base, &mut rec, i, p, &params[i]) {
+        // Time-saver: the tune starts where the previous configuration's ended.
+        let hint = if props.tune_hint {
+            runs.iter().rev().flatten().find_map(tune_size)
+        } else {
+            None
+        };
+        let c = Config {
+            i,
+            p,
+            params: &params[i],
+            hint,
+        };
+        match run_config(ctx, props, &base, &mut rec, c) {
             Ok(run) => runs.push(Some(run)),
             Err(e) if props.allow_fail => {
                 log::warn!(
@@ -177,6 +189,14 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
     rec.runs = runs;
     rec.inc_runs.clear();
     Ok(serde_json::to_value(&rec)?)
+}
+
+/// The size a run's mem-hog-tune found protected.
+fn tune_size(r: &QosRun) -> Option<f64> {
+    r.prot.scenarios.iter().find_map(|s| match s {
+        crate::bench::protection::ScenarioRecord::MemHogTune(t) => t.final_size,
+        crate::bench::protection::ScenarioRecord::MemHog(_) => None,
+    })
 }
 
 /// What differs between an earlier record and this job's base, if anything.
@@ -246,7 +266,7 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
     let s = &p.storage;
     format!(
         "storage loops={} rps-max={} hash-size={} chunk-pages={} log-bps={} err-max={} \
-         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}",
+         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}{}",
         if baseline {
             p.storage_base_loops
         } else {
@@ -263,6 +283,7 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
         TUNE_INTVS,
         p.isol_pct(),
         p.isol_thr,
+        if p.tune_hint { " hint" } else { "" },
         if quick { " · quick" } else { "" }
     )
 }
@@ -323,16 +344,25 @@ fn check_qos(ctx: &mut RunCtx, base: &Base, want: &IoCostQos) -> Result<()> {
     Ok(())
 }
 
-/// Runs configuration `i`, its record the last of `rec.inc_runs` while it runs.
+/// One configuration as `run_config` needs it.
+struct Config<'a> {
+    i: usize,
+    p: &'a Planned,
+    /// The sub-bench parameters (the reuse key).
+    params: &'a str,
+    /// Where the tune starts (`tune-hint`).
+    hint: Option<f64>,
+}
+
+/// Runs configuration `c.i`, its record the last of `rec.inc_runs` while it runs.
 fn run_config(
     ctx: &mut RunCtx,
     props: &Props,
     base: &Base,
     rec: &mut QosRecord,
-    i: usize,
-    p: &Planned,
-    params: &str,
+    c: Config,
 ) -> Result<QosRun> {
+    let Config { i, p, params, hint } = c;
     // Resume the configuration's own checkpoints, if the last job was killed inside it.
     let resumed = match rec.inc_runs.last() {
         Some(r) if !r.done && r.ovr == p.ovr && r.params.as_deref() == Some(params) => {
@@ -417,13 +447,18 @@ fn run_config(
             isol_pct: props.isol_pct().to_string(),
             isol_thr: props.isol_thr,
             search: crate::bench::protection::props::DFL_SEARCH,
+            hint,
         })],
     };
     log::info!(
-        "iocost-qos[{:02}]: protection: mem-hog-tune of hashd sizes {} to {}",
+        "iocost-qos[{:02}]: protection: mem-hog-tune of hashd sizes {} to {}{}",
         i,
         format_size(size_min),
-        format_size(size_max)
+        format_size(size_max),
+        hint.map_or(String::new(), |h| format!(
+            ", starting next to {} (tune-hint: the previous configuration's)",
+            format_size(h)
+        ))
     );
     let prev = to_raw_opt(&run.prot)?;
     let outer = serde_json::to_value(&*rec)?;

@@ -97,6 +97,9 @@ pub struct TuneProps {
     pub isol_pct: String,
     pub isol_thr: f64,
     pub search: Search,
+    /// A size another tune found protected, to start from (set by iocost-qos, not a spec
+    /// property); see `search`.
+    pub hint: Option<f64>,
 }
 
 impl TuneProps {
@@ -113,6 +116,7 @@ impl TuneProps {
                 .text("search")
                 .and_then(Search::parse)
                 .unwrap_or(DFL_SEARCH),
+            hint: None,
         })
     }
 }

@@ -93,6 +93,9 @@ pub struct MemHogTuneRecord {
     pub final_size: Option<f64>,
     /// Ours: the search (`linear` or `bisect`), every probe in order, and whether it ended.
     pub search: String,
+    /// Where the search started (iocost-qos: the neighbouring configuration's size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<f64>,
     pub probes: Vec<TuneProbe>,
     pub done: bool,
 }
@@ -107,6 +110,7 @@ impl Default for MemHogTuneRecord {
             final_run: None,
             final_size: None,
             search: String::new(),
+            hint: None,
             probes: Vec::new(),
             done: false,
         }

@@ -246,6 +246,7 @@ fn run_tune(
         isol_pct: p.isol_pct.clone(),
         isol_thr: p.isol_thr,
         search: p.search.name().to_string(),
+        hint: p.hint,
         ..Default::default()
     };
     let ScenarioRecord::MemHogTune(r) = scenario_slot(rec, i, ScenarioRecord::MemHogTune(new))
@@ -276,7 +277,7 @@ fn run_tune(
             .iter()
             .map(|q| (q.size, q.outcome.passed()))
             .collect();
-        let (size, last) = match search::next(p.search, &grid, &done) {
+        let (size, last) = match search::next_from(p.search, p.hint, &grid, &done) {
             Next::Found(s) => {
                 r.final_size = Some(s);
                 r.done = true;
@@ -306,7 +307,11 @@ fn run_tune(
         };
         let k = r.probes.len();
         let base_hold = r.base_period.0 == 0;
-        let most = search::most_probes(p.search, &grid, &done);
+        let most = if p.hint.is_some() {
+            grid.len()
+        } else {
+            search::most_probes(p.search, &grid, &done)
+        };
         progress::phase(format!(
             "{} · probe {} of at most {} · hashd {}",
             title,

@@ -10,6 +10,12 @@
 //!   not end it: the points in between are then scanned from the top like `linear` (a
 //!   bottom that failed by chance cannot hide a passing size linear would have found).
 //!
+//! Either can start from a *hint*, a size another tune found protected (iocost-qos passes the
+//! neighbouring configuration's): the grid point nearest to it is probed first; if it passes,
+//! the points above it are probed upwards until one fails, else the points below it downwards
+//! until one passes. When passing is monotonic in the size that is the same answer as the
+//! plain search, in two probes when the hint is right.
+//!
 //! The next step is a function of the probes so far, so a resumed tune picks up exactly where
 //! the interrupted one stopped.
 
@@ -131,6 +137,69 @@ pub fn next(search: Search, grid: &[f64], done: &[(f64, bool)]) -> Next {
     }
 }
 
+/// The next step of a search starting at the grid point nearest `hint` (see the module doc);
+/// without a hint, [`next`].
+pub fn next_from(search: Search, hint: Option<f64>, grid: &[f64], done: &[(f64, bool)]) -> Next {
+    let Some(hint) = hint.filter(|h| h.is_finite() && *h > 0.0) else {
+        return next(search, grid, done);
+    };
+    if grid.is_empty() {
+        return Next::NotFound;
+    }
+    let result = |i: usize| {
+        done.iter()
+            .rev()
+            .find(|(s, _)| (s - grid[i]).abs() < 0.5)
+            .map(|d| d.1)
+    };
+    let bottom = grid.len() - 1;
+    let start = (0..grid.len())
+        .min_by(|&a, &b| {
+            (grid[a] - hint)
+                .abs()
+                .partial_cmp(&(grid[b] - hint).abs())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+        .unwrap_or(0);
+    match result(start) {
+        None => Next::Probe {
+            size: grid[start],
+            last: start == bottom,
+        },
+        Some(true) => {
+            // Upwards (larger sizes) until one fails: the answer is the point below it.
+            for i in (0..start).rev() {
+                match result(i) {
+                    Some(true) => continue,
+                    Some(false) => return Next::Found(grid[i + 1]),
+                    None => {
+                        return Next::Probe {
+                            size: grid[i],
+                            last: false,
+                        }
+                    }
+                }
+            }
+            Next::Found(grid[0])
+        }
+        Some(false) => {
+            for (i, &size) in grid.iter().enumerate().skip(start + 1) {
+                match result(i) {
+                    Some(true) => return Next::Found(size),
+                    Some(false) => continue,
+                    None => {
+                        return Next::Probe {
+                            size,
+                            last: i == bottom,
+                        }
+                    }
+                }
+            }
+            Next::NotFound
+        }
+    }
+}
+
 /// The most probes `search` can still take in all, for the progress line: bisect's bound
 /// until a failed bottom turns it into the linear scan.
 pub fn most_probes(search: Search, grid: &[f64], done: &[(f64, bool)]) -> usize {
@@ -173,6 +242,48 @@ mod tests {
                 n => return (n, done.iter().map(|d| d.0).collect()),
             }
         }
+    }
+
+    fn tune_from(grid: &[f64], hint: f64, pass: impl Fn(f64) -> bool) -> (Next, Vec<f64>) {
+        let mut done = vec![];
+        loop {
+            match next_from(Search::Linear, Some(hint), grid, &done) {
+                Next::Probe { size, .. } => {
+                    assert!(
+                        done.iter().all(|d: &(f64, bool)| d.0 != size),
+                        "reprobed {}",
+                        size
+                    );
+                    done.push((size, pass(size)));
+                }
+                n => return (n, done.iter().map(|d| d.0).collect()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_hint_gives_the_linear_answer_in_two_probes_when_right() {
+        let g = grid(6.0 * G, 16.0 * G, 10);
+        for thr in [5.0, 6.0, 6.5, 9.0, 11.2, 15.9, 16.0, 20.0] {
+            let pass = |s: f64| s <= thr * G;
+            let (lin, _) = tune(Search::Linear, &g, pass);
+            for hint in [3.0, 6.0, 9.0, 11.0, 13.4, 16.0, 30.0] {
+                let (near, probes) = tune_from(&g, hint * G, pass);
+                assert_eq!(near, lin, "threshold {}G hint {}G: {:?}", thr, hint, probes);
+            }
+        }
+        // The hint on the answer: it and the point above it.
+        let pass = |s: f64| s <= 11.2 * G;
+        let (n, probes) = tune_from(&g, 11.0 * G, pass);
+        assert_eq!(n, Next::Found(11.0 * G));
+        assert_eq!(probes, vec![11.0 * G, 12.0 * G]);
+        // Linear from the top needed six.
+        assert_eq!(tune(Search::Linear, &g, pass).1.len(), 6);
+        // No hint: the plain search.
+        assert_eq!(
+            next_from(Search::Linear, None, &g, &[]),
+            next(Search::Linear, &g, &[])
+        );
     }
 
     #[test]
