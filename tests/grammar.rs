@@ -329,6 +329,7 @@ const INVALID: &[(&str, &str)] = &[
     ("iocost-qos:storage-hash-size=big", "storage-hash-size=\"big\" is not a size"),
     ("iocost-qos:dither=x", "dither=\"x\" is neither a boolean nor a number"),
     ("iocost-qos:storage-loops=0", "storage-loops=0: each configuration needs a storage loop"),
+    ("iocost-qos:storage-rps-max=0", "storage-rps-max=0 can't be used; give a positive request rate"),
     ("iocost-qos:tune-hint=maybe", "tune-hint=\"maybe\""),
     ("storage:passive=cpuu", "passive=\"cpuu\" has unknown token \"cpuu\""),
     ("storage::loops=2", "storage takes one property group, got 2"),

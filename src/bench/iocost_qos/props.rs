@@ -225,6 +225,7 @@ pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
         QosOverride::from_pairs(g.props().iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .map_err(|e| g.err(e))?;
     }
+    StorageProps::check_prefixed(spec, "storage-")?;
     let props = Props::read(spec)?;
     for (key, v) in [
         ("storage-base-loops", props.storage_base_loops),

@@ -80,11 +80,20 @@ impl Props {
 
     /// The values of a spec to run: at least one loop, and no hashd knob given as zero.
     pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
+        spec.group(0).nonzero("loops", ValueKind::Int)?;
+        Self::check_prefixed(spec, "")
+    }
+
+    /// The hashd knobs' rules for keys forwarded with `prefix` (iocost-qos's `storage-`).
+    pub fn check_prefixed(spec: &JobSpec, prefix: &str) -> Result<Props, SpecError> {
         let g = spec.group(0);
-        g.nonzero("loops", ValueKind::Int)?;
-        positive_knob(&g, "rps-max", ValueKind::Int, "use the default")?;
-        positive_knob(&g, "hash-size", ValueKind::Size, "use the default")?;
-        positive_knob(&g, "chunk-pages", ValueKind::Int, "use the default")?;
-        Self::read(spec)
+        for (k, kind) in [
+            ("rps-max", ValueKind::Int),
+            ("hash-size", ValueKind::Size),
+            ("chunk-pages", ValueKind::Int),
+        ] {
+            positive_knob(&g, &format!("{}{}", prefix, k), kind, "use the default")?;
+        }
+        Self::read_prefixed(spec, prefix)
     }
 }
