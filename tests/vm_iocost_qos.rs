@@ -136,6 +136,20 @@ fn vm_iocost_qos_runs_resumes_and_reports() {
         assert_eq!(rows, 3, "{} table in\n{}", table, sum);
     }
 
+    // format: every run's sections, and the QoS result of the two vrates.
+    let fmt = v["format"].as_str().unwrap();
+    for s in [
+        "RUN 00",
+        "RUN 01",
+        "RUN 02",
+        "RUN 01 - Storage",
+        "RUN 02 - Result",
+    ] {
+        assert!(fmt.contains(s), "no {:?} in\n{}", s, fmt);
+    }
+    assert_eq!(fmt.matches("QoS result: MOF=").count(), 2, "{}", fmt);
+    assert!(fmt.contains("Memory Hog Tuning"), "{}", fmt);
+
     let runs = v["record"]["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3, "{}", v["record"]);
     assert!(runs.iter().all(|r| r["done"] == true), "{}", v["record"]);

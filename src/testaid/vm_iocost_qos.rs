@@ -28,6 +28,8 @@ struct IocostQosScenario {
     /// The re-run's log lines from iocost-qos itself.
     rerun_log: Vec<String>,
     summary: String,
+    /// `format iocost-qos` (every run's sub-bench reports and QoS result).
+    format: String,
     record: Value,
     result: Value,
 }
@@ -105,13 +107,19 @@ pub fn iocost_qos(work: &Path) -> Result<Value> {
     let t = Instant::now();
     let (rerun_status, rerun, _) = run_logged(work, &args, |_| false)?;
     let rerun_secs = t.elapsed().as_secs_f64();
-    let out = std::process::Command::new("/proc/self/exe")
-        .arg("-r")
-        .arg(work.join("result.json"))
-        .args(["summary", "iocost-qos"])
-        .stdin(Stdio::null())
-        .output()
-        .context("summary")?;
+    let show = |what: &str| -> Result<String> {
+        let out = std::process::Command::new("/proc/self/exe")
+            .arg("-r")
+            .arg(work.join("result.json"))
+            .args([what, "iocost-qos"])
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| what.to_string())?;
+        if !out.status.success() {
+            bail!("{} failed ({})", what, out.status);
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
     let e = entry(&entries(work));
     let keep = |l: &String| l.contains("iocost-qos");
     Ok(serde_json::to_value(IocostQosScenario {
@@ -121,7 +129,8 @@ pub fn iocost_qos(work: &Path) -> Result<Value> {
         rerun_status,
         rerun_secs,
         rerun_log: rerun.into_iter().filter(keep).collect(),
-        summary: String::from_utf8_lossy(&out.stdout).into_owned(),
+        summary: show("summary")?,
+        format: show("format")?,
         record: e["record"].clone(),
         result: e["result"].clone(),
     })?)
