@@ -44,6 +44,8 @@ pub struct HashdBenchCfg {
     /// hashd's idea of the machine's memory (the profile's share).
     pub total_memory: Option<u64>,
     pub quick: bool,
+    /// Where the memory search starts (a mem_frac found before); `None`: from the bottom.
+    pub mem_hint: Option<f64>,
 }
 
 /// A finished sizing run.
@@ -211,7 +213,10 @@ pub fn run_sizing(
     target.mem = st.mem;
     target.report = reporter.map(|r| (r.shared().clone(), BENCH_SVC.to_string()));
     target.watch = watch;
-    let opts = SizingOpts::new(cfg.rps_max, cfg.fake_cpu, cfg.quick);
+    let opts = SizingOpts {
+        mem_hint: cfg.mem_hint,
+        ..SizingOpts::new(cfg.rps_max, cfg.fake_cpu, cfg.quick)
+    };
     let res = sizing::run(&mut target, &opts);
     target.hashd.stop()?;
     let sizing = res?;
@@ -340,6 +345,7 @@ mod tests {
             preload: 0,
             total_memory: None,
             quick: true,
+            mem_hint: None,
         };
         let p = base_params(&cfg);
         assert_eq!(

@@ -124,6 +124,7 @@ impl Props {
             preload: share / 2,
             total_memory: Some(share),
             quick,
+            mem_hint: None,
         }
     }
 }

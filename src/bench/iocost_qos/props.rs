@@ -22,7 +22,7 @@ pub const SHAPE: Shape = Shape {
     )],
 };
 
-const FIRST_PROPS: [PropDesc; 12] = [
+const FIRST_PROPS: [PropDesc; 13] = [
     prop(
         "vrate-min",
         ValueKind::Float,
@@ -65,6 +65,11 @@ const FIRST_PROPS: [PropDesc; 12] = [
         "ignore-min-perf",
         ValueKind::Bool,
         "don't skip vrates below the device minimum",
+    ),
+    prop(
+        "mof-hint",
+        ValueKind::Bool,
+        "start each storage search at the previous footprint (true)",
     ),
     prop(
         "tune-hint",
@@ -124,6 +129,9 @@ pub struct Props {
     /// Time-saver: each mem-hog-tune starts at the size the previous configuration's
     /// protected (`tune-hint=false`: from the top, as upstream).
     pub tune_hint: bool,
+    /// Time-saver: each storage search starts at the footprint the previous configuration's
+    /// found (`mof-hint=false`: from the bottom, as upstream).
+    pub mof_hint: bool,
 }
 
 impl Props {
@@ -194,6 +202,7 @@ impl Props {
             allow_fail: g.flag("allow-fail")?.unwrap_or(false),
             ignore_min_perf: g.flag("ignore-min-perf")?.unwrap_or(false),
             tune_hint: g.flag("tune-hint")?.unwrap_or(true),
+            mof_hint: g.flag("mof-hint")?.unwrap_or(true),
             groups: spec
                 .later_groups()
                 .map(|g| read_group(&g))

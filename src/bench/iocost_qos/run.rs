@@ -160,11 +160,17 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
         } else {
             None
         };
+        let stor_hint = if props.mof_hint {
+            runs.iter().rev().flatten().find_map(storage_frac)
+        } else {
+            None
+        };
         let c = Config {
             i,
             p,
             params: &params[i],
             hint,
+            stor_hint,
         };
         match run_config(ctx, props, &base, &mut rec, c) {
             Ok(run) => runs.push(Some(run)),
@@ -189,6 +195,12 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
     rec.runs = runs;
     rec.inc_runs.clear();
     Ok(serde_json::to_value(&rec)?)
+}
+
+/// The footprint (mem_frac) a run's storage loops found, on average.
+fn storage_frac(r: &QosRun) -> Option<f64> {
+    let f: Vec<f64> = r.stor.loops.iter().map(|l| l.mem_frac).collect();
+    (!f.is_empty()).then(|| f.iter().sum::<f64>() / f.len() as f64)
 }
 
 /// The size a run's mem-hog-tune found protected.
@@ -283,7 +295,12 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
         TUNE_INTVS,
         p.isol_pct(),
         p.isol_thr,
-        if p.tune_hint { " hint" } else { "" },
+        match (p.mof_hint, p.tune_hint) {
+            (true, true) => " · hints",
+            (true, false) => " · mof-hint",
+            (false, true) => " · tune-hint",
+            (false, false) => "",
+        },
         if quick { " · quick" } else { "" }
     )
 }
@@ -352,6 +369,8 @@ struct Config<'a> {
     params: &'a str,
     /// Where the tune starts (`tune-hint`).
     hint: Option<f64>,
+    /// Where the storage searches start (`mof-hint`), mem_frac.
+    stor_hint: Option<f64>,
 }
 
 /// Runs configuration `c.i`, its record the last of `rec.inc_runs` while it runs.
@@ -362,7 +381,13 @@ fn run_config(
     rec: &mut QosRecord,
     c: Config,
 ) -> Result<QosRun> {
-    let Config { i, p, params, hint } = c;
+    let Config {
+        i,
+        p,
+        params,
+        hint,
+        stor_hint,
+    } = c;
     // Resume the configuration's own checkpoints, if the last job was killed inside it.
     let resumed = match rec.inc_runs.last() {
         Some(r) if !r.done && r.ovr == p.ovr && r.params.as_deref() == Some(params) => {
@@ -395,6 +420,15 @@ fn run_config(
     };
     sprops.apply = false;
     sprops.commit = false;
+    sprops.hint = stor_hint;
+    if let Some(h) = stor_hint {
+        log::info!(
+            "iocost-qos[{:02}]: storage: the memory search starts next to {:.1}% \
+             (mof-hint: the previous configuration's)",
+            i,
+            h * 100.0
+        );
+    }
     let mut attempt = 0;
     let stor: StorageRecord = loop {
         let prev = to_raw_opt(&run.stor)?;

@@ -214,6 +214,7 @@ impl Bench for Storage {
             rec.period.0 = now();
         }
         rec.mem = mem.clone();
+        rec.hint = props.hint;
         log::info!(
             "storage: {} of {} loops done; rps_max={} target={}",
             rec.mem_usages.len(),
@@ -235,6 +236,7 @@ impl Bench for Storage {
                 preload: mem.share / 2,
                 total_memory: Some(mem.share),
                 quick,
+                mem_hint: props.hint,
             };
             let seen = Arc::new(Mutex::new(Seen::default()));
             let w = watch(seen.clone(), mem.target, props.err_max);

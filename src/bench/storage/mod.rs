@@ -73,6 +73,9 @@ pub struct Record {
     pub loops: Vec<LoopInfo>,
     /// Inner and outer retries taken.
     pub retries: (u32, u32),
+    /// Ours: where the memory searches started (iocost-qos's `mof-hint`), mem_frac.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<f64>,
 }
 
 impl Record {

@@ -43,6 +43,8 @@ pub struct Props {
     pub err_max: f64,
     pub inner_retries: u32,
     pub outer_retries: u32,
+    /// Where the memory searches start, mem_frac (set by iocost-qos, not a spec property).
+    pub hint: Option<f64>,
 }
 
 fn clamp_u32(v: u64) -> u32 {
@@ -71,6 +73,7 @@ impl Props {
                 .unwrap_or(0.1),
             inner_retries: int("mem-avail-inner-retries")?.map_or(2, clamp_u32),
             outer_retries: int("mem-avail-outer-retries")?.map_or(2, clamp_u32),
+            hint: None,
         })
     }
 

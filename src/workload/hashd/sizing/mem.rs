@@ -23,6 +23,13 @@
 //!    by `rel_tol` until one passes. The result's probe is the last one, so the final period
 //!    and memory usage are the result footprint's.
 //!
+//! With a *hint* — a footprint another search found on a similar setup (iocost-qos passes the
+//! neighbouring configuration's) — the up phase starts half a tolerance below it instead of
+//! at the first step: a pass there is followed by half a tolerance above it and then the
+//! usual steps up; a fail there by steps down until one passes. Bisection and confirmation
+//! are the same, so the answer is as exact; a right hint closes the bracket in two probes
+//! instead of climbing to it and halving.
+//!
 //! After a failing probe the next one first lets the workload recover the same way, for at most
 //! two windows: the footprint it couldn't sustain has pushed its hot pages out to swap, and
 //! under the real latency target the refilling is slow enough to fail the next footprint too
@@ -58,6 +65,8 @@ struct Search<'a> {
     long_pass_at: Option<f64>,
     /// Bisection may take the guided closing probe (tests compare with plain halving).
     guided: bool,
+    /// Where the up phase starts (see the module comment), 0 < hint ≤ 1.
+    hint: Option<f64>,
 }
 
 impl Search<'_> {
@@ -230,7 +239,11 @@ impl Search<'_> {
         let step = self.th.up_step.clamp(0.01, 1.0);
         // The bracket's ends with their RPS shares (a footprint of zero is served in full).
         let (mut lo, mut hi) = ((0.0_f64, 1.0_f64), None::<(f64, f64)>);
-        let mut p = step;
+        let hint = self.hint;
+        let mut p = match hint {
+            Some(h) => (h * (1.0 - t.rel_tol / 2.0)).max(t.abs_tol),
+            None => step,
+        };
         self.recover(p, t.warmup_max, "warmed up")?;
         while hi.is_none() && self.probes < t.max_probes {
             let mut verdict = self.judge(Phase::MemUp, p, t.up, true)?;
@@ -245,9 +258,28 @@ impl Search<'_> {
                     log::info!("memory search: 100% is sustainable, the workload doesn't saturate");
                     break;
                 }
-                p = (p + step).min(1.0);
+                p = match hint {
+                    // Just below the hint passed: just above it next.
+                    Some(h) if p < h => (h * (1.0 + t.rel_tol / 2.0)).min(1.0),
+                    _ => (p + step).min(1.0),
+                };
             } else {
                 hi = Some((p, verdict.1));
+            }
+        }
+        if hint.is_some() && lo.0 == 0.0 {
+            // Below the hint failed: step down until a footprint passes.
+            while let Some(h) = hi {
+                let q = h.0 - step;
+                if q < t.abs_tol || self.probes >= t.max_probes {
+                    break;
+                }
+                let verdict = self.judge(Phase::MemUp, q, t.up, true)?;
+                if verdict.0 {
+                    lo = (q, verdict.1);
+                    break;
+                }
+                hi = Some((q, verdict.1));
             }
         }
         if let Some(mut h) = hi {
@@ -308,7 +340,20 @@ pub fn search(
     th: &Thresholds,
     hist: &mut Vec<ProbeRecord>,
 ) -> Result<f64> {
-    search_by(target, rps_max, timing, th, hist, true)
+    search_by(target, rps_max, timing, th, hist, true, None)
+}
+
+/// [`search`] starting next to `hint` (a mem_frac another search found; see the module
+/// comment); without one, the same as [`search`].
+pub fn search_near(
+    target: &mut dyn SizingTarget,
+    rps_max: u32,
+    timing: &Timing,
+    th: &Thresholds,
+    hist: &mut Vec<ProbeRecord>,
+    hint: Option<f64>,
+) -> Result<f64> {
+    search_by(target, rps_max, timing, th, hist, true, hint)
 }
 
 /// [`search`], with (`guided`) or without the guided closing probes.
@@ -319,6 +364,7 @@ pub(crate) fn search_by(
     th: &Thresholds,
     hist: &mut Vec<ProbeRecord>,
     guided: bool,
+    hint: Option<f64>,
 ) -> Result<f64> {
     Search {
         target,
@@ -330,6 +376,9 @@ pub(crate) fn search_by(
         last_failed: false,
         long_pass_at: None,
         guided,
+        hint: hint
+            .filter(|h| h.is_finite() && *h > 0.0)
+            .map(|h| h.min(1.0)),
     }
     .run()
 }

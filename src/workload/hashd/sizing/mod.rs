@@ -42,6 +42,8 @@ pub struct SizingOpts {
     pub cpu_mem_frac: f64,
     pub timing: Timing,
     pub thresholds: Thresholds,
+    /// Where the memory search starts (a mem_frac found before; see `mem`).
+    pub mem_hint: Option<f64>,
 }
 
 impl SizingOpts {
@@ -52,6 +54,7 @@ impl SizingOpts {
             cpu_mem_frac: 0.2,
             timing: Timing::new(quick),
             thresholds: Thresholds::default(),
+            mem_hint: None,
         }
     }
 }
@@ -97,12 +100,13 @@ pub fn run(target: &mut dyn SizingTarget, opts: &SizingOpts) -> Result<SizingRes
         }
     };
     let mut mem_history = Vec::new();
-    let mem_frac = mem::search(
+    let mem_frac = mem::search_near(
         target,
         rps_max,
         &opts.timing,
         &opts.thresholds,
         &mut mem_history,
+        opts.mem_hint,
     )?;
     let size = target.size();
     let mem_size = (size as f64 * mem_frac).round() as u64;

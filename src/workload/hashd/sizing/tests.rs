@@ -474,7 +474,7 @@ fn mem_search(sim: &mut SimDevice, quick: bool, guided: bool) -> (f64, Vec<Probe
     let mut hist = Vec::new();
     let timing = Timing::new(quick);
     let th = Thresholds::default();
-    let p = mem::search_by(sim, RPS_MAX, &timing, &th, &mut hist, guided).unwrap();
+    let p = mem::search_by(sim, RPS_MAX, &timing, &th, &mut hist, guided, None).unwrap();
     (p, hist)
 }
 
@@ -553,6 +553,59 @@ fn guided_bisection_measures_less_and_still_lands_within_five_percent() {
             quick,
             guided_secs,
             halving_secs
+        );
+    }
+}
+
+#[test]
+fn a_hint_lands_as_exactly_and_saves_time_when_near() {
+    let th = Thresholds::default();
+    for &quick in &[true, false] {
+        let (mut near_secs, mut plain_secs) = (0, 0);
+        for (i, &io) in SPEEDS.iter().enumerate() {
+            for seed in 0..3u64 {
+                let sim = || SimDevice::new(0.25, io, 0.01, 700 + i as u64 * 31 + seed);
+                let truth = sim().crossing(th.pass);
+                let timing = Timing::new(quick);
+                let tol = if quick { 0.055 } else { 0.05 };
+                let mut plain = sim();
+                let mut hist = Vec::new();
+                mem::search_near(&mut plain, RPS_MAX, &timing, &th, &mut hist, None).unwrap();
+                plain_secs += plain.secs;
+                // Right, a bit off either way, and far off either way.
+                for k in [1.0, 0.93, 1.07, 0.5, 1.6] {
+                    let mut s = sim();
+                    let mut hist = Vec::new();
+                    let hint = Some((truth * k).min(1.0));
+                    let p =
+                        mem::search_near(&mut s, RPS_MAX, &timing, &th, &mut hist, hint).unwrap();
+                    assert!(
+                        rel(p, truth) <= tol,
+                        "quick {} io {} seed {} hint ×{}: {:.4} vs {:.4}\n{:#?}",
+                        quick,
+                        io,
+                        seed,
+                        k,
+                        p,
+                        truth,
+                        hist
+                    );
+                    if k == 1.0 {
+                        near_secs += s.secs;
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "quick {}: hinted {} s, from the bottom {} s",
+            quick, near_secs, plain_secs
+        );
+        assert!(
+            near_secs * 100 <= plain_secs * 80,
+            "quick {}: hinted {} s, from the bottom {} s",
+            quick,
+            near_secs,
+            plain_secs
         );
     }
 }
