@@ -70,6 +70,17 @@ impl QosRecord {
             .find(|p| *p > 0)
     }
 
+    /// What a new job of the same base starts its `inc_runs` with: every run this record
+    /// holds, finished ones first and the unfinished configuration (if any) last, so that
+    /// checkpoints of the new job keep them all (a finished record holds its runs in `runs`,
+    /// an interrupted one in `inc_runs`).
+    pub fn carry_over(&self) -> Vec<QosRun> {
+        let mut v: Vec<QosRun> = self.runs.iter().flatten().cloned().collect();
+        v.extend(self.inc_runs.iter().filter(|r| r.done).cloned());
+        v.extend(self.inc_runs.iter().filter(|r| !r.done).cloned());
+        v
+    }
+
     /// Every finished run it holds.
     pub fn finished(&self) -> impl Iterator<Item = &QosRun> {
         self.runs
@@ -83,6 +94,35 @@ impl QosRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_job_carries_every_run_over_with_the_unfinished_one_last() {
+        let run = |max: f64, done: bool| QosRun {
+            ovr: QosOverride {
+                max: Some(max),
+                ..Default::default()
+            },
+            done,
+            ..Default::default()
+        };
+        // A finished job, then more configurations added: its runs must survive the new
+        // job's checkpoints.
+        let fin = QosRecord {
+            runs: vec![Some(run(100.0, true)), None, Some(run(60.0, true))],
+            ..Default::default()
+        };
+        let c = fin.carry_over();
+        assert_eq!(c.len(), 2);
+        assert!(c.iter().all(|r| r.done));
+        // An interrupted one: its finished runs, then the one in progress.
+        let int = QosRecord {
+            inc_runs: vec![run(100.0, true), run(80.0, false), run(60.0, true)],
+            ..Default::default()
+        };
+        let c = int.carry_over();
+        assert_eq!(c.len(), 3);
+        assert!(!c[2].done && c[2].ovr.max == Some(80.0));
+    }
 
     #[test]
     fn upstream_runs_read_as_finished_and_ours_round_trip() {

@@ -94,7 +94,8 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
         .filter(|(p, r)| !p.skip && r.is_none())
         .count();
     if let Some(why) = &mismatch {
-        if to_run > 0 && reused.iter().any(|r| r.is_some()) {
+        // Old runs would be shown as measured with this base: never.
+        if reused.iter().any(|r| r.is_some()) {
             crate::usage_bail!(
                 "iocost-qos: the result file's earlier runs of this job were measured with {}; \
                  they can't be combined with new ones: remove the iocost-qos entry from the \
@@ -124,9 +125,8 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
         mem_profile: base.profile,
         runs: Vec::new(),
         dither_dist,
-        // An unfinished configuration of the same job resumes from its checkpoints.
         inc_runs: match (&prev, &mismatch) {
-            (Some(p), None) => p.inc_runs.clone(),
+            (Some(p), None) => p.carry_over(),
             _ => Vec::new(),
         },
         failed: Vec::new(),
