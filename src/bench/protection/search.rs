@@ -69,17 +69,20 @@ pub enum Next {
     NotFound,
 }
 
+/// How grid point `i` came out in `done` (its latest probe), if it was probed.
+fn outcome(grid: &[f64], done: &[(f64, bool)], i: usize) -> Option<bool> {
+    done.iter()
+        .rev()
+        .find(|(s, _)| (s - grid[i]).abs() < 0.5)
+        .map(|d| d.1)
+}
+
 /// The next step of `search` over `grid` after `done` (size, passed), in probe order.
 pub fn next(search: Search, grid: &[f64], done: &[(f64, bool)]) -> Next {
     if grid.is_empty() {
         return Next::NotFound;
     }
-    let result = |i: usize| {
-        done.iter()
-            .rev()
-            .find(|(s, _)| (s - grid[i]).abs() < 0.5)
-            .map(|d| d.1)
-    };
+    let result = |i: usize| outcome(grid, done, i);
     let bottom = grid.len() - 1;
     let probe = |i: usize, last: bool| Next::Probe {
         size: grid[i],
@@ -146,12 +149,7 @@ pub fn next_from(search: Search, hint: Option<f64>, grid: &[f64], done: &[(f64, 
     if grid.is_empty() {
         return Next::NotFound;
     }
-    let result = |i: usize| {
-        done.iter()
-            .rev()
-            .find(|(s, _)| (s - grid[i]).abs() < 0.5)
-            .map(|d| d.1)
-    };
+    let result = |i: usize| outcome(grid, done, i);
     let bottom = grid.len() - 1;
     let start = (0..grid.len())
         .min_by(|&a, &b| {
