@@ -1,22 +1,18 @@
-//! `storage` end to end in `resctl-bench vm` guests (RESCTL_BENCH_VM_TESTS=1), with the
+//! `storage` end to end in a `resctl-bench vm` guest (RESCTL_BENCH_VM_TESTS=1), with the
 //! release binary (`scripts/test` builds it; a debug hashd under TCG is too slow to measure
 //! anything):
 //!
-//! * `vm --disk-profile X -- --quick --mem-profile 2 -r r.json run storage:loops=1` completes
-//!   for sata-ssd and hdd; `summary` prints the memory-offloading line;
-//! * for unthrottled the same command with `loops=2` is SIGKILLed once its first loop is
-//!   checkpointed, and re-running it finishes with that loop kept (CI time allows four loops in
-//!   all, so this run also gives the unthrottled MOF);
-//! * re-running it reuses the finished entry without measuring and, with `apply`, applies its
-//!   parameters again for the job after it in the same invocation: `hashd-params:fake-cpu-load`,
-//!   which sizes hashd and records upstream's knobs (given the avail the unthrottled run
-//!   measured, which saves measuring it again);
-//! * the MOFs follow the device speed: hdd (6 ms per IO, 150 IOPS) below both SSDs, and
-//!   sata-ssd (1 ms per IO) not above unthrottled by more than the quick search resolves
-//!   (`RESOLUTION`): the footprint it finds is within one 5 % bracket of the boundary, so
-//!   two devices this close can land one bracket apart either way.
+//! * `vm --disk-profile unthrottled -- --quick --mem-profile 2 -r r.json run storage:loops=2`
+//!   is SIGKILLed once its first loop is checkpointed, and re-running it finishes with that
+//!   loop kept, shows the progress lines, and `summary` prints the memory-offloading line;
+//! * re-running it as `storage:loops=2,commit` before `systest` reuses the finished entry
+//!   without measuring and commits its hashd parameters again for the job after it.
 //!
-//! Timings and MOFs go to stderr and to `target/vm-storage.txt`, each run's log to
+//! Storage on sata-ssd runs nested three times in `vm_iocost_qos`; the MOF of each disk
+//! profile side by side (hdd below the SSDs) is `scripts/storage-compare`'s, by hand: CI's
+//! 45 minutes don't hold a storage run per profile beside iocost-qos.
+//!
+//! Timings and the MOF go to stderr and to `target/vm-storage.txt`, each run's log to
 //! `target/vm-storage-logs/`.
 
 mod common;
@@ -28,10 +24,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// How far below sata-ssd the unthrottled MOF may come out: each quick search ends within one
-/// 5 % bracket below its boundary, and the two devices differ by about one bracket.
-const RESOLUTION: f64 = 0.10;
 
 fn vm_cmd(cwd: &Path, profile: &str, args: &[&str]) -> Command {
     let mut c = Command::new(release_bin());
@@ -125,7 +117,7 @@ fn mof(cwd: &Path) -> (f64, String, Value) {
 }
 
 #[test]
-fn vm_storage_mof_by_device_resume_and_reuse() {
+fn vm_storage_resume_and_reuse() {
     if !enabled() {
         return;
     }
@@ -177,8 +169,20 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     assert_eq!(entries(&result)[0]["incomplete"], true);
     let (out, secs) = run_vm(&cwd, "unthrottled", &args, "unthrottled-resumed");
     assert_ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("1 of 2 loops done"), "{}", stderr);
+    // The progress display, in plain lines: the loop, each probe with its footprint, and a
+    // readable verdict per probe.
+    for want in [
+        "] storage loop 2/2 | ",
+        "] storage loop 2/2 · memory search probe 1 (going up) · ",
+        "] memory search probe 1 (going up) at ",
+        "] host restored (",
+    ] {
+        assert!(stderr.contains(want), "no {:?} in:\n{}", want, stderr);
+    }
     let (un, line, rec) = mof(&cwd);
     assert_eq!(rec["mem_usages"].as_array().unwrap().len(), 2);
     assert_eq!(rec["mem_usages"][0], first["mem_usages"][0]);
@@ -190,24 +194,20 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     eprintln!("{}", report);
     save(&report);
 
-    // A finished entry is reused, and with `apply` its parameters are applied again for the
-    // jobs after it: here hashd-params with fake CPU load (the same sizing, its knobs as the
-    // record and result), given the avail the unthrottled run measured.
+    // A finished entry is reused, and with `commit` its parameters are committed again for
+    // the jobs after it: here `systest`, which runs on the host setup.
     let before = entries(&result);
-    let avail = rec["mem"]["avail"].as_u64().unwrap().to_string();
     let args = [
         "--quick",
         "--mem-profile",
         "2",
-        "--mem-avail",
-        &avail,
         "-r",
         "r.json",
         "run",
-        "storage:loops=2,apply",
-        "hashd-params:fake-cpu-load",
+        "storage:loops=2,commit",
+        "systest",
     ];
-    let (out, secs) = run_vm(&cwd, "unthrottled", &args, "reused-and-hashd-params");
+    let (out, secs) = run_vm(&cwd, "unthrottled", &args, "reused-and-committed");
     assert_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("reusing"), "{}", stderr);
@@ -217,11 +217,10 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
         stderr
     );
     assert!(
-        stderr.contains("applying hashd parameters of the reused record"),
+        stderr.contains("committing hashd parameters of the reused record"),
         "{}",
         stderr
     );
-    assert!(stderr.contains("committing hashd parameters"), "{}", stderr);
     let after = entries(&result);
     let by_kind = |e: &[Value], kind: &str| -> Value {
         e.iter()
@@ -232,69 +231,11 @@ fn vm_storage_mof_by_device_resume_and_reuse() {
     let (b, a) = (by_kind(&before, "storage"), by_kind(&after, "storage"));
     assert_eq!(b["record"], a["record"]);
     assert_eq!(b["result"], a["result"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("Result: hash_size="))
-        .unwrap_or_else(|| panic!("no Result line:\n{}", stdout))
-        .to_string();
-    assert!(line.ends_with(" fake_cpu_load"), "{}", line);
-    let hp = by_kind(&after, "hashd-params");
-    assert_eq!(upstream::problems(&hp), Vec::<String>::new());
-    let res = &hp["result"];
-    let frac = res["mem_frac"].as_f64().unwrap();
-    assert!(frac > 0.0 && frac <= 1.0, "{}", res);
-    // Fake CPU load takes rps_max from the memory profile, as storage does:
-    // round(share_GiB × 166.67), and profile 2's share is 1 GiB.
-    assert_eq!(res["rps_max"], 167, "{}", res);
-    assert_eq!(res["fake_cpu_load"], true, "{}", res);
+    assert!(by_kind(&after, "systest")["incomplete"].is_null());
     report += &format!(
-        "re-run reused the storage entry and ran hashd-params:fake-cpu-load in {:.0}s: {}\n",
-        secs, line
-    );
-    save(&report);
-
-    let mut mofs = vec![un];
-    for profile in ["sata-ssd", "hdd"] {
-        let cwd = tmp.path().join(profile);
-        std::fs::create_dir_all(&cwd).unwrap();
-        let args = run_args(1);
-        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        let (out, secs) = run_vm(&cwd, profile, &args, profile);
-        assert_ok(&out);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
-        // The progress display, in plain lines: the loop, each probe with its footprint, and
-        // a readable verdict per probe.
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        for want in [
-            "] storage loop 1/1 | ",
-            "] storage loop 1/1 · memory search probe 1 (going up) · ",
-            "] memory search probe 1 (going up) at ",
-            "] host restored (",
-        ] {
-            assert!(stderr.contains(want), "no {:?} in:\n{}", want, stderr);
-        }
-        let (m, line, rec) = mof(&cwd);
-        let msg = format!(
-            "{:<12} MOF {:.3} in {:.0}s (retries {}): {}\n",
-            profile, m, secs, rec["retries"], line
-        );
-        eprint!("{}", msg);
-        report += &msg;
-        save(&report);
-        mofs.push(m);
-    }
-    let (un, ssd, hdd) = (mofs[0], mofs[1], mofs[2]);
-    assert!(
-        hdd < ssd && hdd < un,
-        "hdd's MOF isn't below the SSDs':\n{}",
-        report
-    );
-    assert!(
-        un >= ssd * (1.0 - RESOLUTION),
-        "unthrottled's MOF is below sata-ssd's by more than the quick search resolves:\n{}",
-        report
+        "re-run reused the storage entry and committed its hashd parameters for systest in {:.0}s\n",
+        secs
     );
     eprintln!("{}", report);
+    save(&report);
 }

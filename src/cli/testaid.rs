@@ -118,7 +118,6 @@ pub enum Scenario {
     RestoreAfterKill,
     Balloon,
     Reports,
-    Protection,
     IocostQos,
     Seq,
     FioCompare,

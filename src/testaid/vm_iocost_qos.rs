@@ -1,9 +1,13 @@
 //! `__vm-scenario iocost-qos`: `run iocost-qos` end to end inside one boot, in quick mode —
-//! the baseline and two vrates — SIGKILLed once the second configuration has checkpointed its
-//! storage, then the same command again to the end; what the re-run logged, the summary and
-//! the record.
+//! the baseline and two vrates — SIGKILLed inside the second configuration once its tune has
+//! checkpointed a probe, then the same command again to the end; what the re-run logged, the
+//! summary and the record. The same boot then runs protection's own scenarios with the io.cost
+//! model iocost-qos left in bench.json (see `vm_protection`): one guest instead of two, CI's
+//! budget being what it is.
 
-use super::vm_scenario::bench_cmd;
+use super::probe::scratch_device;
+use super::vm_protection::{mem_hog_part, sigint_part, MemHogPart, SigintPart};
+use super::vm_scenario::{bench_cmd, KnobPaths};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
@@ -19,6 +23,16 @@ const TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 #[derive(Debug, Serialize)]
 struct IocostQosScenario {
+    qos: QosPart,
+    mem_hog: MemHogPart,
+    sigint: SigintPart,
+}
+
+#[derive(Debug, Serialize)]
+struct QosPart {
+    /// The configuration the kill came in: 1, or 2 when the second one finished between two
+    /// looks at the result file (a tune of one probe).
+    killed_in: usize,
     /// The in-progress record when the first run was killed.
     record_at_kill: Value,
     kill_secs: f64,
@@ -84,24 +98,51 @@ fn run_logged(
             let _ = child.kill();
             bail!("iocost-qos did not end within {:?}", TIMEOUT);
         }
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(500));
     };
     let lines = lines.join().unwrap_or_default();
     Ok((status.code(), lines, killed_at))
 }
 
+fn non_empty(v: &Value) -> bool {
+    v.as_array().is_some_and(|a| !a.is_empty())
+}
+
+/// Where the first run is SIGKILLed: inside [01] once its tune has checkpointed a probe (its
+/// storage is finished then), else — when [01] finished between two looks — inside [02] once
+/// its storage has checkpointed a loop.
+fn kill_now(e: &Value) -> bool {
+    let runs = &e["record"]["inc_runs"];
+    let r1 = &runs[1];
+    (r1["done"] == false && non_empty(&r1["prot"]["scenarios"][0]["MemHogTune"]["probes"]))
+        || non_empty(&runs[2]["stor"]["mem_usages"])
+}
+
 pub fn iocost_qos(work: &Path) -> Result<Value> {
     std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+    let paths = KnobPaths::new(&scratch_device()?);
+    let before = paths.read()?;
+    let qos = qos_part(work)?;
+    let mem_hog = mem_hog_part(work)?;
+    let sigint = sigint_part(work, &paths, before)?;
+    Ok(serde_json::to_value(IocostQosScenario {
+        qos,
+        mem_hog,
+        sigint,
+    })?)
+}
+
+fn qos_part(work: &Path) -> Result<QosPart> {
     let args = ["--quick", "-M", "2", "run", SPEC];
     let t = Instant::now();
-    // Killed once the second configuration ([01]) has a storage loop checkpointed.
-    let (_, first_log, at_kill) = run_logged(work, &args, |e| {
-        e["record"]["inc_runs"][1]["stor"]["mem_usages"]
-            .as_array()
-            .is_some_and(|u| !u.is_empty())
-    })?;
+    let (_, first_log, at_kill) = run_logged(work, &args, kill_now)?;
     let Some(at_kill) = at_kill else {
-        bail!("the first run ended before the second configuration checkpointed its storage");
+        bail!("the first run ended before the kill point (a probe of [01]'s tune)");
+    };
+    let killed_in = if at_kill["record"]["inc_runs"][1]["done"] == false {
+        1
+    } else {
+        2
     };
     let kill_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -122,7 +163,8 @@ pub fn iocost_qos(work: &Path) -> Result<Value> {
     };
     let e = entry(&entries(work));
     let keep = |l: &String| l.contains("iocost-qos");
-    Ok(serde_json::to_value(IocostQosScenario {
+    Ok(QosPart {
+        killed_in,
         record_at_kill: at_kill["record"].clone(),
         kill_secs,
         first_log: first_log.into_iter().filter(keep).collect(),
@@ -133,5 +175,5 @@ pub fn iocost_qos(work: &Path) -> Result<Value> {
         format: show("format")?,
         record: e["record"].clone(),
         result: e["result"].clone(),
-    })?)
+    })
 }

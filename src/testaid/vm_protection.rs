@@ -1,14 +1,13 @@
-//! `__vm-scenario protection`: the protection bench end to end inside one boot, in quick mode.
+//! Protection's parts of the `__vm-scenario iocost-qos` boot (see `vm_iocost_qos`), run after
+//! iocost-qos with the io.cost model it left in bench.json, in quick mode (a tune killed and
+//! resumed is iocost-qos's part: its second configuration is killed inside its tune):
 //!
 //! 1. `run hashd-params:fake-cpu-load protection::scenario=mem-hog,loops=1` (the sizing gives
-//!    bench.json the hashd parameters the later runs reuse), then `summary` and
-//!    `format protection --rstat`; what the record and result say.
-//! 2. A two-point `mem-hog-tune` (hashd's size and half of it) SIGKILLed once a probe is
-//!    checkpointed, then run again to the end: the probes at the kill and at the end.
-//! 3. A mem-hog run stopped with SIGINT while its hog runs: hog processes, the kernel knobs
+//!    bench.json the hashd parameters the later run reuses), then `summary` and
+//!    `format protection --rstat`; what the records and results say.
+//! 2. A mem-hog run stopped with SIGINT while its hog runs: hog processes, the kernel knobs
 //!    and the slices afterwards.
 
-use super::probe::scratch_device;
 use super::vm_scenario::{bench_cmd, exists, KnobPaths, Knobs, SLICES};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -69,8 +68,11 @@ fn text(out: &std::process::Output) -> String {
 }
 
 #[derive(Debug, Serialize)]
-struct MemHogPart {
+pub(super) struct MemHogPart {
     status: Option<i32>,
+    /// The hashd-params entry, and its `Result:` line from the run's output.
+    hashd_params: Value,
+    hashd_params_line: String,
     summary: String,
     format_rstat: String,
     /// The protection entry's record and result.
@@ -81,20 +83,7 @@ struct MemHogPart {
 }
 
 #[derive(Debug, Serialize)]
-struct TunePart {
-    spec: String,
-    /// The probes checkpointed when the run was killed, and all of them at the end.
-    probes_at_kill: Value,
-    kill_status: Option<i32>,
-    rerun_status: Option<i32>,
-    rerun_stderr_tail: Vec<String>,
-    record: Value,
-    summary: String,
-    secs: f64,
-}
-
-#[derive(Debug, Serialize)]
-struct SigintPart {
+pub(super) struct SigintPart {
     /// Seconds the hog ran before SIGINT.
     hog_seen_after: f64,
     status: Option<i32>,
@@ -106,16 +95,9 @@ struct SigintPart {
     restore_json_after: bool,
 }
 
-#[derive(Debug, Serialize)]
-struct ProtectionScenario {
-    mem_hog: MemHogPart,
-    tune: TunePart,
-    sigint: SigintPart,
-}
-
 const TIMEOUT: Duration = Duration::from_secs(20 * 60);
 
-fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
+pub(super) fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
     let t = Instant::now();
     let out = bench_cmd(
         work,
@@ -131,12 +113,24 @@ fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
     .output()
     .context("running protection")?;
     let secs = t.elapsed().as_secs_f64();
-    let summary = show(work, &["summary"])?;
+    let summary = show(work, &["summary", "protection"])?;
     let format_rstat = show(work, &["format", "protection", "--rstat"])?;
     let all = entries(work);
     let e = entry(&all, None);
+    let hashd_params = all
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["spec"]["kind"] == "hashd-params"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let hashd_params_line = text(&out)
+        .lines()
+        .find(|l| l.starts_with("Result: hash_size="))
+        .unwrap_or("")
+        .to_string();
     Ok(MemHogPart {
         status: out.status.code(),
+        hashd_params,
+        hashd_params_line,
         summary,
         format_rstat,
         record: e["record"].clone(),
@@ -146,65 +140,7 @@ fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
     })
 }
 
-/// hashd's footprint from bench.json (`mem_size × mem_frac`), bytes.
-fn hashd_size(work: &Path) -> Result<u64> {
-    let p = work.join("bench.json");
-    let k = crate::system::bench_json::read_knobs(&p)?
-        .with_context(|| format!("no {}", p.display()))?;
-    Ok((k.hashd.mem_size as f64 * k.hashd.mem_frac) as u64)
-}
-
-fn tune_part(work: &Path) -> Result<TunePart> {
-    let t = Instant::now();
-    let size = hashd_size(work)?;
-    let spec = format!(
-        "protection:id=tune:scenario=mem-hog-tune,size-min={},size-max={},intvs=1",
-        size / 2,
-        size
-    );
-    let args = ["--quick", "-M", "2", "run", spec.as_str()];
-    let mut child = bench_cmd(work, &args)
-        .spawn()
-        .context("starting the tune")?;
-    let probes_at_kill = loop {
-        std::thread::sleep(Duration::from_millis(500));
-        let all = entries(work);
-        let probes = &entry(&all, Some("tune"))["record"]["scenarios"][0]["MemHogTune"]["probes"];
-        if probes.as_array().is_some_and(|p| !p.is_empty()) {
-            break probes.clone();
-        }
-        if let Some(st) = child.try_wait()? {
-            bail!("the tune ended ({}) before checkpointing a probe", st);
-        }
-        if t.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            bail!("no probe checkpointed within {:?}", TIMEOUT);
-        }
-    };
-    child.kill().context("killing the tune")?;
-    let kill = child.wait()?;
-    let rerun = bench_cmd(work, &args)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .context("re-running the tune")?;
-    let stderr = String::from_utf8_lossy(&rerun.stderr);
-    // Passed on, as every run's log is.
-    eprint!("{}", stderr);
-    let all = entries(work);
-    let summary = show(work, &["summary", "protection:id=tune"])?;
-    Ok(TunePart {
-        spec,
-        probes_at_kill,
-        kill_status: kill.code(),
-        rerun_status: rerun.status.code(),
-        rerun_stderr_tail: stderr.lines().rev().take(40).map(str::to_string).collect(),
-        record: entry(&all, Some("tune"))["record"].clone(),
-        summary,
-        secs: t.elapsed().as_secs_f64(),
-    })
-}
-
-fn sigint_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Result<SigintPart> {
+pub(super) fn sigint_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Result<SigintPart> {
     use std::os::unix::process::ExitStatusExt;
     let args = [
         "--quick",
@@ -250,18 +186,4 @@ fn sigint_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Result<SigintPa
             .collect(),
         restore_json_after: work.join(crate::system::restore::JOURNAL_FILE).exists(),
     })
-}
-
-pub fn protection(work: &Path) -> Result<Value> {
-    std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
-    let paths = KnobPaths::new(&scratch_device()?);
-    let before = paths.read()?;
-    let mem_hog = mem_hog_part(work)?;
-    let tune = tune_part(work)?;
-    let sigint = sigint_part(work, &paths, before)?;
-    Ok(serde_json::to_value(ProtectionScenario {
-        mem_hog,
-        tune,
-        sigint,
-    })?)
 }

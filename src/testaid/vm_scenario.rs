@@ -14,7 +14,7 @@
 //!   run left behind. Then a second run is stopped with SIGTERM while it holds, and the same
 //!   leftovers are read. `--run-result FILE` sends the first run's result there (e.g. into the
 //!   shared directory, so that `vm` binds FILE's report directory at `WORK/report.d`).
-//! * `protection`: see `vm_protection`; `iocost-qos`: see `vm_iocost_qos`.
+//! * `iocost-qos`: see `vm_iocost_qos` (with protection's parts from `vm_protection`).
 //! * `seq`: the `--cmd` command lines one after another with `--dir WORK` (their output passed
 //!   on), so several runs share one guest and its scratch disk (bench.json, testfiles); stops
 //!   at the first that fails. Measurement scripts use it.
@@ -509,7 +509,6 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         Scenario::RestoreAfterKill => restore_after_kill(&a.work)?,
         Scenario::Balloon => balloon(&a.work, &a.profile)?,
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
-        Scenario::Protection => super::vm_protection::protection(&a.work)?,
         Scenario::IocostQos => super::vm_iocost_qos::iocost_qos(&a.work)?,
         Scenario::Seq => seq(&a.work, &a.cmds)?,
         Scenario::FioCompare => super::fio_compare::fio_compare(

@@ -15,20 +15,6 @@ pub fn enabled() -> bool {
     false
 }
 
-/// Whether the VM tests too long for CI's budget run (RESCTL_BENCH_VM_TESTS=1 and
-/// RESCTL_BENCH_VM_LONG=1); says why not otherwise.
-#[allow(dead_code)]
-pub fn enabled_long() -> bool {
-    if !enabled() {
-        return false;
-    }
-    if std::env::var("RESCTL_BENCH_VM_LONG").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipped: set RESCTL_BENCH_VM_LONG=1 too for this 30-minute guest run");
-    false
-}
-
 /// Asserts that the command exited 0 and returns its stdout parsed as JSON.
 #[allow(dead_code)]
 pub fn ok_json(out: &Output) -> Value {
