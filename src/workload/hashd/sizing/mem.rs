@@ -25,10 +25,11 @@
 //!
 //! With a *hint* — a footprint another search found on a similar setup (iocost-qos passes the
 //! neighbouring configuration's) — the up phase starts half a tolerance below it instead of
-//! at the first step: a pass there is followed by half a tolerance above it and then the
-//! usual steps up; a fail there by steps down until one passes. Bisection and confirmation
-//! are the same, so the answer is as exact; a right hint closes the bracket in two probes
-//! instead of climbing to it and halving.
+//! at the first step: a pass there is followed by half a tolerance above it and then steps up
+//! of one tolerance, two, four… (at most the usual step); a fail there by steps down the same
+//! way until one passes. Bisection and confirmation are the same, so the answer is as exact; a
+//! right hint closes the bracket in two probes instead of climbing to it and halving, and one
+//! a few percent off (the answer moved with the configuration) in one or two more.
 //!
 //! After a failing probe the next one first lets the workload recover the same way, for at most
 //! two windows: the footprint it couldn't sustain has pushed its hot pages out to swap, and
@@ -245,6 +246,8 @@ impl Search<'_> {
             None => step,
         };
         self.recover(p, t.warmup_max, "warmed up")?;
+        // Steps taken away from the hint: each one twice the last.
+        let mut gallop = 0;
         while hi.is_none() && self.probes < t.max_probes {
             let mut verdict = self.judge(Phase::MemUp, p, t.up, true)?;
             if !verdict.0 && self.probes == 1 {
@@ -261,7 +264,12 @@ impl Search<'_> {
                 p = match hint {
                     // Just below the hint passed: just above it next.
                     Some(h) if p < h => (h * (1.0 + t.rel_tol / 2.0)).min(1.0),
-                    _ => (p + step).min(1.0),
+                    // Above it too: the answer moved up a little, most likely.
+                    Some(_) => {
+                        gallop += 1;
+                        (p + gallop_step(&t, p, gallop)).min(p + step).min(1.0)
+                    }
+                    None => (p + step).min(1.0),
                 };
             } else {
                 hi = Some((p, verdict.1));
@@ -270,7 +278,8 @@ impl Search<'_> {
         if hint.is_some() && lo.0 == 0.0 {
             // Below the hint failed: step down until a footprint passes.
             while let Some(h) = hi {
-                let q = h.0 - step;
+                gallop += 1;
+                let q = h.0 - gallop_step(&t, h.0, gallop).min(step);
                 if q < t.abs_tol || self.probes >= t.max_probes {
                     break;
                 }
@@ -330,6 +339,12 @@ impl Search<'_> {
         }
         Ok(lo)
     }
+}
+
+/// The `k`-th step away from a hint, from `p`: one tolerance, then twice the last, so a hint
+/// a little off closes its bracket in a probe or two and one far off is left in a few.
+fn gallop_step(t: &Timing, p: f64, k: u32) -> f64 {
+    (p * t.rel_tol).max(t.abs_tol) * f64::from(1u32 << (k - 1).min(16))
 }
 
 /// The memory-footprint search; returns mem_frac and appends every probe to `hist`.

@@ -561,7 +561,7 @@ fn guided_bisection_measures_less_and_still_lands_within_five_percent() {
 fn a_hint_lands_as_exactly_and_saves_time_when_near() {
     let th = Thresholds::default();
     for &quick in &[true, false] {
-        let (mut near_secs, mut plain_secs) = (0, 0);
+        let (mut near_secs, mut plain_secs, mut off_secs) = (0, 0, 0);
         for (i, &io) in SPEEDS.iter().enumerate() {
             for seed in 0..3u64 {
                 let sim = || SimDevice::new(0.25, io, 0.01, 700 + i as u64 * 31 + seed);
@@ -593,18 +593,30 @@ fn a_hint_lands_as_exactly_and_saves_time_when_near() {
                     if k == 1.0 {
                         near_secs += s.secs;
                     }
+                    if k == 0.93 || k == 1.07 {
+                        off_secs += s.secs;
+                    }
                 }
             }
         }
         eprintln!(
-            "quick {}: hinted {} s, from the bottom {} s",
-            quick, near_secs, plain_secs
+            "quick {}: hinted {} s, 7 % off {} s (two searches), from the bottom {} s",
+            quick, near_secs, off_secs, plain_secs
         );
         assert!(
             near_secs * 100 <= plain_secs * 80,
             "quick {}: hinted {} s, from the bottom {} s",
             quick,
             near_secs,
+            plain_secs
+        );
+        // A hint a little off (the answer moved with the configuration) costs no more than no
+        // hint: the steps away from it start small (without that, 4013 s vs 2 × 1904 s quick).
+        assert!(
+            off_secs <= plain_secs * 2,
+            "quick {}: 7 % off {} s (two searches), from the bottom {} s",
+            quick,
+            off_secs,
             plain_secs
         );
     }
