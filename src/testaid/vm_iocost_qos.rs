@@ -1,7 +1,7 @@
 //! `__vm-scenario iocost-qos`: `run iocost-qos` end to end inside one boot, in quick mode —
-//! the baseline and two vrates — SIGKILLed inside the second configuration once its tune has
-//! checkpointed a probe, then the same command again to the end; what the re-run logged, the
-//! summary and the record. The same boot then runs protection's own scenarios with the io.cost
+//! the baseline and two vrates — SIGKILLed inside the baseline's tune once it has checkpointed
+//! a probe, run again and SIGKILLed inside the second configuration once its storage has
+//! checkpointed, then run to the end; what the runs logged, the summary and the record. The same boot then runs protection's own scenarios with the io.cost
 //! model iocost-qos left in bench.json (see `vm_protection`): one guest instead of two, CI's
 //! budget being what it is.
 
@@ -30,16 +30,19 @@ struct IocostQosScenario {
 
 #[derive(Debug, Serialize)]
 struct QosPart {
-    /// The configuration the kill came in: 1, or 2 when the second one finished between two
-    /// looks at the result file (a tune of one probe).
-    killed_in: usize,
-    /// The in-progress record when the first run was killed.
+    /// Whether the first kill came inside the baseline's tune (else, when the baseline
+    /// finished between two looks — a tune of one probe — at the start of [01]).
+    tune_killed: bool,
+    /// The baseline's run at the first kill.
+    baseline_at_kill: Value,
+    /// The second run's log lines from iocost-qos itself.
+    second_log: Vec<String>,
+    /// The in-progress record when the second run was killed (inside [01]).
     record_at_kill: Value,
     kill_secs: f64,
-    first_log: Vec<String>,
     rerun_status: Option<i32>,
     rerun_secs: f64,
-    /// The re-run's log lines from iocost-qos itself.
+    /// The last run's log lines from iocost-qos itself.
     rerun_log: Vec<String>,
     summary: String,
     /// `format iocost-qos` (every run's sub-bench reports and QoS result).
@@ -108,14 +111,21 @@ fn non_empty(v: &Value) -> bool {
     v.as_array().is_some_and(|a| !a.is_empty())
 }
 
-/// Where the first run is SIGKILLed: inside [01] once its tune has checkpointed a probe (its
-/// storage is finished then), else — when [01] finished between two looks — inside [02] once
-/// its storage has checkpointed a loop.
-fn kill_now(e: &Value) -> bool {
+fn tune_probes(run: &Value) -> &Value {
+    &run["prot"]["scenarios"][0]["MemHogTune"]["probes"]
+}
+
+/// The first kill: inside the baseline's tune once it has a probe checkpointed, or — when the
+/// baseline finished between two looks — as soon as [01] has started.
+fn in_baseline_tune(e: &Value) -> bool {
     let runs = &e["record"]["inc_runs"];
-    let r1 = &runs[1];
-    (r1["done"] == false && non_empty(&r1["prot"]["scenarios"][0]["MemHogTune"]["probes"]))
-        || non_empty(&runs[2]["stor"]["mem_usages"])
+    (runs[0]["done"] == false && non_empty(tune_probes(&runs[0]))) || !runs[1].is_null()
+}
+
+/// The second kill: inside [01] once its storage (one loop) has checkpointed.
+fn in_second_storage(e: &Value) -> bool {
+    let r1 = &e["record"]["inc_runs"][1];
+    r1["done"] == false && non_empty(&r1["stor"]["mem_usages"])
 }
 
 pub fn iocost_qos(work: &Path) -> Result<Value> {
@@ -134,15 +144,16 @@ pub fn iocost_qos(work: &Path) -> Result<Value> {
 
 fn qos_part(work: &Path) -> Result<QosPart> {
     let args = ["--quick", "-M", "2", "run", SPEC];
-    let t = Instant::now();
-    let (_, first_log, at_kill) = run_logged(work, &args, kill_now)?;
-    let Some(at_kill) = at_kill else {
-        bail!("the first run ended before the kill point (a probe of [01]'s tune)");
+    let (_, _, at_kill) = run_logged(work, &args, in_baseline_tune)?;
+    let Some(first) = at_kill else {
+        bail!("the first run ended before it was killed in the baseline's tune");
     };
-    let killed_in = if at_kill["record"]["inc_runs"][1]["done"] == false {
-        1
-    } else {
-        2
+    let baseline_at_kill = first["record"]["inc_runs"][0].clone();
+    let tune_killed = baseline_at_kill["done"] == false;
+    let t = Instant::now();
+    let (_, second_log, at_kill) = run_logged(work, &args, in_second_storage)?;
+    let Some(at_kill) = at_kill else {
+        bail!("the second run ended before [01] checkpointed its storage");
     };
     let kill_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -164,10 +175,11 @@ fn qos_part(work: &Path) -> Result<QosPart> {
     let e = entry(&entries(work));
     let keep = |l: &String| l.contains("iocost-qos");
     Ok(QosPart {
-        killed_in,
+        tune_killed,
+        baseline_at_kill,
+        second_log: second_log.into_iter().filter(keep).collect(),
         record_at_kill: at_kill["record"].clone(),
         kill_secs,
-        first_log: first_log.into_iter().filter(keep).collect(),
         rerun_status,
         rerun_secs,
         rerun_log: rerun.into_iter().filter(keep).collect(),
