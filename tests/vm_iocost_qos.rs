@@ -28,7 +28,7 @@ mod common;
 #[path = "common/upstream.rs"]
 mod upstream;
 
-use common::{enabled, ok_json, release_bin, vm_output};
+use common::{assert_has_all, enabled, ok_json, release_bin, vm_output};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -199,15 +199,17 @@ fn check_qos(v: &Value) {
 
     // format: every run's sections, and the QoS result of the two vrates.
     let fmt = v["format"].as_str().unwrap();
-    for s in [
-        "RUN 00",
-        "RUN 01",
-        "RUN 02",
-        "RUN 01 - Storage",
-        "RUN 02 - Result",
-    ] {
-        assert!(fmt.contains(s), "no {:?} in\n{}", s, fmt);
-    }
+    assert_has_all(
+        fmt,
+        &[
+            "RUN 00",
+            "RUN 01",
+            "RUN 02",
+            "RUN 01 - Storage",
+            "RUN 02 - Result",
+        ],
+        "format",
+    );
     assert_eq!(fmt.matches("QoS result: MOF=").count(), 2, "{}", fmt);
     assert!(fmt.contains("Memory Hog Tuning"), "{}", fmt);
 
@@ -274,38 +276,37 @@ fn check_mem_hog(m: &Value) {
     assert!(missed / (ok + missed) < 0.10, "missing {}/{}", missed, ok);
     assert!(m["hog_procs_after"].as_array().unwrap().is_empty());
     let summary = m["summary"].as_str().unwrap();
-    for s in [
-        "Memory Hog Summary",
-        "Isolation and Request Latency Impact Distributions:",
-        "isol%",
-        "lat-imp%",
-        "Result: ",
-        "IO Latency: R ",
-    ] {
-        assert!(summary.contains(s), "summary lacks {:?}:\n{}", s, summary);
-    }
+    assert_has_all(
+        summary,
+        &[
+            "Memory Hog Summary",
+            "Isolation and Request Latency Impact Distributions:",
+            "isol%",
+            "lat-imp%",
+            "Result: ",
+            "IO Latency: R ",
+        ],
+        "summary",
+    );
     let format = m["format_rstat"].as_str().unwrap();
-    for s in [
-        "Scenario 1/1 - Memory Hog",
-        "Params: loops=1 load=1 speed=2x",
-        "Info: baseline_rps=",
-        "hog_bytes=",
-        "IO Latency Distribution:",
-        "Slice resource stat:",
-        "[ROOT]",
-        "[WORKLOAD]",
-        "[SYSTEM]",
-        "[ROOT - memory.stat]",
-        "[ROOT - vmstat]",
-        "Memory Hog Summary",
-    ] {
-        assert!(
-            format.contains(s),
-            "format --rstat lacks {:?}:\n{}",
-            s,
-            format
-        );
-    }
+    assert_has_all(
+        format,
+        &[
+            "Scenario 1/1 - Memory Hog",
+            "Params: loops=1 load=1 speed=2x",
+            "Info: baseline_rps=",
+            "hog_bytes=",
+            "IO Latency Distribution:",
+            "Slice resource stat:",
+            "[ROOT]",
+            "[WORKLOAD]",
+            "[SYSTEM]",
+            "[ROOT - memory.stat]",
+            "[ROOT - vmstat]",
+            "Memory Hog Summary",
+        ],
+        "format --rstat",
+    );
     eprintln!(
         "mem-hog: isol mean {:.1}% p05 {:.1}% (hog ended: {}) in {:.0}s",
         pct(isol, "mean") * 100.0,

@@ -19,7 +19,7 @@ mod common;
 #[path = "common/upstream.rs"]
 mod upstream;
 
-use common::{enabled, release_bin, vm_output};
+use common::{assert_has_all, enabled, release_bin, vm_output};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -175,14 +175,16 @@ fn vm_storage_resume_and_reuse() {
     assert!(stderr.contains("1 of 2 loops done"), "{}", stderr);
     // The progress display, in plain lines: the loop, each probe with its footprint, and a
     // readable verdict per probe.
-    for want in [
-        "] storage loop 2/2 | ",
-        "] storage loop 2/2 · memory search probe 1 (going up) · ",
-        "] memory search probe 1 (going up) at ",
-        "] host restored (",
-    ] {
-        assert!(stderr.contains(want), "no {:?} in:\n{}", want, stderr);
-    }
+    assert_has_all(
+        &stderr,
+        &[
+            "] storage loop 2/2 | ",
+            "] storage loop 2/2 · memory search probe 1 (going up) · ",
+            "] memory search probe 1 (going up) at ",
+            "] host restored (",
+        ],
+        "the log",
+    );
     let (un, line, rec) = mof(&cwd);
     assert_eq!(rec["mem_usages"].as_array().unwrap().len(), 2);
     assert_eq!(rec["mem_usages"][0], first["mem_usages"][0]);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{enabled, ok_json, vm_command, vm_output};
+use common::{assert_has_all, enabled, ok_json, vm_command, vm_output};
 use serde_json::Value;
 use std::process::Output;
 use std::time::Instant;
@@ -133,15 +133,17 @@ fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
     // The complete run recorded the host in its header, with nothing missed.
     assert_eq!(j["rerun_status"], 0, "{}", j);
     let summary = j["rerun_stdout"].as_str().unwrap();
-    for line in [
-        "System info: kernel=",
-        "swappiness=60",
-        "IO info: dev=vda(",
-        "iosched=none wbt=off iocost=on other=off",
-        "iocost QoS: ",
-    ] {
-        assert!(summary.contains(line), "{:?} missing:\n{}", line, summary);
-    }
+    assert_has_all(
+        summary,
+        &[
+            "System info: kernel=",
+            "swappiness=60",
+            "IO info: dev=vda(",
+            "iosched=none wbt=off iocost=on other=off",
+            "iocost QoS: ",
+        ],
+        "summary",
+    );
     assert!(!summary.contains("Missed sysreqs"), "{}", summary);
 
     // Boot 3: under --mem-profile 1 in a 2G guest the balloon leaves about the profile's share
@@ -289,16 +291,18 @@ fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
         assert!(units.contains(&u), "{} not in {:?}", u, units);
     }
     let summary = j["run_stdout"].as_str().unwrap();
-    for line in [
-        "System info: kernel=",
-        "swappiness=70",
-        "IO info: dev=vda(",
-        "iosched=none wbt=off iocost=on other=off",
-        "iocost model: ",
-        "iocost QoS: ",
-    ] {
-        assert!(summary.contains(line), "{:?} missing:\n{}", line, summary);
-    }
+    assert_has_all(
+        summary,
+        &[
+            "System info: kernel=",
+            "swappiness=70",
+            "IO info: dev=vda(",
+            "iosched=none wbt=off iocost=on other=off",
+            "iocost model: ",
+            "iocost QoS: ",
+        ],
+        "summary",
+    );
     for (what, after) in [("normal end", &j["after"]), ("SIGTERM", &j["after_term"])] {
         assert_eq!(after["swappiness"], before, "{}: {}", what, j);
         assert_eq!(after["slices"], serde_json::json!([]), "{}: {}", what, j);

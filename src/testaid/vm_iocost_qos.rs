@@ -1,9 +1,9 @@
 //! `__vm-scenario iocost-qos`: `run iocost-qos` end to end inside one boot, in quick mode —
 //! the baseline and two vrates — SIGKILLed inside the baseline's tune once it has checkpointed
 //! a probe, run again and SIGKILLed inside the second configuration once its storage has
-//! checkpointed, then run to the end; what the runs logged, the summary and the record. The same boot then runs protection's own scenarios with the io.cost
-//! model iocost-qos left in bench.json (see `vm_protection`): one guest instead of two, CI's
-//! budget being what it is.
+//! checkpointed, then run to the end; what the runs logged, the summary and the record. The
+//! same boot then runs protection's own scenarios with the io.cost model iocost-qos left in
+//! bench.json (see `vm_protection`): one guest instead of two, CI's budget being what it is.
 
 use super::probe::scratch_device;
 use super::vm_protection::{mem_hog_part, sigint_part, MemHogPart, SigintPart};

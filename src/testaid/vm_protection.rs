@@ -1,6 +1,6 @@
 //! Protection's parts of the `__vm-scenario iocost-qos` boot (see `vm_iocost_qos`), run after
 //! iocost-qos with the io.cost model it left in bench.json, in quick mode (a tune killed and
-//! resumed is iocost-qos's part: its second configuration is killed inside its tune):
+//! resumed is iocost-qos's part: it is killed inside its baseline's tune):
 //!
 //! 1. `run hashd-params:fake-cpu-load protection::scenario=mem-hog,loops=1` (the sizing gives
 //!    bench.json the hashd parameters the later run reuses), then `summary` and

@@ -85,3 +85,11 @@ pub fn release_bin() -> std::path::PathBuf {
     );
     p
 }
+
+/// Asserts that `text` (what `what` names: a summary, a log…) contains every string of `wants`.
+#[allow(dead_code)]
+pub fn assert_has_all(text: &str, wants: &[&str], what: &str) {
+    for w in wants {
+        assert!(text.contains(w), "{} lacks {:?}:\n{}", what, w, text);
+    }
+}

@@ -223,12 +223,17 @@ mod tests {
 
     const G: f64 = (1u64 << 30) as f64;
 
-    /// Runs a search against a host that protects sizes up to `thr`; returns the answer and
-    /// the probes taken.
-    fn tune(search: Search, grid: &[f64], pass: impl Fn(f64) -> bool) -> (Next, Vec<f64>) {
+    /// Runs a search (from `hint`, if any) against a host whose verdict on a size is `pass`;
+    /// returns the answer and the probes taken.
+    fn tune_with(
+        search: Search,
+        hint: Option<f64>,
+        grid: &[f64],
+        pass: impl Fn(f64) -> bool,
+    ) -> (Next, Vec<f64>) {
         let mut done = vec![];
         loop {
-            match next(search, grid, &done) {
+            match next_from(search, hint, grid, &done) {
                 Next::Probe { size, .. } => {
                     assert!(
                         done.iter().all(|d: &(f64, bool)| d.0 != size),
@@ -242,21 +247,12 @@ mod tests {
         }
     }
 
+    fn tune(search: Search, grid: &[f64], pass: impl Fn(f64) -> bool) -> (Next, Vec<f64>) {
+        tune_with(search, None, grid, pass)
+    }
+
     fn tune_from(grid: &[f64], hint: f64, pass: impl Fn(f64) -> bool) -> (Next, Vec<f64>) {
-        let mut done = vec![];
-        loop {
-            match next_from(Search::Linear, Some(hint), grid, &done) {
-                Next::Probe { size, .. } => {
-                    assert!(
-                        done.iter().all(|d: &(f64, bool)| d.0 != size),
-                        "reprobed {}",
-                        size
-                    );
-                    done.push((size, pass(size)));
-                }
-                n => return (n, done.iter().map(|d| d.0).collect()),
-            }
-        }
+        tune_with(Search::Linear, Some(hint), grid, pass)
     }
 
     #[test]
