@@ -22,7 +22,7 @@ pub const SHAPE: Shape = Shape {
     )],
 };
 
-const FIRST_PROPS: [PropDesc; 13] = [
+const FIRST_PROPS: [PropDesc; 14] = [
     prop(
         "vrate-min",
         ValueKind::Float,
@@ -75,6 +75,11 @@ const FIRST_PROPS: [PropDesc; 13] = [
         "tune-hint",
         ValueKind::Bool,
         "start each tune at the previous protected size (true)",
+    ),
+    prop(
+        "early-stop",
+        ValueKind::Bool,
+        "end storage loops once two agree within 5% (true)",
     ),
 ];
 
@@ -132,7 +137,14 @@ pub struct Props {
     /// Time-saver: each storage search starts at the footprint the previous configuration's
     /// found (`mof-hint=false`: from the bottom, as upstream).
     pub mof_hint: bool,
+    /// Time-saver: a configuration's storage loops end once two found footprints within
+    /// [`EARLY_STOP_TOL`] of each other (`early-stop=false`: all of them, as upstream).
+    pub early_stop: bool,
 }
+
+/// How close two storage loops' footprints must be for `early-stop`: the memory search's own
+/// resolution (its brackets end 5 % wide), so a third loop could not tell them apart either.
+pub const EARLY_STOP_TOL: f64 = 0.05;
 
 impl Props {
     /// The isolation percentile the tune judges by.
@@ -203,6 +215,7 @@ impl Props {
             ignore_min_perf: g.flag("ignore-min-perf")?.unwrap_or(false),
             tune_hint: g.flag("tune-hint")?.unwrap_or(true),
             mof_hint: g.flag("mof-hint")?.unwrap_or(true),
+            early_stop: g.flag("early-stop")?.unwrap_or(true),
             groups: spec
                 .later_groups()
                 .map(|g| read_group(&g))

@@ -278,7 +278,7 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
     let s = &p.storage;
     format!(
         "storage loops={} rps-max={} hash-size={} chunk-pages={} log-bps={} err-max={} \
-         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}{}",
+         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}{}{}",
         if baseline {
             p.storage_base_loops
         } else {
@@ -301,6 +301,7 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
             (false, true) => " · tune-hint",
             (false, false) => "",
         },
+        if p.early_stop { " · early-stop" } else { "" },
         if quick { " · quick" } else { "" }
     )
 }
@@ -421,6 +422,7 @@ fn run_config(
     sprops.apply = false;
     sprops.commit = false;
     sprops.hint = stor_hint;
+    sprops.stop_agree = props.early_stop.then_some(super::props::EARLY_STOP_TOL);
     if let Some(h) = stor_hint {
         log::info!(
             "iocost-qos[{:02}]: storage: the memory search starts next to {:.1}% \
@@ -531,4 +533,29 @@ fn to_raw_opt<T: serde::Serialize + Default + PartialEq>(v: &T) -> Result<Option
         return Ok(None);
     }
     Ok(Some(serde_json::value::to_raw_value(v)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::JobSpec;
+
+    fn props(s: &str) -> Props {
+        super::super::props::check(&JobSpec::parse(s).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn time_savers_default_on_and_are_part_of_the_reuse_key() {
+        let on = props("iocost-qos");
+        assert!(on.mof_hint && on.tune_hint && on.early_stop);
+        let text = params_text(&on, true, false);
+        assert!(text.ends_with(" · hints · early-stop"), "{}", text);
+        let off = props("iocost-qos:mof-hint=false,tune-hint=false,early-stop=false");
+        assert!(!off.mof_hint && !off.tune_hint && !off.early_stop);
+        // Upstream's behaviour: no saver named, so a faithful run never reuses a saver's.
+        let text = params_text(&off, true, true);
+        assert!(text.ends_with("isol-05>=0.9 · quick"), "{}", text);
+        let stop = props("iocost-qos:mof-hint=false,tune-hint=false");
+        assert!(params_text(&stop, false, false).ends_with(">=0.9 · early-stop"));
+    }
 }

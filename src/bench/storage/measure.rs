@@ -159,6 +159,15 @@ impl Retries {
     }
 }
 
+/// Whether the last two loops' footprints differ by at most `tol` of the larger one: the
+/// measurement has settled (iocost-qos's `early-stop`).
+fn last_two_agree(sizes: &[f64], tol: f64) -> bool {
+    match sizes {
+        [.., a, b] => (a - b).abs() <= tol * a.max(*b),
+        _ => false,
+    }
+}
+
 impl Bench for Storage {
     type Props = Props;
 
@@ -215,6 +224,7 @@ impl Bench for Storage {
         }
         rec.mem = mem.clone();
         rec.hint = props.hint;
+        rec.stop_agree = props.stop_agree;
         log::info!(
             "storage: {} of {} loops done; rps_max={} target={}",
             rec.mem_usages.len(),
@@ -224,6 +234,21 @@ impl Bench for Storage {
         );
 
         while rec.mem_usages.len() < props.loops as usize {
+            if let Some(tol) = props
+                .stop_agree
+                .filter(|t| last_two_agree(&rec.mem_sizes, *t))
+            {
+                log::info!(
+                    "storage: loops {} and {} found footprints within {:.1}% of each other; \
+                     stopping after {} of {} loops (early-stop)",
+                    rec.mem_sizes.len() - 1,
+                    rec.mem_sizes.len(),
+                    tol * 100.0,
+                    rec.mem_sizes.len(),
+                    props.loops
+                );
+                break;
+            }
             let (mut session, reporter) = ctx.host().context("storage needs the host session")?;
             session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
             let cfg = HashdBenchCfg {
@@ -415,6 +440,21 @@ impl Bench for Storage {
 mod tests {
     use super::*;
     use crate::system::bench_json::HashdKnobs;
+
+    #[test]
+    fn early_stop_needs_two_loops_within_the_tolerance() {
+        let g = (1u64 << 30) as f64;
+        assert!(!last_two_agree(&[], 0.05));
+        assert!(!last_two_agree(&[1.2 * g], 0.05));
+        // 1.2G and 1.25G: 4 % apart.
+        assert!(last_two_agree(&[1.2 * g, 1.25 * g], 0.05));
+        assert!(last_two_agree(&[1.25 * g, 1.2 * g], 0.05));
+        // 1.2G and 1.4G (seen in one quick baseline): 14 % apart, a third loop is measured.
+        assert!(!last_two_agree(&[1.2 * g, 1.4 * g], 0.05));
+        // Only the last two count.
+        assert!(last_two_agree(&[2.0 * g, 1.2 * g, 1.2 * g], 0.05));
+        assert!(!last_two_agree(&[1.2 * g, 1.2 * g, 1.4 * g], 0.05));
+    }
 
     #[test]
     fn progress_counts_finished_loops_against_the_spec() {

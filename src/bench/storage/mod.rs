@@ -76,6 +76,10 @@ pub struct Record {
     /// Ours: where the memory searches started (iocost-qos's `mof-hint`), mem_frac.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<f64>,
+    /// Ours: the loops stopped once two agreed within this fraction (iocost-qos's
+    /// `early-stop`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_agree: Option<f64>,
 }
 
 impl Record {

@@ -45,6 +45,9 @@ pub struct Props {
     pub outer_retries: u32,
     /// Where the memory searches start, mem_frac (set by iocost-qos, not a spec property).
     pub hint: Option<f64>,
+    /// Stop the loops once the last two footprints agree within this fraction (iocost-qos's
+    /// `early-stop`, not a spec property).
+    pub stop_agree: Option<f64>,
 }
 
 fn clamp_u32(v: u64) -> u32 {
@@ -74,6 +77,7 @@ impl Props {
             inner_retries: int("mem-avail-inner-retries")?.map_or(2, clamp_u32),
             outer_retries: int("mem-avail-outer-retries")?.map_or(2, clamp_u32),
             hint: None,
+            stop_agree: None,
         })
     }
 
