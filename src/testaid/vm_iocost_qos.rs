@@ -6,7 +6,7 @@
 //! bench.json (see `vm_protection`): one guest instead of two, CI's budget being what it is.
 
 use super::probe::scratch_device;
-use super::vm_protection::{mem_hog_part, sigint_part, MemHogPart, SigintPart};
+use super::vm_protection::{entries, mem_hog_part, sigint_part, MemHogPart, SigintPart};
 use super::vm_scenario::{bench_cmd, KnobPaths};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -49,13 +49,6 @@ struct QosPart {
     format: String,
     record: Value,
     result: Value,
-}
-
-fn entries(work: &Path) -> Value {
-    std::fs::read_to_string(work.join("result.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null)
 }
 
 fn entry(all: &Value) -> Value {

@@ -30,19 +30,21 @@ pub fn procs_with_arg(arg: &str) -> Vec<u32> {
         .collect()
 }
 
-fn entries(work: &Path) -> Value {
+/// The result file's entries (null while it doesn't parse: a run may be writing it).
+pub(super) fn entries(work: &Path) -> Value {
     std::fs::read_to_string(work.join("result.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null)
 }
 
-fn entry<'a>(all: &'a Value, id: Option<&str>) -> &'a Value {
+/// The protection entry without an id.
+fn entry(all: &Value) -> &Value {
     static NULL: Value = Value::Null;
     all.as_array()
         .and_then(|a| {
             a.iter()
-                .find(|e| e["spec"]["kind"] == "protection" && e["spec"]["id"].as_str() == id)
+                .find(|e| e["spec"]["kind"] == "protection" && e["spec"]["id"].is_null())
         })
         .unwrap_or(&NULL)
 }
@@ -116,7 +118,7 @@ pub(super) fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
     let summary = show(work, &["summary", "protection"])?;
     let format_rstat = show(work, &["format", "protection", "--rstat"])?;
     let all = entries(work);
-    let e = entry(&all, None);
+    let e = entry(&all);
     let hashd_params = all
         .as_array()
         .and_then(|a| a.iter().find(|e| e["spec"]["kind"] == "hashd-params"))
