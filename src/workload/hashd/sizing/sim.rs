@@ -5,10 +5,19 @@
 //! sustainable RPS falls off exponentially (`steep`). CPU caps RPS at `cpu_rps`. Each simulated
 //! second the RPS moves toward its steady value with time constant `tau` and is observed with
 //! relative Gaussian noise.
+//!
+//! Optionally (`cold` > 0) the workload starts cold: while its pages are not yet where the
+//! steady state keeps them, the footprint weighs `1 + cold × (1 − warmth)` times its size. It
+//! warms up in proportion to the device's spare capacity at its footprint and cools down again
+//! past the boundary, so a workload started right at the boundary barely warms — a TCG guest's hashd
+//! started at a footprint near what it sustains behaves that way.
 
 use super::target::{Knobs, Sample, SizingTarget};
 use crate::workload::hashd::dist::Rng;
 use anyhow::Result;
+
+/// How fast a cold workload warms (and a warm one cools) per second, per unit of spare share.
+const WARM_RATE: f64 = 0.2;
 
 #[derive(Debug, Clone)]
 pub struct SimDevice {
@@ -21,6 +30,10 @@ pub struct SimDevice {
     pub cpu_rps: f64,
     pub lat_target: f64,
     pub rotational: bool,
+    /// Extra weight of a cold footprint (0: always warm).
+    pub cold: f64,
+    /// 0 (cold) to 1 (warm); only with `cold` > 0.
+    warmth: f64,
     rng: Rng,
     knobs: Knobs,
     rps: f64,
@@ -41,6 +54,8 @@ impl SimDevice {
             cpu_rps: 3000.0,
             lat_target: 0.075,
             rotational: false,
+            cold: 0.0,
+            warmth: 0.0,
             rng: Rng::seeded(seed),
             knobs: Knobs {
                 mem_frac: 0.0,
@@ -79,9 +94,14 @@ impl SimDevice {
         self.boundary() * (1.0 + (1.0 / pass).ln() / self.steep)
     }
 
+    /// The footprint as the device sees it: larger while the workload is cold.
+    fn effective(&self) -> f64 {
+        self.knobs.mem_frac * (1.0 + self.cold * (1.0 - self.warmth))
+    }
+
     fn steady(&self) -> (f64, f64) {
         let k = &self.knobs;
-        let ratio = self.ratio_at(k.mem_frac);
+        let ratio = self.ratio_at(self.effective());
         let want = (k.rps_target as f64).min(self.cpu_rps);
         let rps = want * ratio;
         let limited = ratio < 1.0 || k.rps_target as f64 >= self.cpu_rps;
@@ -102,6 +122,17 @@ impl SizingTarget for SimDevice {
 
     fn next_sample(&mut self) -> Result<Sample> {
         self.secs += 1;
+        if self.cold > 0.0 {
+            // Share of the device left over (or missing, < 0) at the footprint once warm: below
+            // the boundary the workload always warms up in the end, if slowly close to it.
+            let spare = 1.0 - self.knobs.mem_frac / self.boundary();
+            let rate = (WARM_RATE * spare.abs()).min(1.0);
+            if spare > 0.0 {
+                self.warmth += (1.0 - self.warmth) * rate;
+            } else {
+                self.warmth -= self.warmth * rate;
+            }
+        }
         let (rps, lat) = self.steady();
         let a = 1.0 - (-1.0 / self.tau).exp();
         self.rps += (rps - self.rps) * a;

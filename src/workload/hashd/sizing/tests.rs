@@ -621,3 +621,49 @@ fn a_hint_lands_as_exactly_and_saves_time_when_near() {
         );
     }
 }
+
+/// A workload started right at a hint near the boundary is cold there and fails (in a TCG
+/// guest: 69 % and 86 % of the target at a footprint the unhinted search found sustainable).
+/// The search must not take those fails as the bracket's upper end: it judges them again once
+/// a footprint below has passed. Then the hinted answer is no further below the unhinted one
+/// (which warms on its way up) than the search's tolerance. Before, a hint at the answer or
+/// 7 % above came out 0.89–0.90 of the boundary (quick), up to 7 % below the unhinted answer.
+#[test]
+fn a_cold_start_at_the_hint_does_not_pull_the_answer_down() {
+    let th = Thresholds::default();
+    for &quick in &[true, false] {
+        let timing = Timing::new(quick);
+        let tol = if quick { 0.055 } else { 0.05 };
+        for (i, &io) in SPEEDS.iter().enumerate() {
+            for seed in 0..3u64 {
+                let sim = || {
+                    let mut s = SimDevice::new(0.25, io, 0.01, 900 + i as u64 * 17 + seed);
+                    s.cold = 0.3;
+                    s
+                };
+                let truth = sim().crossing(th.pass);
+                let unhinted =
+                    mem::search_near(&mut sim(), RPS_MAX, &timing, &th, &mut Vec::new(), None)
+                        .unwrap();
+                for k in [1.0, 1.07] {
+                    let mut hist = Vec::new();
+                    let hint = Some((truth * k).min(1.0));
+                    let p = mem::search_near(&mut sim(), RPS_MAX, &timing, &th, &mut hist, hint)
+                        .unwrap();
+                    assert!(
+                        p >= unhinted * (1.0 - tol) && rel(p, truth) <= 0.075,
+                        "quick {} io {} seed {} hint ×{}: {:.4}, unhinted {:.4}, boundary {:.4}\n{:#?}",
+                        quick,
+                        io,
+                        seed,
+                        k,
+                        p,
+                        unhinted,
+                        truth,
+                        hist
+                    );
+                }
+            }
+        }
+    }
+}
