@@ -22,7 +22,7 @@ pub const SHAPE: Shape = Shape {
     )],
 };
 
-const FIRST_PROPS: [PropDesc; 14] = [
+const FIRST_PROPS: [PropDesc; 15] = [
     prop(
         "vrate-min",
         ValueKind::Float,
@@ -75,6 +75,11 @@ const FIRST_PROPS: [PropDesc; 14] = [
         "tune-hint",
         ValueKind::Bool,
         "start each tune at the previous protected size (true)",
+    ),
+    prop(
+        "tune-bisect",
+        ValueKind::Bool,
+        "bisect the sizes of a tune without a hint (true)",
     ),
     prop(
         "early-stop",
@@ -134,6 +139,9 @@ pub struct Props {
     /// Time-saver: each mem-hog-tune starts at the size the previous configuration's
     /// protected (`tune-hint=false`: from the top, as upstream).
     pub tune_hint: bool,
+    /// Time-saver: a tune without a hint bisects its sizes (`tune-bisect=false`: from the top
+    /// down, as upstream).
+    pub tune_bisect: bool,
     /// Time-saver: each storage search starts at the footprint the previous configuration's
     /// found (`mof-hint=false`: from the bottom, as upstream).
     pub mof_hint: bool,
@@ -214,6 +222,7 @@ impl Props {
             allow_fail: g.flag("allow-fail")?.unwrap_or(false),
             ignore_min_perf: g.flag("ignore-min-perf")?.unwrap_or(false),
             tune_hint: g.flag("tune-hint")?.unwrap_or(true),
+            tune_bisect: g.flag("tune-bisect")?.unwrap_or(true),
             mof_hint: g.flag("mof-hint")?.unwrap_or(true),
             early_stop: g.flag("early-stop")?.unwrap_or(true),
             groups: spec

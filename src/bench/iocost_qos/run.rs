@@ -8,6 +8,7 @@ use super::plan::{self, Planned};
 use super::props::{Dither, Props};
 use super::record::{QosFailure, QosRecord, QosRun};
 use crate::bench::protection::props::{Scenario, TuneProps};
+use crate::bench::protection::search::Search;
 use crate::bench::protection::{Protection, ProtectionRecord};
 use crate::bench::runner::{now, RunCtx};
 use crate::bench::storage::props::Props as StorageProps;
@@ -278,7 +279,7 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
     let s = &p.storage;
     format!(
         "storage loops={} rps-max={} hash-size={} chunk-pages={} log-bps={} err-max={} \
-         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}{}{}",
+         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}{}{}{}",
         if baseline {
             p.storage_base_loops
         } else {
@@ -301,9 +302,30 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
             (false, true) => " · tune-hint",
             (false, false) => "",
         },
+        if p.tune_bisect { " · tune-bisect" } else { "" },
         if p.early_stop { " · early-stop" } else { "" },
         if quick { " · quick" } else { "" }
     )
+}
+
+/// The mem-hog-tune a configuration runs over hashd sizes `size_min`..`size_max`, starting
+/// next to `hint` (tune-hint) and bisecting (tune-bisect, which only matters without a hint).
+fn tune_props(props: &Props, size_min: f64, size_max: f64, hint: Option<f64>) -> TuneProps {
+    TuneProps {
+        load: 1.0,
+        speed: TUNE_SPEED.into(),
+        size_min,
+        size_max,
+        intvs: TUNE_INTVS,
+        isol_pct: props.isol_pct().to_string(),
+        isol_thr: props.isol_thr,
+        search: if props.tune_bisect {
+            Search::Bisect
+        } else {
+            crate::bench::protection::props::DFL_SEARCH
+        },
+        hint,
+    }
 }
 
 /// Seconds the configurations after the current one will take, from the runs finished so
@@ -474,17 +496,9 @@ fn run_config(
     let size_max = crate::bench::storage::measure::mean_stdev(&run.stor.mem_sizes).0;
     let size_min = (share * 4.0 / 5.0).min(size_max);
     let pprops = crate::bench::protection::props::Props {
-        scenarios: vec![Scenario::MemHogTune(TuneProps {
-            load: 1.0,
-            speed: TUNE_SPEED.into(),
-            size_min,
-            size_max,
-            intvs: TUNE_INTVS,
-            isol_pct: props.isol_pct().to_string(),
-            isol_thr: props.isol_thr,
-            search: crate::bench::protection::props::DFL_SEARCH,
-            hint,
-        })],
+        scenarios: vec![Scenario::MemHogTune(tune_props(
+            props, size_min, size_max, hint,
+        ))],
     };
     log::info!(
         "iocost-qos[{:02}]: protection: mem-hog-tune of hashd sizes {} to {}{}",
@@ -547,15 +561,23 @@ mod tests {
     #[test]
     fn time_savers_default_on_and_are_part_of_the_reuse_key() {
         let on = props("iocost-qos");
-        assert!(on.mof_hint && on.tune_hint && on.early_stop);
+        assert!(on.mof_hint && on.tune_hint && on.tune_bisect && on.early_stop);
         let text = params_text(&on, true, false);
-        assert!(text.ends_with(" · hints · early-stop"), "{}", text);
-        let off = props("iocost-qos:mof-hint=false,tune-hint=false,early-stop=false");
-        assert!(!off.mof_hint && !off.tune_hint && !off.early_stop);
+        assert!(
+            text.ends_with(" · hints · tune-bisect · early-stop"),
+            "{}",
+            text
+        );
+        let off =
+            props("iocost-qos:mof-hint=false,tune-hint=false,tune-bisect=false,early-stop=false");
+        assert!(!off.mof_hint && !off.tune_hint && !off.tune_bisect && !off.early_stop);
         // Upstream's behaviour: no saver named, so a faithful run never reuses a saver's.
         let text = params_text(&off, true, true);
         assert!(text.ends_with("isol-05>=0.9 · quick"), "{}", text);
-        let stop = props("iocost-qos:mof-hint=false,tune-hint=false");
+        let stop = props("iocost-qos:mof-hint=false,tune-hint=false,tune-bisect=false");
         assert!(params_text(&stop, false, false).ends_with(">=0.9 · early-stop"));
+        // What the tunes get: bisect unless turned off (upstream's linear walk down).
+        assert_eq!(tune_props(&on, 1.0, 2.0, None).search, Search::Bisect);
+        assert_eq!(tune_props(&off, 1.0, 2.0, None).search, Search::Linear);
     }
 }
