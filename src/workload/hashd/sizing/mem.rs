@@ -240,10 +240,15 @@ impl Search<'_> {
         }
     }
 
+    /// The up phase's usual step (and the first footprint without a hint).
+    fn up_step(&self) -> f64 {
+        self.th.up_step.clamp(0.01, 1.0)
+    }
+
     /// The next footprint up from `p`, which passed (see the module comment).
     fn next_up(&self, p: f64, gallop: &mut u32) -> f64 {
         let t = self.timing;
-        let step = self.th.up_step.clamp(0.01, 1.0);
+        let step = self.up_step();
         match self.hint {
             // Just below the hint passed: just above it next.
             Some(h) if p < h => (h * (1.0 + t.rel_tol / 2.0)).min(1.0),
@@ -300,7 +305,7 @@ impl Search<'_> {
         gallop: &mut u32,
     ) -> Result<Option<(f64, f64)>> {
         let t = *self.timing;
-        let step = self.th.up_step.clamp(0.01, 1.0);
+        let step = self.up_step();
         // Every fail so far, highest first.
         let mut cold = vec![first_fail];
         loop {
@@ -345,13 +350,13 @@ impl Search<'_> {
         let mut lo = (0.0_f64, 1.0_f64);
         let p = match self.hint {
             Some(h) => (h * (1.0 - t.rel_tol / 2.0)).max(t.abs_tol),
-            None => self.th.up_step.clamp(0.01, 1.0),
+            None => self.up_step(),
         };
         self.recover(p, t.warmup_max, "warmed up")?;
         // Steps taken away from the hint: each one twice the last.
         let mut gallop = 0;
         let mut hi = self.climb(p, &mut lo, &mut gallop)?;
-        if let (Some(h), true) = (hi, self.hint.is_some() && lo.0 == 0.0) {
+        if let Some(h) = hi.filter(|_| self.hint.is_some() && lo.0 == 0.0) {
             hi = self.descend(h, &mut lo, &mut gallop)?;
         }
         if let Some(mut h) = hi {

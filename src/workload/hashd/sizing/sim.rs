@@ -9,8 +9,8 @@
 //! Optionally (`cold` > 0) the workload starts cold: while its pages are not yet where the
 //! steady state keeps them, the footprint weighs `1 + cold × (1 − warmth)` times its size. It
 //! warms up in proportion to the device's spare capacity at its footprint and cools down again
-//! past the boundary, so a workload started right at the boundary barely warms — a TCG guest's hashd
-//! started at a footprint near what it sustains behaves that way.
+//! past the boundary, so a workload started right at the boundary barely warms — as a TCG
+//! guest's hashd started at a footprint near what it sustains does.
 
 use super::target::{Knobs, Sample, SizingTarget};
 use crate::workload::hashd::dist::Rng;
