@@ -79,7 +79,7 @@ const FIRST_PROPS: [PropDesc; 15] = [
     prop(
         "tune-bisect",
         ValueKind::Bool,
-        "bisect the sizes of a tune without a hint (true)",
+        "bisect a tune's sizes, from the top or below a failed hint (true)",
     ),
     prop(
         "early-stop",
@@ -139,8 +139,8 @@ pub struct Props {
     /// Time-saver: each mem-hog-tune starts at the size the previous configuration's
     /// protected (`tune-hint=false`: from the top, as upstream).
     pub tune_hint: bool,
-    /// Time-saver: a tune without a hint bisects its sizes (`tune-bisect=false`: from the top
-    /// down, as upstream).
+    /// Time-saver: a tune bisects its sizes from the top, or below a failed hint, and trusts a
+    /// bottom that fails early (`tune-bisect=false`: from the top down, as upstream).
     pub tune_bisect: bool,
     /// Time-saver: each storage search starts at the footprint the previous configuration's
     /// found (`mof-hint=false`: from the bottom, as upstream).

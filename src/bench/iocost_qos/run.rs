@@ -309,7 +309,8 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
 }
 
 /// The mem-hog-tune a configuration runs over hashd sizes `size_min`..`size_max`, starting
-/// next to `hint` (tune-hint) and bisecting (tune-bisect, which only matters without a hint).
+/// next to `hint` (tune-hint) and bisecting (tune-bisect: from the top without a hint, below
+/// the hint when it fails).
 fn tune_props(props: &Props, size_min: f64, size_max: f64, hint: Option<f64>) -> TuneProps {
     TuneProps {
         load: 1.0,

@@ -272,11 +272,7 @@ fn run_tune(
         let ScenarioRecord::MemHogTune(r) = &mut rec.scenarios[i] else {
             unreachable!()
         };
-        let done: Vec<(f64, bool)> = r
-            .probes
-            .iter()
-            .map(|q| (q.size, q.outcome.passed()))
-            .collect();
+        let done: Vec<(f64, ProbeOutcome)> = r.probes.iter().map(|q| (q.size, q.outcome)).collect();
         let (size, last) = match search::next_from(p.search, p.hint, &grid, &done) {
             Next::Found(s) => {
                 r.final_size = Some(s);

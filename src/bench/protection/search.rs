@@ -6,19 +6,24 @@
 //! * `linear` (upstream): from the top down, until one passes — up to `intvs + 1` probes;
 //! * `bisect`: the top, then the bottom, then halving the bracket between the largest failed
 //!   and the smallest passed point — at most `2 + ⌈log2 intvs⌉` probes, the same answer when
-//!   passing really is monotonic in the size. Short probes are noisy, so a failed bottom does
-//!   not end it: the points in between are then scanned from the top like `linear` (a
+//!   passing really is monotonic in the size. A bottom that fails early (more seconds below
+//!   the threshold than the percentile allows, before the probe's end) ends it: nothing is
+//!   protected. A bottom that fails only at the study is too close to call, so the points in
+//!   between are then scanned from the top like `linear` (short probes are noisy, and a
 //!   bottom that failed by chance cannot hide a passing size linear would have found).
 //!
 //! Either can start from a *hint*, a size another tune found protected (iocost-qos passes the
-//! neighbouring configuration's): the grid point nearest to it is probed first; if it passes,
-//! the points above it are probed upwards until one fails, else the points below it downwards
-//! until one passes. When passing is monotonic in the size that is the same answer as the
-//! plain search, in two probes when the hint is right.
+//! neighbouring configuration's): the grid point nearest to it is probed first. If it passes,
+//! the points above it are probed upwards until one fails. If it fails, `linear` walks the
+//! points below downwards until one passes; `bisect` probes the point right below (where the
+//! answer is when it moved one step), then goes on as above with that point as its top. When
+//! passing is monotonic in the size that is the same answer as the plain search, in two
+//! probes when the hint is right.
 //!
 //! The next step is a function of the probes so far, so a resumed tune picks up exactly where
 //! the interrupted one stopped.
 
+use super::record::ProbeOutcome;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,79 +75,95 @@ pub enum Next {
 }
 
 /// How grid point `i` came out in `done` (its latest probe), if it was probed.
-fn outcome(grid: &[f64], done: &[(f64, bool)], i: usize) -> Option<bool> {
+fn outcome(grid: &[f64], done: &[(f64, ProbeOutcome)], i: usize) -> Option<ProbeOutcome> {
     done.iter()
         .rev()
         .find(|(s, _)| (s - grid[i]).abs() < 0.5)
         .map(|d| d.1)
 }
 
-/// The next step of `search` over `grid` after `done` (size, passed), in probe order.
-pub fn next(search: Search, grid: &[f64], done: &[(f64, bool)]) -> Next {
+/// The next step of `search` over `grid` after `done` (size, outcome), in probe order.
+pub fn next(search: Search, grid: &[f64], done: &[(f64, ProbeOutcome)]) -> Next {
     if grid.is_empty() {
         return Next::NotFound;
     }
-    let result = |i: usize| outcome(grid, done, i);
+    match search {
+        Search::Linear => scan(grid, done, 0, grid.len() - 1),
+        Search::Bisect => bisect(grid, done, 0),
+    }
+}
+
+/// The points `from..=to` from the top down until one passes; `to` is the last candidate.
+fn scan(grid: &[f64], done: &[(f64, ProbeOutcome)], from: usize, to: usize) -> Next {
+    for (i, &size) in grid.iter().enumerate().take(to + 1).skip(from) {
+        match outcome(grid, done, i) {
+            Some(o) if o.passed() => return Next::Found(size),
+            Some(_) => continue,
+            None => {
+                return Next::Probe {
+                    size,
+                    last: i == to,
+                }
+            }
+        }
+    }
+    Next::NotFound
+}
+
+/// Bisection of the points from `top` to the bottom (see the module doc).
+fn bisect(grid: &[f64], done: &[(f64, ProbeOutcome)], top: usize) -> Next {
     let bottom = grid.len() - 1;
+    if top > bottom {
+        return Next::NotFound;
+    }
+    let result = |i: usize| outcome(grid, done, i);
     let probe = |i: usize, last: bool| Next::Probe {
         size: grid[i],
         last,
     };
-    match search {
-        Search::Linear => {
-            for (i, &size) in grid.iter().enumerate() {
-                match result(i) {
-                    Some(true) => return Next::Found(size),
-                    Some(false) => continue,
-                    None => return probe(i, i == bottom),
-                }
-            }
-            Next::NotFound
+    match result(top) {
+        Some(ProbeOutcome::Pass) => return Next::Found(grid[top]),
+        None => return probe(top, top == bottom),
+        Some(_) => {}
+    }
+    if top == bottom {
+        return Next::NotFound;
+    }
+    match result(bottom) {
+        None => return probe(bottom, top + 1 == bottom),
+        Some(ProbeOutcome::EarlyFail) => return Next::NotFound,
+        Some(ProbeOutcome::Fail | ProbeOutcome::Error) if top + 1 == bottom => {
+            return Next::NotFound
         }
-        Search::Bisect => {
-            match result(0) {
-                Some(true) => return Next::Found(grid[0]),
-                None => return probe(0, bottom == 0),
-                Some(false) => {}
-            }
-            if bottom == 0 {
-                return Next::NotFound;
-            }
-            match result(bottom) {
-                Some(false) => {
-                    for (i, &size) in grid.iter().enumerate().take(bottom).skip(1) {
-                        match result(i) {
-                            Some(true) => return Next::Found(size),
-                            Some(false) => continue,
-                            None => return probe(i, i == bottom - 1),
-                        }
-                    }
-                    return Next::NotFound;
-                }
-                None => return probe(bottom, bottom == 1),
-                Some(true) => {}
-            }
-            // The bracket: the largest failed point above the smallest passed one.
-            let mut lo = 0;
-            let mut hi = bottom;
-            for i in 0..grid.len() {
-                match result(i) {
-                    Some(false) if i > lo && i < hi => lo = i,
-                    Some(true) if i < hi && i > lo => hi = i,
-                    _ => {}
-                }
-            }
-            if hi - lo <= 1 {
-                return Next::Found(grid[hi]);
-            }
-            probe((lo + hi) / 2, false)
+        Some(ProbeOutcome::Fail | ProbeOutcome::Error) => {
+            return scan(grid, done, top + 1, bottom - 1)
+        }
+        Some(ProbeOutcome::Pass) => {}
+    }
+    // The bracket: the largest failed point above the smallest passed one.
+    let mut lo = top;
+    let mut hi = bottom;
+    for i in top..grid.len() {
+        match result(i) {
+            Some(o) if !o.passed() && i > lo && i < hi => lo = i,
+            Some(o) if o.passed() && i < hi && i > lo => hi = i,
+            _ => {}
         }
     }
+    if hi - lo <= 1 {
+        return Next::Found(grid[hi]);
+    }
+    probe((lo + hi) / 2, false)
 }
 
 /// The next step of a search starting at the grid point nearest `hint` (see the module doc);
 /// without a hint, [`next`].
-pub fn next_from(search: Search, hint: Option<f64>, grid: &[f64], done: &[(f64, bool)]) -> Next {
+pub fn next_from(
+    search: Search,
+    hint: Option<f64>,
+    grid: &[f64],
+    done: &[(f64, ProbeOutcome)],
+) -> Next {
     let Some(hint) = hint.filter(|h| h.is_finite() && *h > 0.0) else {
         return next(search, grid, done);
     };
@@ -164,12 +185,12 @@ pub fn next_from(search: Search, hint: Option<f64>, grid: &[f64], done: &[(f64, 
             size: grid[start],
             last: start == bottom,
         },
-        Some(true) => {
+        Some(ProbeOutcome::Pass) => {
             // Upwards (larger sizes) until one fails: the answer is the point below it.
             for i in (0..start).rev() {
                 match result(i) {
-                    Some(true) => continue,
-                    Some(false) => return Next::Found(grid[i + 1]),
+                    Some(o) if o.passed() => continue,
+                    Some(_) => return Next::Found(grid[i + 1]),
                     None => {
                         return Next::Probe {
                             size: grid[i],
@@ -180,35 +201,27 @@ pub fn next_from(search: Search, hint: Option<f64>, grid: &[f64], done: &[(f64, 
             }
             Next::Found(grid[0])
         }
-        Some(false) => {
-            for (i, &size) in grid.iter().enumerate().skip(start + 1) {
-                match result(i) {
-                    Some(true) => return Next::Found(size),
-                    Some(false) => continue,
-                    None => {
-                        return Next::Probe {
-                            size,
-                            last: i == bottom,
-                        }
-                    }
-                }
-            }
-            Next::NotFound
-        }
+        Some(_) if start == bottom => Next::NotFound,
+        Some(_) => match search {
+            Search::Linear => scan(grid, done, start + 1, bottom),
+            Search::Bisect => bisect(grid, done, start + 1),
+        },
     }
 }
 
 /// The most probes `search` can still take in all, for the progress line: bisect's bound
-/// until a failed bottom turns it into the linear scan.
-pub fn most_probes(search: Search, grid: &[f64], done: &[(f64, bool)]) -> usize {
+/// until a bottom that failed at the study turns it into the linear scan.
+pub fn most_probes(search: Search, grid: &[f64], done: &[(f64, ProbeOutcome)]) -> usize {
     let n = grid.len();
     match search {
         Search::Linear => n,
         Search::Bisect => {
-            let bottom_failed = grid
-                .last()
-                .is_some_and(|&b| done.iter().any(|d| (d.0 - b).abs() < 0.5 && !d.1));
-            if bottom_failed {
+            let bottom_marginal = grid.last().is_some_and(|&b| {
+                done.iter().any(|d| {
+                    (d.0 - b).abs() < 0.5 && matches!(d.1, ProbeOutcome::Fail | ProbeOutcome::Error)
+                })
+            });
+            if bottom_marginal {
                 return n;
             }
             let halvings = (n.max(2) - 1).next_power_of_two().trailing_zeros();
@@ -223,28 +236,48 @@ mod tests {
 
     const G: f64 = (1u64 << 30) as f64;
 
-    /// Runs a search (from `hint`, if any) against a host whose verdict on a size is `pass`;
+    use ProbeOutcome::{EarlyFail, Fail, Pass};
+
+    /// A studied verdict: pass, or a fail too close to call early.
+    fn studied(passed: bool) -> ProbeOutcome {
+        if passed {
+            Pass
+        } else {
+            Fail
+        }
+    }
+
+    /// Runs a search (from `hint`, if any) against a host whose verdict on a size is `host`;
     /// returns the answer and the probes taken.
-    fn tune_with(
+    fn tune_on(
         search: Search,
         hint: Option<f64>,
         grid: &[f64],
-        pass: impl Fn(f64) -> bool,
+        host: impl Fn(f64) -> ProbeOutcome,
     ) -> (Next, Vec<f64>) {
         let mut done = vec![];
         loop {
             match next_from(search, hint, grid, &done) {
                 Next::Probe { size, .. } => {
                     assert!(
-                        done.iter().all(|d: &(f64, bool)| d.0 != size),
+                        done.iter().all(|d: &(f64, ProbeOutcome)| d.0 != size),
                         "reprobed {}",
                         size
                     );
-                    done.push((size, pass(size)));
+                    done.push((size, host(size)));
                 }
                 n => return (n, done.iter().map(|d| d.0).collect()),
             }
         }
+    }
+
+    fn tune_with(
+        search: Search,
+        hint: Option<f64>,
+        grid: &[f64],
+        pass: impl Fn(f64) -> bool,
+    ) -> (Next, Vec<f64>) {
+        tune_on(search, hint, grid, |s| studied(pass(s)))
     }
 
     fn tune(search: Search, grid: &[f64], pass: impl Fn(f64) -> bool) -> (Next, Vec<f64>) {
@@ -304,7 +337,8 @@ mod tests {
                 "threshold {}G",
                 thr
             );
-            // Nothing passes: a failed bottom is not trusted, so every point is probed.
+            // Nothing passes: a bottom failed at the study is not trusted, so every point is
+            // probed.
             let most = if want.is_some() { 2 + 4 } else { g.len() };
             assert!(bp.len() <= most, "{} probes at {}G", bp.len(), thr);
             // Deep answers are where bisecting pays; near the top the linear scan is quicker.
@@ -330,7 +364,7 @@ mod tests {
                 last: false
             }
         );
-        let failed: Vec<(f64, bool)> = g[..10].iter().map(|&s| (s, false)).collect();
+        let failed: Vec<(f64, ProbeOutcome)> = g[..10].iter().map(|&s| (s, Fail)).collect();
         assert_eq!(
             next(Search::Linear, &g, &failed),
             Next::Probe {
@@ -338,16 +372,17 @@ mod tests {
                 last: true
             }
         );
-        // The bottom is not the last candidate of a bisect: if it fails, the middle is scanned.
+        // The bottom is not the last candidate of a bisect: if it fails at the study, the
+        // middle is scanned.
         assert_eq!(
-            next(Search::Bisect, &g, &[(10.0 * G, false)]),
+            next(Search::Bisect, &g, &[(10.0 * G, Fail)]),
             Next::Probe {
                 size: 0.0,
                 last: false
             }
         );
         // Top failed, bottom passed: halve.
-        let done = [(10.0 * G, false), (0.0, true)];
+        let done = [(10.0 * G, Fail), (0.0, Pass)];
         assert_eq!(
             next(Search::Bisect, &g, &done),
             Next::Probe {
@@ -356,13 +391,13 @@ mod tests {
             }
         );
         assert_eq!(
-            next(Search::Bisect, &g, &[(10.0 * G, false), (0.0, false)]),
+            next(Search::Bisect, &g, &[(10.0 * G, Fail), (0.0, Fail)]),
             Next::Probe {
                 size: 9.0 * G,
                 last: false
             }
         );
-        let all_failed: Vec<(f64, bool)> = g.iter().map(|&s| (s, false)).collect();
+        let all_failed: Vec<(f64, ProbeOutcome)> = g.iter().map(|&s| (s, Fail)).collect();
         assert_eq!(next(Search::Bisect, &g, &all_failed), Next::NotFound);
         let mut nearly = all_failed.clone();
         nearly.retain(|d| d.0 != G);
@@ -393,10 +428,89 @@ mod tests {
         assert_eq!(bp.len(), lp.len());
         assert_eq!(most_probes(Search::Bisect, &g, &[]), 6);
         assert_eq!(
-            most_probes(Search::Bisect, &g, &[(16.0 * G, false), (6.0 * G, false)]),
+            most_probes(Search::Bisect, &g, &[(16.0 * G, Fail), (6.0 * G, Fail)]),
             11
         );
         assert_eq!(most_probes(Search::Linear, &g, &[]), 11);
+    }
+
+    #[test]
+    fn a_bottom_that_fails_early_ends_the_bisect() {
+        let g = grid(6.0 * G, 16.0 * G, 10);
+        for thr in [5.0, 6.0, 6.5, 9.0, 11.2, 15.9, 16.0, 20.0] {
+            // Clear fails end early, as they do on a host.
+            let host = |s: f64| if s <= thr * G { Pass } else { EarlyFail };
+            let (lin, lp) = tune_on(Search::Linear, None, &g, host);
+            let (bis, bp) = tune_on(Search::Bisect, None, &g, host);
+            assert_eq!(lin, bis, "threshold {}G", thr);
+            assert!(bp.len() <= 6, "{} probes at {}G", bp.len(), thr);
+            if lin == Next::NotFound {
+                // The top and the bottom, against every point.
+                assert_eq!((bp.len(), lp.len()), (2, 11));
+            }
+        }
+        // A bottom failed at the study is still not trusted: the scan finds what passes.
+        let host = |s: f64| match s {
+            s if s <= 6.0 * G => Fail,
+            s if s <= 12.0 * G => Pass,
+            _ => EarlyFail,
+        };
+        let (bis, _) = tune_on(Search::Bisect, None, &g, host);
+        assert_eq!(bis, Next::Found(12.0 * G));
+        // Top and bottom adjacent: the bottom is the last candidate, run to its end.
+        let two = grid(6.0 * G, 7.0 * G, 1);
+        assert_eq!(
+            next(Search::Bisect, &two, &[(7.0 * G, EarlyFail)]),
+            Next::Probe {
+                size: 6.0 * G,
+                last: true
+            }
+        );
+        assert_eq!(
+            next(
+                Search::Bisect,
+                &two,
+                &[(7.0 * G, EarlyFail), (6.0 * G, Fail)]
+            ),
+            Next::NotFound
+        );
+    }
+
+    #[test]
+    fn a_failed_hint_looks_right_below_then_bisects() {
+        let g = grid(6.0 * G, 16.0 * G, 10);
+        for thr in [5.0, 6.0, 6.5, 9.0, 11.2, 15.9, 16.0, 20.0] {
+            for early in [false, true] {
+                let host = |s: f64| match (s <= thr * G, early) {
+                    (true, _) => Pass,
+                    (false, true) => EarlyFail,
+                    (false, false) => Fail,
+                };
+                let (lin, _) = tune_on(Search::Linear, None, &g, host);
+                for hint in [3.0, 6.0, 9.0, 11.0, 13.4, 16.0, 30.0] {
+                    let (bis, bp) = tune_on(Search::Bisect, Some(hint * G), &g, host);
+                    assert_eq!(bis, lin, "threshold {}G hint {}G: {:?}", thr, hint, bp);
+                    let (walk, wp) = tune_on(Search::Linear, Some(hint * G), &g, host);
+                    assert_eq!(walk, lin, "threshold {}G hint {}G: {:?}", thr, hint, wp);
+                    // Below a hint that failed decisively: never more than the hint, the
+                    // point below and a whole bisection (a bottom failed at the study makes
+                    // it scan instead; above a passing hint it walks up).
+                    let down = host(bp[0]) == EarlyFail;
+                    assert!(!down || bp.len() <= 2 + 6, "{:?}", bp);
+                }
+            }
+        }
+        // The answer one step below the hint: two probes, as the walk takes.
+        let pass = |s: f64| if s <= 10.0 * G { Pass } else { EarlyFail };
+        let (n, probes) = tune_on(Search::Bisect, Some(11.0 * G), &g, pass);
+        assert_eq!(n, Next::Found(10.0 * G));
+        assert_eq!(probes, vec![11.0 * G, 10.0 * G]);
+        // Nothing passes: the hint, the point below and the bottom, instead of walking all.
+        let (n, probes) = tune_on(Search::Bisect, Some(14.0 * G), &g, |_| EarlyFail);
+        assert_eq!(n, Next::NotFound);
+        assert_eq!(probes, vec![14.0 * G, 13.0 * G, 6.0 * G]);
+        let (_, walked) = tune_on(Search::Linear, Some(14.0 * G), &g, |_| EarlyFail);
+        assert_eq!(walked.len(), 9);
     }
 
     #[test]
