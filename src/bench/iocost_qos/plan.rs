@@ -4,9 +4,9 @@
 //! previous record already holds.
 
 use super::props::{Dither, Props};
-use super::record::QosRun;
+use super::record::{QosRecord, QosRun};
 use super::VRATE_INTVS_MIN;
-use crate::system::iocost::{abs_min_vrate, round2, IoCostModel, QosOverride};
+use crate::system::iocost::{abs_min_vrate, round2, IoCostModel, IoCostQos, QosOverride};
 
 /// The grid's step and, for `vrate-min=0`, the shift a random dither is centred on.
 fn click_shift(p: &Props) -> (f64, f64) {
@@ -153,6 +153,89 @@ pub fn reusable<'a>(
 ) -> Option<&'a QosRun> {
     prev.into_iter()
         .find(|r| r.done && r.ovr == *ovr && r.params.as_deref().map_or(true, |p| p == params))
+}
+
+/// What a job measures with: its runs are only comparable with runs measured under the same
+/// io.cost model and QoS and the same memory profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Base {
+    pub model: IoCostModel,
+    pub qos: IoCostQos,
+    pub profile: u32,
+}
+
+/// What differs between an earlier record and this job's base, if anything.
+pub fn mismatch(prev: &QosRecord, base: &Base) -> Option<String> {
+    let mut what = Vec::new();
+    if !prev.base_model.same_params(&base.model) {
+        let m = prev.base_model.params();
+        let m: Vec<String> = m.iter().map(|(k, v)| format!("{}={}", k, v)).collect();
+        what.push(format!("another io.cost model ({})", m.join(" ")));
+    }
+    if !prev.base_qos.same_params(&base.qos) {
+        what.push(format!(
+            "another io.cost QoS ({})",
+            prev.base_qos.rounded().line()
+        ));
+    }
+    match prev.profile() {
+        Some(p) if p != base.profile => {
+            what.push(format!("memory profile {} (this job: {})", p, base.profile))
+        }
+        _ => {}
+    }
+    (!what.is_empty()).then(|| what.join(" and "))
+}
+
+/// What an earlier record of the job gives this one.
+#[derive(Debug, Default, PartialEq)]
+pub struct Reuse {
+    /// Per planned configuration, the finished run it reuses.
+    pub runs: Vec<Option<QosRun>>,
+    /// The runs the new record starts its `inc_runs` with (see [`QosRecord::carry_over`]).
+    pub carried: Vec<QosRun>,
+    /// Why the earlier runs were dropped (another base), when they were.
+    pub dropped: Option<String>,
+}
+
+/// Matches the planned configurations (with their sub-bench `params`) against `prev`. Runs
+/// measured under another base are never mixed with new ones: when any of them would be
+/// reused, the error says what differs and how to go on; otherwise the job starts over.
+pub fn reuse(
+    prev: Option<&QosRecord>,
+    base: &Base,
+    planned: &[Planned],
+    params: &[String],
+) -> Result<Reuse, String> {
+    let Some(prev) = prev else {
+        return Ok(Reuse {
+            runs: vec![None; planned.len()],
+            ..Default::default()
+        });
+    };
+    let runs: Vec<Option<QosRun>> = planned
+        .iter()
+        .zip(params)
+        .map(|(p, par)| reusable(prev.finished(), &p.ovr, par).cloned())
+        .collect();
+    match mismatch(prev, base) {
+        None => Ok(Reuse {
+            runs,
+            carried: prev.carry_over(),
+            dropped: None,
+        }),
+        Some(why) if runs.iter().any(|r| r.is_some()) => Err(format!(
+            "iocost-qos: the result file's earlier runs of this job were measured with {}; \
+             they can't be combined with new ones: remove the iocost-qos entry from the \
+             result file (or give this job another id=) to measure again",
+            why
+        )),
+        Some(why) => Ok(Reuse {
+            runs,
+            carried: Vec::new(),
+            dropped: Some(why),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -302,5 +385,132 @@ mod tests {
         assert!(reusable(&prev, &v(60.0), "loops=1").is_none());
         assert!(reusable(&prev, &v(40.0), "loops=9").is_some());
         assert!(reusable(&prev, &v(20.0), "loops=1").is_none());
+    }
+
+    /// A record of vrates 100 and 50 (finished) and 25 (killed inside) under `base`.
+    fn earlier(base: &Base, params: &str) -> QosRecord {
+        let run = |x: f64, done: bool| QosRun {
+            ovr: QosOverride {
+                min: Some(x),
+                max: Some(x),
+                ..Default::default()
+            },
+            params: Some(params.to_string()),
+            done,
+            ..Default::default()
+        };
+        QosRecord {
+            base_model: base.model.clone(),
+            base_qos: base.qos.clone(),
+            mem_profile: base.profile,
+            inc_runs: vec![run(100.0, true), run(50.0, true), run(25.0, false)],
+            ..Default::default()
+        }
+    }
+
+    fn test_base() -> Base {
+        Base {
+            model: IoCostModel {
+                rbps: 500_000_000,
+                rseqiops: 50_000,
+                rrandiops: 40_000,
+                wbps: 400_000_000,
+                wseqiops: 40_000,
+                wrandiops: 30_000,
+                ..Default::default()
+            },
+            qos: IoCostQos {
+                rpct: 95.0,
+                rlat: 5000,
+                wpct: 95.0,
+                wlat: 10000,
+                min: 50.0,
+                max: 100.0,
+                ..Default::default()
+            },
+            profile: 2,
+        }
+    }
+
+    fn plan_of(spec: &str) -> Vec<Planned> {
+        let cfgs = configs_of(&props(spec), None);
+        apply_min_perf(&cfgs, &IoCostModel::default(), 50.0, true)
+    }
+
+    fn vrate(r: &Option<QosRun>) -> Option<f64> {
+        r.as_ref().map(|r| r.ovr.max.unwrap())
+    }
+
+    #[test]
+    fn a_rerun_fast_forwards_over_finished_configurations_added_or_removed_ones_included() {
+        let base = test_base();
+        let prev = earlier(&base, "p");
+        // The same grid: 100 and 50 reused, 25 (unfinished) and the baseline to run.
+        let planned = plan_of("iocost-qos:vrate-min=25,vrate-max=100,vrate-intvs=4");
+        let vr: Vec<f64> = planned.iter().skip(1).map(|p| p.ovr.max.unwrap()).collect();
+        assert_eq!(vr, vec![100.0, 75.0, 50.0, 25.0]);
+        let params = vec!["p".to_string(); planned.len()];
+        let r = reuse(Some(&prev), &base, &planned, &params).unwrap();
+        let got: Vec<Option<f64>> = r.runs.iter().map(vrate).collect();
+        assert_eq!(got, vec![None, Some(100.0), None, Some(50.0), None]);
+        // Every earlier run is carried, the unfinished one last, so it resumes.
+        assert_eq!(r.carried, prev.carry_over());
+        assert_eq!(r.carried.last().map(|r| r.done), Some(false));
+        assert_eq!(r.dropped, None);
+        // 100 removed, 60 added: 50 is still reused and 100 is still carried (a later job
+        // that asks for it again reuses it).
+        let planned = plan_of("iocost-qos::vrate=60:vrate=50");
+        let params = vec!["p".to_string(); planned.len()];
+        let r = reuse(Some(&prev), &base, &planned, &params).unwrap();
+        let got: Vec<Option<f64>> = r.runs.iter().map(vrate).collect();
+        assert_eq!(got, vec![None, None, Some(50.0)]);
+        assert_eq!(r.carried.len(), 3);
+        // Other sub-bench parameters: nothing reused, nothing refused.
+        let params = vec!["q".to_string(); planned.len()];
+        let r = reuse(Some(&prev), &base, &planned, &params).unwrap();
+        assert!(r.runs.iter().all(|r| r.is_none()));
+        // No earlier record.
+        let r = reuse(None, &base, &planned, &params).unwrap();
+        assert_eq!(r.runs.len(), 3);
+        assert!(r.runs.iter().all(|r| r.is_none()) && r.carried.is_empty());
+    }
+
+    #[test]
+    fn runs_of_another_base_are_never_mixed_with_new_ones() {
+        let base = test_base();
+        let prev = earlier(&base, "p");
+        let planned = plan_of("iocost-qos:vrate-min=50,vrate-max=100,vrate-intvs=2");
+        let params = vec!["p".to_string(); planned.len()];
+        let mut other = base.clone();
+        other.model.wbps = 300_000_000;
+        assert!(mismatch(&prev, &base).is_none());
+        let err = reuse(Some(&prev), &other, &planned, &params).unwrap_err();
+        assert!(err.contains("another io.cost model ("), "{}", err);
+        assert!(err.contains("wbps=400000000"), "{}", err);
+        assert!(err.contains("remove the iocost-qos entry"), "{}", err);
+        assert!(!err.contains('\n'), "one line: {}", err);
+        // QoS and memory profile, named together.
+        let mut other = base.clone();
+        other.qos.rlat = 7000;
+        other.profile = 4;
+        let why = mismatch(&prev, &other).unwrap();
+        assert!(
+            why.starts_with("another io.cost QoS (rpct=95.00 rlat=5000"),
+            "{}",
+            why
+        );
+        assert!(
+            why.ends_with(" and memory profile 2 (this job: 4)"),
+            "{}",
+            why
+        );
+        // Nothing of the earlier record would be reused: the job starts over, carrying none
+        // of the old runs into its checkpoints.
+        let planned = plan_of("iocost-qos::vrate=75");
+        let params = vec!["p".to_string(); planned.len()];
+        let r = reuse(Some(&prev), &other, &planned, &params).unwrap();
+        assert!(r.runs.iter().all(|r| r.is_none()));
+        assert!(r.carried.is_empty());
+        assert_eq!(r.dropped.as_deref(), Some(why.as_str()));
     }
 }

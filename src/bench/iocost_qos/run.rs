@@ -15,7 +15,7 @@ use crate::bench::storage::props::Props as StorageProps;
 use crate::bench::storage::{Record as StorageRecord, Storage};
 use crate::bench::{Apply, Bench};
 use crate::logging::progress;
-use crate::system::iocost::{self, IoCostKnobs, IoCostModel, IoCostQos, QosOverride};
+use crate::system::iocost::{self, IoCostKnobs, IoCostQos, QosOverride};
 use crate::units::{format_duration, format_pct, format_size};
 use anyhow::{bail, Context, Result};
 use serde_json::value::RawValue;
@@ -29,6 +29,16 @@ const TUNE_INTVS: u64 = 10;
 struct Base {
     knobs: IoCostKnobs,
     profile: u32,
+}
+
+impl Base {
+    fn plan_base(&self) -> plan::Base {
+        plan::Base {
+            model: self.knobs.model.clone(),
+            qos: self.knobs.qos.clone(),
+            profile: self.profile,
+        }
+    }
 }
 
 pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
@@ -55,7 +65,6 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
         },
         None => None,
     };
-    let mismatch = prev.as_ref().and_then(|p| mismatch(p, &base));
 
     let dither_dist = match props.dither {
         Dither::Off => None,
@@ -75,14 +84,11 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
     let params: Vec<String> = (0..planned.len())
         .map(|i| params_text(props, i == 0, quick))
         .collect();
-    let reused: Vec<Option<QosRun>> = planned
-        .iter()
-        .zip(&params)
-        .map(|(p, par)| {
-            let prev = prev.as_ref()?;
-            plan::reusable(prev.finished(), &p.ovr, par).cloned()
-        })
-        .collect();
+    let reuse = match plan::reuse(prev.as_ref(), &base.plan_base(), &planned, &params) {
+        Ok(r) => r,
+        Err(msg) => return Err(crate::error::UsageError::new(msg).into()),
+    };
+    let reused = &reuse.runs;
     for (i, p) in planned.iter().enumerate() {
         log::info!(
             "{}",
@@ -91,19 +97,10 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
     }
     let to_run = planned
         .iter()
-        .zip(&reused)
+        .zip(reused)
         .filter(|(p, r)| !p.skip && r.is_none())
         .count();
-    if let Some(why) = &mismatch {
-        // Old runs would be shown as measured with this base: never.
-        if reused.iter().any(|r| r.is_some()) {
-            crate::usage_bail!(
-                "iocost-qos: the result file's earlier runs of this job were measured with {}; \
-                 they can't be combined with new ones: remove the iocost-qos entry from the \
-                 result file (or give this job another id=) to measure again",
-                why
-            );
-        }
+    if let Some(why) = &reuse.dropped {
         log::info!(
             "iocost-qos: the earlier runs were measured with {}; starting over",
             why
@@ -126,10 +123,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
         mem_profile: base.profile,
         runs: Vec::new(),
         dither_dist,
-        inc_runs: match (&prev, &mismatch) {
-            (Some(p), None) => p.carry_over(),
-            _ => Vec::new(),
-        },
+        inc_runs: reuse.carried.clone(),
         failed: Vec::new(),
     };
     let mut runs: Vec<Option<QosRun>> = Vec::with_capacity(planned.len());
@@ -210,38 +204,6 @@ fn tune_size(r: &QosRun) -> Option<f64> {
         crate::bench::protection::ScenarioRecord::MemHogTune(t) => t.final_size,
         crate::bench::protection::ScenarioRecord::MemHog(_) => None,
     })
-}
-
-/// What differs between an earlier record and this job's base, if anything.
-fn mismatch(prev: &QosRecord, base: &Base) -> Option<String> {
-    let mut what = Vec::new();
-    if !prev.base_model.same_params(&base.knobs.model) {
-        what.push(format!(
-            "another io.cost model ({})",
-            iocost_model_text(&prev.base_model)
-        ));
-    }
-    if !prev.base_qos.same_params(&base.knobs.qos) {
-        what.push(format!(
-            "another io.cost QoS ({})",
-            prev.base_qos.rounded().line()
-        ));
-    }
-    match prev.profile() {
-        Some(p) if p != base.profile => {
-            what.push(format!("memory profile {} (this job: {})", p, base.profile))
-        }
-        _ => {}
-    }
-    (!what.is_empty()).then(|| what.join(" and "))
-}
-
-fn iocost_model_text(m: &IoCostModel) -> String {
-    m.params()
-        .iter()
-        .map(|(k, v)| format!("{}={}", k, v))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// `off`, `vrate=60`, or the overridden keys.
