@@ -19,6 +19,7 @@ use std::fmt::Write;
 use props::TuneProps;
 pub use record::{MemHogTuneRecord, ProtectionRecord, ScenarioRecord};
 
+mod early;
 mod hog_run;
 pub mod props;
 pub mod record;

@@ -3,6 +3,7 @@
 //! and every tune probe so an interrupted job resumes without redoing them. One hog run is
 //! `hog_run::run_one`.
 
+use super::early::BelowCount;
 use super::hog_run::{run_one, Env, HogTick, Timing};
 use super::props::{MemHogProps, Props, Scenario, TuneProps};
 use super::record::{
@@ -326,7 +327,7 @@ fn run_tune(
         );
         wl.set_size(size)?;
         let p0 = now();
-        let mut below = 0u64;
+        let mut below = BelowCount::new(thr_rps, if last { None } else { early_max });
         let mut early = false;
         let probe_dur = t.probe;
         let mut verdict = |tick: &HogTick| -> Option<String> {
@@ -334,16 +335,11 @@ fn run_tune(
             if since >= probe_dur {
                 return Some(format!("{} of swapping", format_duration(probe_dur)));
             }
-            // Counted once per fresh hashd second while the hog swaps (upstream counted every
-            // callback, including before any swapping).
-            if !last && tick.hashd.fresh && tick.hashd.rps < thr_rps {
-                below += 1;
-                if early_max.is_some_and(|m| below > m) {
-                    early = true;
-                    return Some(format!("{} seconds below {:.0} rps", below, thr_rps));
-                }
-            }
-            None
+            // Counted once per tick while the hog swaps (upstream counted every callback,
+            // including before any swapping).
+            let why = below.push(tick.hashd);
+            early |= why.is_some();
+            why
         };
         let one = run_one(
             env,

@@ -32,6 +32,9 @@ pub struct Sample {
     pub swap: u64,
     /// Whether hashd's status was fresh (a new second of hashd's own).
     pub fresh: bool,
+    /// Not fresh, and hashd's last fresh status is [`super::early::STALL_SECS`] or more old:
+    /// hashd is stalled (the reports show it as no progress).
+    pub stalled: bool,
     pub alive: bool,
 }
 
@@ -149,6 +152,8 @@ impl Workload {
         let from_status = !rep.phase.is_empty();
         let ts = h.status().map(|s| s.timestamp.unix_secs()).unwrap_or(0.0);
         let fresh = alive && from_status && ts > self.last_ts;
+        let age = crate::report::model::Timestamp::now().unix_secs() - self.last_ts;
+        let stalled = alive && !fresh && self.last_ts > 0.0 && age >= super::early::STALL_SECS;
         if fresh {
             self.last = rep.clone();
             self.last_ts = ts;
@@ -178,6 +183,7 @@ impl Workload {
             mem,
             swap,
             fresh,
+            stalled,
             alive,
         }
     }
