@@ -67,7 +67,7 @@ fn render(st: &State, now: Instant) -> String {
             line += &format!(", ~{} left", format_secs(left));
         }
         None if st.eta_after > 0.0 => {
-            line += &format!(", over ~{} left", format_secs(st.eta_after));
+            line += &format!(", more than ~{} left", format_secs(st.eta_after));
         }
         None => {}
     }
@@ -261,7 +261,7 @@ mod tests {
         let at = |s: u64| t0 + Duration::from_secs(s);
         assert_eq!(
             render(&st, at(60)),
-            "iocost-qos config 3/6 vrate=60 · storage loop 1/1 | 1m00s, over ~30m00s left"
+            "iocost-qos config 3/6 vrate=60 · storage loop 1/1 | 1m00s, more than ~30m00s left"
         );
         st.eta = Some((600.0, at(60)));
         assert_eq!(
