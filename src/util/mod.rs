@@ -1,5 +1,5 @@
 //! Small helpers every layer may use: reading one-line kernel files, starting child processes
-//! that die with us, the unix time.
+//! that die with us, the unix time and where a wall-clock second's mark is.
 
 pub mod atomic;
 pub mod fs;
@@ -11,4 +11,47 @@ pub fn now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// How long from the wall-clock time `now` (since the epoch) to the next instant `at` into a
+/// second (strictly after `now`). Loops that pace themselves by it keep one phase within the
+/// wall-clock second however long each pass takes, instead of drifting by that time: the
+/// per-second reporter samples at +500 ms, hashd writes its status at +0 ms and the hog runs'
+/// loop reads it at +250 ms, so each report sees exactly one new status.
+pub fn until_mark(now: std::time::Duration, at: std::time::Duration) -> std::time::Duration {
+    let sec = std::time::Duration::from_secs(1);
+    let at = std::time::Duration::from_nanos((at.as_nanos() % sec.as_nanos()) as u64);
+    let into = std::time::Duration::from_nanos(now.subsec_nanos() as u64);
+    if into < at {
+        at - into
+    } else {
+        sec - into + at
+    }
+}
+
+/// [`until_mark`] from the current wall-clock time.
+pub fn until_next_mark(at: std::time::Duration) -> std::time::Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    until_mark(now, at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_next_mark_is_strictly_ahead_and_within_a_second() {
+        let ms = Duration::from_millis;
+        let at = ms(250);
+        assert_eq!(until_mark(Duration::new(100, 0), at), ms(250));
+        assert_eq!(until_mark(Duration::new(100, 100_000_000), at), ms(150));
+        // On the mark: the next second's.
+        assert_eq!(until_mark(Duration::new(100, 250_000_000), at), ms(1000));
+        assert_eq!(until_mark(Duration::new(100, 900_000_000), at), ms(350));
+        assert_eq!(until_mark(Duration::new(100, 500_000_000), ms(0)), ms(500));
+        assert_eq!(until_mark(Duration::new(100, 0), ms(0)), ms(1000));
+    }
 }

@@ -324,7 +324,8 @@ fn run_workload(
     .context("starting the hashd dispatcher")?;
     sf.status.phase = PHASE_RUNNING.into();
     let mut summary = Summary::default();
-    let mut next_sec = Instant::now() + Duration::from_secs(1);
+    // Status writes on the wall-clock second (see `util::until_mark`), a fixed rate from there.
+    let mut next_sec = Instant::now() + crate::util::until_next_mark(Duration::ZERO);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
         if Instant::now() < next_sec {
