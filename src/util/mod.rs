@@ -5,10 +5,12 @@ pub mod atomic;
 pub mod fs;
 pub mod proc;
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 /// Current unix time in seconds.
 pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
@@ -18,10 +20,10 @@ pub fn now() -> u64 {
 /// wall-clock second however long each pass takes, instead of drifting by that time: the
 /// per-second reporter samples at +500 ms, hashd writes its status at +0 ms and the hog runs'
 /// loop reads it at +250 ms, so each report sees exactly one new status.
-pub fn until_mark(now: std::time::Duration, at: std::time::Duration) -> std::time::Duration {
-    let sec = std::time::Duration::from_secs(1);
-    let at = std::time::Duration::from_nanos((at.as_nanos() % sec.as_nanos()) as u64);
-    let into = std::time::Duration::from_nanos(now.subsec_nanos() as u64);
+pub fn until_mark(now: Duration, at: Duration) -> Duration {
+    let sec = Duration::from_secs(1);
+    let at = Duration::from_nanos((at.as_nanos() % sec.as_nanos()) as u64);
+    let into = Duration::from_nanos(now.subsec_nanos() as u64);
     if into < at {
         at - into
     } else {
@@ -30,9 +32,9 @@ pub fn until_mark(now: std::time::Duration, at: std::time::Duration) -> std::tim
 }
 
 /// [`until_mark`] from the current wall-clock time.
-pub fn until_next_mark(at: std::time::Duration) -> std::time::Duration {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+pub fn until_next_mark(at: Duration) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     until_mark(now, at)
 }
@@ -40,7 +42,6 @@ pub fn until_next_mark(at: std::time::Duration) -> std::time::Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn the_next_mark_is_strictly_ahead_and_within_a_second() {

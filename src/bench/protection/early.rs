@@ -37,8 +37,13 @@ impl BelowCount {
             return None;
         }
         self.below += 1;
-        let m = self.max?;
-        (self.below > m).then(|| format!("{} seconds below {:.0} rps", self.below, self.thr_rps))
+        self.doomed()
+            .then(|| format!("{} seconds below {:.0} rps", self.below, self.thr_rps))
+    }
+
+    /// Whether more seconds than allowed were below: the probe ended as an early fail.
+    pub fn doomed(&self) -> bool {
+        self.max.is_some_and(|m| self.below > m)
     }
 }
 
@@ -85,5 +90,6 @@ mod tests {
         for _ in 0..10 {
             assert_eq!(c.push(&stale(true)), None);
         }
+        assert!(!c.doomed());
     }
 }

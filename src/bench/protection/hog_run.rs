@@ -303,8 +303,9 @@ pub(super) fn run_one(
 }
 
 /// Where in a wall-clock second the loop reads hashd: after hashd's status write (+0 ms),
-/// before the reporter's sample (+500 ms).
-const TICK_AT: Duration = Duration::from_millis(250);
+/// halfway to the reporter's sample.
+const TICK_AT: Duration =
+    Duration::from_millis(crate::report::reporter::SAMPLE_AT.as_millis() as u64 / 2);
 
 /// Sleeps to the next second's tick. A plain one-second sleep made each pass last a second
 /// plus the pass's work, so every few dozen seconds the reporter sampled twice between two

@@ -328,7 +328,6 @@ fn run_tune(
         wl.set_size(size)?;
         let p0 = now();
         let mut below = BelowCount::new(thr_rps, if last { None } else { early_max });
-        let mut early = false;
         let probe_dur = t.probe;
         let mut verdict = |tick: &HogTick| -> Option<String> {
             let since = tick.since_swap?;
@@ -337,9 +336,7 @@ fn run_tune(
             }
             // Counted once per tick while the hog swaps (upstream counted every callback,
             // including before any swapping).
-            let why = below.push(tick.hashd);
-            early |= why.is_some();
-            why
+            below.push(tick.hashd)
         };
         let one = run_one(
             env,
@@ -371,7 +368,7 @@ fn run_tune(
                 }
                 if let Some((_, _, msg)) = &one.run.failed {
                     probe.why = msg.clone();
-                } else if early {
+                } else if below.doomed() {
                     probe.outcome = ProbeOutcome::EarlyFail;
                     probe.why = one.done_why.unwrap_or_default();
                 } else {

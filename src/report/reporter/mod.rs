@@ -144,7 +144,7 @@ impl ReporterStats {
     /// The seconds a reporter running without fault would have written: from the first target
     /// to the last second whose half-second mark had passed when it stopped.
     pub fn expected_range(&self) -> std::ops::RangeInclusive<u64> {
-        let last = (self.stopped_at - 0.5).floor();
+        let last = (self.stopped_at - SAMPLE_AT.as_secs_f64()).floor();
         let last = if last.is_finite() && last >= 0.0 {
             last as u64
         } else {
@@ -247,6 +247,11 @@ impl ReporterHandle {
     }
 }
 
+/// Where in each wall-clock second a report is sampled (upstream's agent: +500 ms). hashd
+/// writes its status on the second and the hog runs read it halfway to this mark, so every
+/// report sees exactly one new status (see `util::until_mark`).
+pub const SAMPLE_AT: Duration = Duration::from_millis(500);
+
 /// Starts the per-second reporter on the scratch device with the best IO latency source
 /// (tracefs block events in a journaled instance, else /proc/diskstats means). Reports go
 /// to `<dir>/report.d`.
@@ -312,7 +317,7 @@ fn run_thread(
     let mut next_sec = unix_now().floor() as u64 + 1;
     st.first_target_sec = next_sec;
     'outer: loop {
-        let target = next_sec as f64 + 0.5;
+        let target = next_sec as f64 + SAMPLE_AT.as_secs_f64();
         loop {
             let now = unix_now();
             if now >= target {
