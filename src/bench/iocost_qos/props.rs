@@ -143,7 +143,8 @@ pub struct Props {
     /// bottom that fails early (`tune-bisect=false`: from the top down, as upstream).
     pub tune_bisect: bool,
     /// Time-saver: each storage search starts at the footprint the previous configuration's
-    /// found (`mof-hint=false`: from the bottom, as upstream).
+    /// found, a loop after the first at the one the loops before it found (`mof-hint=false`:
+    /// from the bottom, as upstream).
     pub mof_hint: bool,
     /// Time-saver: a configuration's storage loops end once two found footprints within
     /// [`EARLY_STOP_TOL`] of each other (`early-stop=false`: all of them, as upstream).

@@ -407,6 +407,7 @@ fn run_config(
     sprops.apply = false;
     sprops.commit = false;
     sprops.hint = stor_hint;
+    sprops.hint_loops = props.mof_hint;
     sprops.stop_agree = props.early_stop.then_some(super::props::EARLY_STOP_TOL);
     if let Some(h) = stor_hint {
         log::info!(

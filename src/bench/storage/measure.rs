@@ -159,6 +159,16 @@ impl Retries {
     }
 }
 
+/// Where a loop's memory search starts: next to the mean footprint of the loops before it
+/// with `hint_loops`, else at the hint the caller gave (if any).
+fn loop_hint(props: &Props, loops: &[LoopInfo]) -> Option<f64> {
+    if props.hint_loops && !loops.is_empty() {
+        Some(loops.iter().map(|l| l.mem_frac).sum::<f64>() / loops.len() as f64)
+    } else {
+        props.hint
+    }
+}
+
 /// Whether the last two loops' footprints differ by at most `tol` of the larger one: the
 /// measurement has settled (iocost-qos's `early-stop`).
 fn last_two_agree(sizes: &[f64], tol: f64) -> bool {
@@ -253,6 +263,17 @@ impl Bench for Storage {
             }
             let (mut session, reporter) = ctx.host().context("storage needs the host session")?;
             session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
+            let hint = loop_hint(props, &rec.loops);
+            if hint != props.hint {
+                if let Some(h) = hint {
+                    log::info!(
+                        "storage: loop {}'s memory search starts next to {:.1}%, where the \
+                         loops before it ended (mof-hint)",
+                        rec.loops.len() + 1,
+                        h * 100.0
+                    );
+                }
+            }
             let cfg = HashdBenchCfg {
                 size: 4 * mem.share,
                 rps_max: Some(rps_max),
@@ -263,7 +284,7 @@ impl Bench for Storage {
                 preload: mem.share / 2,
                 total_memory: Some(mem.share),
                 quick,
-                mem_hint: props.hint,
+                mem_hint: hint,
             };
             let seen = Arc::new(Mutex::new(Seen::default()));
             let w = watch(seen.clone(), mem.target, props.err_max);
@@ -318,6 +339,7 @@ impl Bench for Storage {
                         quick: run.sizing.quick,
                         size: run.sizing.size,
                         mem_probes: run.sizing.mem_history.clone(),
+                        hint,
                     });
                     rec.base_hashd_knobs = run.knobs;
                     log::info!(
@@ -442,6 +464,30 @@ impl Bench for Storage {
 mod tests {
     use super::*;
     use crate::system::bench_json::HashdKnobs;
+
+    #[test]
+    fn later_loops_start_where_the_earlier_ones_ended_with_hint_loops() {
+        let at = |f: f64| LoopInfo {
+            mem_frac: f,
+            ..Default::default()
+        };
+        let mut p = props();
+        // Upstream: every loop climbs from the bottom.
+        assert_eq!(loop_hint(&p, &[]), None);
+        assert_eq!(loop_hint(&p, &[at(0.35)]), None);
+        // A caller's hint alone holds for every loop.
+        p.hint = Some(0.3);
+        assert_eq!(loop_hint(&p, &[at(0.35)]), Some(0.3));
+        // With hint_loops the first loop takes the caller's hint (or none), later ones the
+        // mean of the loops before them.
+        p.hint_loops = true;
+        assert_eq!(loop_hint(&p, &[]), Some(0.3));
+        p.hint = None;
+        assert_eq!(loop_hint(&p, &[]), None);
+        assert_eq!(loop_hint(&p, &[at(0.35)]), Some(0.35));
+        let h = loop_hint(&p, &[at(0.35), at(0.30)]).unwrap();
+        assert!((h - 0.325).abs() < 1e-12, "{}", h);
+    }
 
     #[test]
     fn early_stop_needs_two_loops_within_the_tolerance() {

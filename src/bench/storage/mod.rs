@@ -58,6 +58,9 @@ pub struct LoopInfo {
     /// The memory search's probes (empty in older records): what `format --plot` draws.
     #[serde(default)]
     pub mem_probes: Vec<ProbeRecord>,
+    /// Where this loop's memory search started (mem_frac), when it had a hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<f64>,
 }
 
 /// The storage record (spec §4.5), with upstream's field names; `loops` and `retries` are ours.

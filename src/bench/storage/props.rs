@@ -45,6 +45,9 @@ pub struct Props {
     pub outer_retries: u32,
     /// Where the memory searches start, mem_frac (set by iocost-qos, not a spec property).
     pub hint: Option<f64>,
+    /// A loop after the first starts next to the footprint the loops before it found (iocost-
+    /// qos's `mof-hint` on a configuration with several loops, not a spec property).
+    pub hint_loops: bool,
     /// Stop the loops once the last two footprints agree within this fraction (iocost-qos's
     /// `early-stop`, not a spec property).
     pub stop_agree: Option<f64>,
@@ -77,6 +80,7 @@ impl Props {
             inner_retries: int("mem-avail-inner-retries")?.map_or(2, clamp_u32),
             outer_retries: int("mem-avail-outer-retries")?.map_or(2, clamp_u32),
             hint: None,
+            hint_loops: false,
             stop_agree: None,
         })
     }
