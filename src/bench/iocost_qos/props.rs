@@ -79,7 +79,7 @@ const FIRST_PROPS: [PropDesc; 15] = [
     prop(
         "tune-bisect",
         ValueKind::Bool,
-        "bisect a tune's sizes, from the top or below a failed hint (true)",
+        "bisect a tune's sizes, from the top or below the hint (false)",
     ),
     prop(
         "early-stop",
@@ -139,8 +139,9 @@ pub struct Props {
     /// Time-saver: each mem-hog-tune starts at the size the previous configuration's
     /// protected (`tune-hint=false`: from the top, as upstream).
     pub tune_hint: bool,
-    /// Time-saver: a tune bisects its sizes from the top, or below a failed hint, and trusts a
-    /// bottom that fails early (`tune-bisect=false`: from the top down, as upstream).
+    /// Opt-in: a tune bisects its sizes from the top, or below the hint, and trusts a bottom
+    /// that fails early (`false`, the default: from the top down, as upstream — early fails
+    /// make the walk about as fast, and bisect reaches sizes from below).
     pub tune_bisect: bool,
     /// Time-saver: each storage search starts at the footprint the previous configuration's
     /// found, a loop after the first at the one the loops before it found (`mof-hint=false`:
@@ -223,7 +224,7 @@ impl Props {
             allow_fail: g.flag("allow-fail")?.unwrap_or(false),
             ignore_min_perf: g.flag("ignore-min-perf")?.unwrap_or(false),
             tune_hint: g.flag("tune-hint")?.unwrap_or(true),
-            tune_bisect: g.flag("tune-bisect")?.unwrap_or(true),
+            tune_bisect: g.flag("tune-bisect")?.unwrap_or(false),
             mof_hint: g.flag("mof-hint")?.unwrap_or(true),
             early_stop: g.flag("early-stop")?.unwrap_or(true),
             groups: spec

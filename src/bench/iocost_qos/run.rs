@@ -271,8 +271,8 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
 }
 
 /// The mem-hog-tune a configuration runs over hashd sizes `size_min`..`size_max`, starting
-/// next to `hint` (tune-hint) and bisecting (tune-bisect: from the top without a hint, below
-/// the hint when it fails).
+/// above `hint` (tune-hint) and bisecting with tune-bisect (from the top without a hint,
+/// below the hint when the walk down to it fails).
 fn tune_props(props: &Props, size_min: f64, size_max: f64, hint: Option<f64>) -> TuneProps {
     TuneProps {
         load: 1.0,
@@ -525,8 +525,11 @@ mod tests {
     #[test]
     fn time_savers_default_on_and_are_part_of_the_reuse_key() {
         let on = props("iocost-qos");
-        assert!(on.mof_hint && on.tune_hint && on.tune_bisect && on.early_stop);
+        assert!(on.mof_hint && on.tune_hint && !on.tune_bisect && on.early_stop);
         let text = params_text(&on, true, false);
+        assert!(text.ends_with(" · hints · early-stop"), "{}", text);
+        let bisect = props("iocost-qos:tune-bisect");
+        let text = params_text(&bisect, true, false);
         assert!(
             text.ends_with(" · hints · tune-bisect · early-stop"),
             "{}",
@@ -540,8 +543,9 @@ mod tests {
         assert!(text.ends_with("isol-05>=0.9 · quick"), "{}", text);
         let stop = props("iocost-qos:mof-hint=false,tune-hint=false,tune-bisect=false");
         assert!(params_text(&stop, false, false).ends_with(">=0.9 · early-stop"));
-        // What the tunes get: bisect unless turned off (upstream's linear walk down).
-        assert_eq!(tune_props(&on, 1.0, 2.0, None).search, Search::Bisect);
+        // What the tunes get: upstream's linear walk down unless bisect is asked for.
+        assert_eq!(tune_props(&bisect, 1.0, 2.0, None).search, Search::Bisect);
+        assert_eq!(tune_props(&on, 1.0, 2.0, None).search, Search::Linear);
         assert_eq!(tune_props(&off, 1.0, 2.0, None).search, Search::Linear);
     }
 }

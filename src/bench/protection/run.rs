@@ -305,7 +305,8 @@ fn run_tune(
         let k = r.probes.len();
         let base_hold = r.base_period.0 == 0;
         let most = if p.hint.is_some() {
-            grid.len()
+            // Every point once, and bisect's bottom twice.
+            grid.len() + usize::from(p.search == search::Search::Bisect)
         } else {
             search::most_probes(p.search, &grid, &done)
         };

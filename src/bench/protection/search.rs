@@ -15,12 +15,16 @@
 //!   version did (up to `intvs - 1` more probes, each a worse candidate).
 //!
 //! Either can start from a *hint*, a size another tune found protected (iocost-qos passes the
-//! neighbouring configuration's): the grid point nearest to it is probed first. If it passes,
-//! the points above it are probed upwards until one fails. If it fails, `linear` walks the
-//! points below downwards until one passes; `bisect` probes the point right below (where the
-//! answer is when it moved one step), then goes on as above with that point as its top. When
-//! passing is monotonic in the size that is the same answer as the plain search, in two
-//! probes when the hint is right.
+//! neighbouring configuration's). The search then starts [`HINT_HEADROOM`] grid points above
+//! the point nearest to it and walks down from there as `linear` does (below a failed start,
+//! `bisect` bisects instead). If the start passes, the answer may lie higher: the next start
+//! is twice as far above, and so on until one fails (or the top passes), and the points
+//! between the failed start and the passed one are walked down. Every size is reached from
+//! above, as upstream reaches it: walking up from a passed size instead found larger sizes
+//! protected than the walk down did on the same device (hashd, growing into memory it already
+//! holds, fares better than after shrinking), see iocost-qos.md. When passing is monotonic
+//! in the size the answer is the plain search's, in three probes when the hint is right, two
+//! of them above the answer, which fail early and cheaply.
 //!
 //! The next step is a function of the probes so far, so a resumed tune picks up exactly where
 //! the interrupted one stopped.
@@ -169,8 +173,11 @@ fn bisect(grid: &[f64], done: &[(f64, ProbeOutcome)], top: usize) -> Next {
     probe((lo + hi) / 2, false)
 }
 
-/// The next step of a search starting at the grid point nearest `hint` (see the module doc);
-/// without a hint, [`next`].
+/// How many grid points above the hint a hinted tune starts (see the module doc).
+pub const HINT_HEADROOM: usize = 2;
+
+/// The next step of a search that starts [`HINT_HEADROOM`] grid points above the point nearest
+/// `hint` (see the module doc); without a hint, [`next`].
 pub fn next_from(
     search: Search,
     hint: Option<f64>,
@@ -185,7 +192,12 @@ pub fn next_from(
     }
     let result = |i: usize| outcome(grid, done, i);
     let bottom = grid.len() - 1;
-    let start = (0..grid.len())
+    // Failing the bottom ends the search, except bisect's first probe there (it may repeat).
+    let probe = |i: usize| Next::Probe {
+        size: grid[i],
+        last: i == bottom && (search == Search::Linear || probes_at(grid, done, bottom) > 0),
+    };
+    let nearest = (0..grid.len())
         .min_by(|&a, &b| {
             (grid[a] - hint)
                 .abs()
@@ -193,41 +205,60 @@ pub fn next_from(
                 .unwrap_or(std::cmp::Ordering::Equal)
         })
         .unwrap_or(0);
-    match result(start) {
-        None => Next::Probe {
-            size: grid[start],
-            last: start == bottom,
-        },
-        Some(ProbeOutcome::Pass) => {
-            // Upwards (larger sizes) until one fails: the answer is the point below it.
-            for i in (0..start).rev() {
-                match result(i) {
-                    Some(o) if o.passed() => continue,
-                    Some(_) => return Next::Found(grid[i + 1]),
-                    None => {
-                        return Next::Probe {
-                            size: grid[i],
-                            last: false,
-                        }
-                    }
+    // The starts: above the hint, then twice as far above each one that passed, until one
+    // fails or the top passes.
+    let mut start = nearest.saturating_sub(HINT_HEADROOM);
+    let mut gap = HINT_HEADROOM;
+    let mut passed: Option<usize> = None;
+    loop {
+        match result(start) {
+            None => return probe(start),
+            Some(o) if o.passed() => {
+                if start == 0 {
+                    return Next::Found(grid[0]);
                 }
+                passed = Some(start);
+                gap *= 2;
+                start = start.saturating_sub(gap.max(1));
             }
-            Next::Found(grid[0])
+            Some(_) => break,
         }
-        // A hint on the bottom that failed at the study: once more, as bisect's own bottom.
+    }
+    if let Some(below) = passed {
+        // Down from the failed start to the start that passed, as upstream walks.
+        for i in start + 1..below {
+            match result(i) {
+                Some(o) if o.passed() => return Next::Found(grid[i]),
+                Some(_) => continue,
+                None => return probe(i),
+            }
+        }
+        return Next::Found(grid[below]);
+    }
+    // Below a failed start: walk down — to the bottom (`linear`), or to the hint's point and
+    // bisect below it (`bisect`).
+    let walk_to = match search {
+        Search::Linear => bottom,
+        Search::Bisect => nearest.max(start),
+    };
+    for i in start + 1..=walk_to {
+        match result(i) {
+            Some(o) if o.passed() => return Next::Found(grid[i]),
+            Some(_) => continue,
+            None => return probe(i),
+        }
+    }
+    if walk_to < bottom {
+        return bisect(grid, done, walk_to + 1);
+    }
+    // The bottom failed. Bisect probes one that failed at the study once more, as its own.
+    match result(bottom) {
         Some(ProbeOutcome::Fail | ProbeOutcome::Error)
-            if start == bottom && search == Search::Bisect && probes_at(grid, done, bottom) < 2 =>
+            if search == Search::Bisect && probes_at(grid, done, bottom) < 2 =>
         {
-            Next::Probe {
-                size: grid[bottom],
-                last: false,
-            }
+            probe(bottom)
         }
-        Some(_) if start == bottom => Next::NotFound,
-        Some(_) => match search {
-            Search::Linear => scan(grid, done, start + 1, bottom),
-            Search::Bisect => bisect(grid, done, start + 1),
-        },
+        _ => Next::NotFound,
     }
 }
 
@@ -317,7 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hint_gives_the_linear_answer_in_two_probes_when_right() {
+    fn a_hint_gives_the_linear_answer_in_three_probes_when_right() {
         let g = grid(6.0 * G, 16.0 * G, 10);
         for thr in [5.0, 6.0, 6.5, 9.0, 11.2, 15.9, 16.0, 20.0] {
             let pass = |s: f64| s <= thr * G;
@@ -327,13 +358,23 @@ mod tests {
                 assert_eq!(near, lin, "threshold {}G hint {}G: {:?}", thr, hint, probes);
             }
         }
-        // The hint on the answer: it and the point above it.
+        // The hint on the answer: two points above it (failing), then it.
         let pass = |s: f64| s <= 11.2 * G;
         let (n, probes) = tune_from(&g, 11.0 * G, pass);
         assert_eq!(n, Next::Found(11.0 * G));
-        assert_eq!(probes, vec![11.0 * G, 12.0 * G]);
+        assert_eq!(probes, vec![13.0 * G, 12.0 * G, 11.0 * G]);
         // Linear from the top needed six.
         assert_eq!(tune(Search::Linear, &g, pass).1.len(), 6);
+        // The answer well above the hint: the start passes, the next start is four points
+        // above it and fails, and the points between are walked down.
+        let pass = |s: f64| s <= 14.0 * G;
+        let (n, probes) = tune_from(&g, 9.0 * G, pass);
+        assert_eq!(n, Next::Found(14.0 * G));
+        assert_eq!(probes, vec![11.0 * G, 15.0 * G, 14.0 * G]);
+        // Up to the top when everything passes.
+        let (n, probes) = tune_from(&g, 7.0 * G, |_| true);
+        assert_eq!(n, Next::Found(16.0 * G));
+        assert_eq!(probes, vec![9.0 * G, 13.0 * G, 16.0 * G]);
         // No hint: the plain search.
         assert_eq!(
             next_from(Search::Linear, None, &g, &[]),
@@ -539,7 +580,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_hint_looks_right_below_then_bisects() {
+    fn a_failed_start_walks_down_to_the_hint_then_bisects() {
         let g = grid(6.0 * G, 16.0 * G, 10);
         for thr in [5.0, 6.0, 6.5, 9.0, 11.2, 15.9, 16.0, 20.0] {
             for early in [false, true] {
@@ -554,33 +595,36 @@ mod tests {
                     assert_eq!(bis, lin, "threshold {}G hint {}G: {:?}", thr, hint, bp);
                     let (walk, wp) = tune_on(Search::Linear, Some(hint * G), &g, host);
                     assert_eq!(walk, lin, "threshold {}G hint {}G: {:?}", thr, hint, wp);
-                    // Below a hint that failed: never more than the hint, the point below,
-                    // a whole bisection and the bottom's repeat (above a passing hint it
-                    // walks up).
+                    // Below a start that failed: never more than the walk to the hint, a
+                    // whole bisection and the bottom's repeat.
                     let down = !host(bp[0]).passed();
-                    assert!(!down || bp.len() <= 2 + 6 + 1, "{:?}", bp);
+                    assert!(down || bp.len() <= HINT_HEADROOM + 1 + 6 + 1, "{:?}", bp);
                 }
             }
         }
-        // The answer one step below the hint: two probes, as the walk takes.
+        // The answer one step below the hint: the walk down to the hint, then bisect's top.
         let pass = |s: f64| if s <= 10.0 * G { Pass } else { EarlyFail };
         let (n, probes) = tune_on(Search::Bisect, Some(11.0 * G), &g, pass);
         assert_eq!(n, Next::Found(10.0 * G));
-        assert_eq!(probes, vec![11.0 * G, 10.0 * G]);
-        // Nothing passes: the hint, the point below and the bottom, instead of walking all.
+        assert_eq!(probes, vec![13.0 * G, 12.0 * G, 11.0 * G, 10.0 * G]);
+        // Nothing passes: down to the hint, the point below and the bottom, instead of
+        // walking all.
         let (n, probes) = tune_on(Search::Bisect, Some(14.0 * G), &g, |_| EarlyFail);
         assert_eq!(n, Next::NotFound);
-        assert_eq!(probes, vec![14.0 * G, 13.0 * G, 6.0 * G]);
+        assert_eq!(
+            probes,
+            vec![16.0 * G, 15.0 * G, 14.0 * G, 13.0 * G, 6.0 * G]
+        );
         let (_, walked) = tune_on(Search::Linear, Some(14.0 * G), &g, |_| EarlyFail);
-        assert_eq!(walked.len(), 9);
-        // A hint on the bottom that fails at the study is probed once more by bisect (seen:
-        // 819M at 88.3 % after the configuration before had protected it), not by linear.
+        assert_eq!(walked.len(), 11);
+        // A bottom that fails at the study is probed once more by bisect (seen: 819M at
+        // 88.3 % after the configuration before had protected it), not by linear.
         let (n, probes) = tune_on(Search::Bisect, Some(6.0 * G), &g, |_| Fail);
         assert_eq!(n, Next::NotFound);
-        assert_eq!(probes, vec![6.0 * G, 6.0 * G]);
+        assert_eq!(probes, vec![8.0 * G, 7.0 * G, 6.0 * G, 6.0 * G]);
         let (n, probes) = tune_on(Search::Linear, Some(6.0 * G), &g, |_| Fail);
         assert_eq!(n, Next::NotFound);
-        assert_eq!(probes, vec![6.0 * G]);
+        assert_eq!(probes, vec![8.0 * G, 7.0 * G, 6.0 * G]);
         let (n, _) = tune_on(Search::Bisect, Some(6.0 * G), &g, |_| EarlyFail);
         assert_eq!(n, Next::NotFound);
     }
