@@ -226,9 +226,9 @@ pub fn next_from(
     }
     if let Some(below) = passed {
         // Down from the failed start to the start that passed, as upstream walks.
-        for i in start + 1..below {
+        for (i, &size) in grid.iter().enumerate().take(below).skip(start + 1) {
             match result(i) {
-                Some(o) if o.passed() => return Next::Found(grid[i]),
+                Some(o) if o.passed() => return Next::Found(size),
                 Some(_) => continue,
                 None => return probe(i),
             }
@@ -241,9 +241,9 @@ pub fn next_from(
         Search::Linear => bottom,
         Search::Bisect => nearest.max(start),
     };
-    for i in start + 1..=walk_to {
+    for (i, &size) in grid.iter().enumerate().take(walk_to + 1).skip(start + 1) {
         match result(i) {
-            Some(o) if o.passed() => return Next::Found(grid[i]),
+            Some(o) if o.passed() => return Next::Found(size),
             Some(_) => continue,
             None => return probe(i),
         }
