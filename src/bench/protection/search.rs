@@ -108,19 +108,27 @@ pub fn next(search: Search, grid: &[f64], done: &[(f64, ProbeOutcome)]) -> Next 
 
 /// The points `from..=to` from the top down until one passes; `to` is the last candidate.
 fn scan(grid: &[f64], done: &[(f64, ProbeOutcome)], from: usize, to: usize) -> Next {
-    for (i, &size) in grid.iter().enumerate().take(to + 1).skip(from) {
-        match outcome(grid, done, i) {
-            Some(o) if o.passed() => return Next::Found(size),
-            Some(_) => continue,
-            None => {
-                return Next::Probe {
-                    size,
-                    last: i == to,
-                }
-            }
-        }
-    }
-    Next::NotFound
+    walk_down(grid, done, from..to + 1, |i| i == to).unwrap_or(Next::NotFound)
+}
+
+/// The points of `range` from the top down: the first that passed, else the first not probed
+/// yet (`last(i)` says whether failing it ends the search); `None` when all of them failed.
+fn walk_down(
+    grid: &[f64],
+    done: &[(f64, ProbeOutcome)],
+    range: std::ops::Range<usize>,
+    last: impl Fn(usize) -> bool,
+) -> Option<Next> {
+    range
+        .into_iter()
+        .find_map(|i| match outcome(grid, done, i) {
+            Some(o) if o.passed() => Some(Next::Found(grid[i])),
+            Some(_) => None,
+            None => Some(Next::Probe {
+                size: grid[i],
+                last: last(i),
+            }),
+        })
 }
 
 /// Bisection of the points from `top` to the bottom (see the module doc).
@@ -193,9 +201,11 @@ pub fn next_from(
     let result = |i: usize| outcome(grid, done, i);
     let bottom = grid.len() - 1;
     // Failing the bottom ends the search, except bisect's first probe there (it may repeat).
+    let last =
+        |i: usize| i == bottom && (search == Search::Linear || probes_at(grid, done, bottom) > 0);
     let probe = |i: usize| Next::Probe {
         size: grid[i],
-        last: i == bottom && (search == Search::Linear || probes_at(grid, done, bottom) > 0),
+        last: last(i),
     };
     let nearest = (0..grid.len())
         .min_by(|&a, &b| {
@@ -219,21 +229,14 @@ pub fn next_from(
                 }
                 passed = Some(start);
                 gap *= 2;
-                start = start.saturating_sub(gap.max(1));
+                start = start.saturating_sub(gap);
             }
             Some(_) => break,
         }
     }
     if let Some(below) = passed {
         // Down from the failed start to the start that passed, as upstream walks.
-        for (i, &size) in grid.iter().enumerate().take(below).skip(start + 1) {
-            match result(i) {
-                Some(o) if o.passed() => return Next::Found(size),
-                Some(_) => continue,
-                None => return probe(i),
-            }
-        }
-        return Next::Found(grid[below]);
+        return walk_down(grid, done, start + 1..below, last).unwrap_or(Next::Found(grid[below]));
     }
     // Below a failed start: walk down — to the bottom (`linear`), or to the hint's point and
     // bisect below it (`bisect`).
@@ -241,12 +244,8 @@ pub fn next_from(
         Search::Linear => bottom,
         Search::Bisect => nearest.max(start),
     };
-    for (i, &size) in grid.iter().enumerate().take(walk_to + 1).skip(start + 1) {
-        match result(i) {
-            Some(o) if o.passed() => return Next::Found(size),
-            Some(_) => continue,
-            None => return probe(i),
-        }
+    if let Some(n) = walk_down(grid, done, start + 1..walk_to + 1, last) {
+        return n;
     }
     if walk_to < bottom {
         return bisect(grid, done, walk_to + 1);
