@@ -135,19 +135,26 @@ pub(super) fn run_one(
             format_duration(s.lat)
         ));
         if s.fresh && stab.push(s.rps, s.mem as f64, rps_max, load) {
+            let secs = start.elapsed().as_secs_f64();
             log::info!(
-                "protection: hashd stable after {:.0}s at {:.0} rps",
-                start.elapsed().as_secs_f64(),
-                s.rps
+                "protection: hashd stable after {:.0}s at {:.0} rps{}",
+                secs,
+                s.rps,
+                if secs > 3.0 * t.stable.slots as f64 {
+                    format!(" ({})", stab.unmet())
+                } else {
+                    String::new()
+                }
             );
             break;
         }
         if start.elapsed().as_secs_f64() >= t.warm_up_max {
             log::warn!(
-                "protection: hashd not stable after {:.0}s ({:.0} rps of {:.0}); going on",
+                "protection: hashd not stable after {:.0}s ({:.0} rps of {:.0}; {}); going on",
                 t.warm_up_max,
                 s.rps,
-                wl.rps_target()
+                wl.rps_target(),
+                stab.unmet()
             );
             break;
         }

@@ -110,6 +110,26 @@ pub struct Stabilizer {
     thr: Thresholds,
     rps: Window,
     mem: Window,
+    unmet: Unmet,
+}
+
+/// Seconds, once the windows were full, that each condition was not met — what a long
+/// warm-up waited for.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Unmet {
+    pub load: u32,
+    pub rps_flat: u32,
+    pub mem_flat: u32,
+}
+
+impl std::fmt::Display for Unmet {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "off the load {}s, throughput unsteady {}s, memory unsteady {}s",
+            self.load, self.rps_flat, self.mem_flat
+        )
+    }
 }
 
 impl Stabilizer {
@@ -118,7 +138,12 @@ impl Stabilizer {
             thr,
             rps: Window::new(thr.slots),
             mem: Window::new(thr.slots),
+            unmet: Unmet::default(),
         }
+    }
+
+    pub fn unmet(&self) -> Unmet {
+        self.unmet
     }
 
     /// Takes one second's throughput and memory; whether hashd is now stable at `load` of
@@ -129,9 +154,15 @@ impl Stabilizer {
         let flat = |f: Option<Fit>| {
             f.is_some_and(|f| f.slope.abs() <= self.thr.slope && f.err <= self.thr.err)
         };
-        let rps_fit = self.rps.fit();
+        let (rps_fit, mem_fit) = (self.rps.fit(), self.mem.fit());
         let at_load = rps_fit.is_some_and(|f| (f.mean / rps_max - load).abs() <= self.thr.load_err);
-        flat(rps_fit) && flat(self.mem.fit()) && at_load
+        let (rps_flat, mem_flat) = (flat(rps_fit), flat(mem_fit));
+        if rps_fit.is_some() && mem_fit.is_some() {
+            self.unmet.load += u32::from(!at_load);
+            self.unmet.rps_flat += u32::from(!rps_flat);
+            self.unmet.mem_flat += u32::from(!mem_flat);
+        }
+        rps_flat && mem_flat && at_load
     }
 }
 
@@ -160,6 +191,10 @@ mod tests {
         let mem = |i: usize| 1e9 * (1.0 + 0.02 * i.min(50) as f64);
         let at = run(&mut s, |_| 1000.0, mem).unwrap();
         assert!((55..=66).contains(&at), "{}", at);
+        // What it waited for: the memory, from the first full window on.
+        let u = s.unmet();
+        assert_eq!((u.load, u.rps_flat), (0, 0));
+        assert_eq!(u.mem_flat as usize, at - 14);
     }
 
     #[test]
