@@ -120,6 +120,8 @@ pub(super) fn run_one(
     progress::step("warming up hashd");
     let start = Instant::now();
     let mut stab = Stabilizer::new(t.stable);
+    // Seconds the latency controller held the requests in flight at its ceiling.
+    let mut capped = 0u32;
     loop {
         sleep_tick();
         let s = wl.tick();
@@ -134,6 +136,9 @@ pub(super) fn run_one(
             format_size(s.mem as f64),
             format_duration(s.lat)
         ));
+        capped += u32::from(
+            s.fresh && s.concurrency_max > 0.0 && s.concurrency >= s.concurrency_max - 1e-6,
+        );
         if s.fresh && stab.push(s.rps, s.mem as f64, rps_max, load) {
             let secs = start.elapsed().as_secs_f64();
             log::info!(
@@ -141,7 +146,7 @@ pub(super) fn run_one(
                 secs,
                 s.rps,
                 if secs > 3.0 * t.stable.slots as f64 {
-                    format!(" ({})", stab.unmet())
+                    format!(" ({}; latency in charge {}s)", stab.unmet(), capped)
                 } else {
                     String::new()
                 }
@@ -150,11 +155,13 @@ pub(super) fn run_one(
         }
         if start.elapsed().as_secs_f64() >= t.warm_up_max {
             log::warn!(
-                "protection: hashd not stable after {:.0}s ({:.0} rps of {:.0}; {}); going on",
+                "protection: hashd not stable after {:.0}s ({:.0} rps of {:.0}; {}; latency in \
+                 charge {}s); going on",
                 t.warm_up_max,
                 s.rps,
                 wl.rps_target(),
-                stab.unmet()
+                stab.unmet(),
+                capped
             );
             break;
         }

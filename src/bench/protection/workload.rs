@@ -32,6 +32,9 @@ pub struct Sample {
     pub swap: u64,
     /// Whether hashd's status was fresh (a new second of hashd's own).
     pub fresh: bool,
+    /// hashd's requests in flight and the latency controller's ceiling on them.
+    pub concurrency: f64,
+    pub concurrency_max: f64,
     /// Not fresh, and hashd's last fresh status is [`super::early::STALL_SECS`] or more old:
     /// hashd is stalled (the reports show it as no progress).
     pub stalled: bool,
@@ -150,7 +153,11 @@ impl Workload {
         let alive = rep.svc.state == crate::report::model::SvcState::Running;
         // A report built from a status file carries its phase; a stale one is empty.
         let from_status = !rep.phase.is_empty();
-        let ts = h.status().map(|s| s.timestamp.unix_secs()).unwrap_or(0.0);
+        let status = h.status().ok();
+        let ts = status.as_ref().map_or(0.0, |s| s.timestamp.unix_secs());
+        let (concurrency, concurrency_max) = status
+            .as_ref()
+            .map_or((0.0, 0.0), |s| (s.stat.concurrency, s.stat.concurrency_max));
         let fresh = alive && from_status && ts > self.last_ts;
         let age = crate::report::model::Timestamp::now().unix_secs() - self.last_ts;
         let stalled = alive && !fresh && self.last_ts > 0.0 && age >= super::early::STALL_SECS;
@@ -183,6 +190,8 @@ impl Workload {
             mem,
             swap,
             fresh,
+            concurrency,
+            concurrency_max,
             stalled,
             alive,
         }
