@@ -1,12 +1,7 @@
 //! The dispatcher: keeps `concurrency` requests in flight on average on a dynamic worker pool
 //! and once per control period turns the completions into statistics and a control update.
 //!
-//! A fractional concurrency is dithered: each completion keeps the floor or the floor plus one
-//! in flight, the latter while the requests in flight have been short of the target over time
-//! (their time integral against the target's), so the time average is the target. With
-//! few requests in flight (6 at 167 RPS in a quick guest) one request more or less is a sixth
-//! of the rate; keeping only the floor left the controller hopping between two rates that
-//! straddle its target, the per-second rate swinging by that much.
+//! What is in flight and how a finishing worker refills it is the [`Flow`](super::flow).
 //!
 //! Workers are threads: one per in-flight request, created when no idle one is waiting and
 //! reaped after a minute idle, so a sleeping request uses no CPU and still counts as in
@@ -20,9 +15,10 @@ use super::accdist::AccDist;
 use super::anon::AnonArea;
 use super::control::Control;
 use super::dist::Rng;
+use super::flow::{Flow, Job};
 use super::logger::Logger;
 use super::params::Params;
-use super::request::{self, ReqConfig, Request, Workspace};
+use super::request::{self, ReqConfig, Workspace};
 use super::stats::{lat_stats, Stat};
 use super::testfiles::{TestFiles, PAGE};
 use crate::report::model::HashdLat;
@@ -40,8 +36,6 @@ const PARAMS_SETTLE: Duration = Duration::from_secs(1);
 const COUNTER_REFRESH: Duration = Duration::from_millis(200);
 /// The longest the dispatcher sleeps.
 const DISPATCH_WAKE: Duration = Duration::from_millis(100);
-/// Bound on the request-seconds the dither may owe or be owed.
-const OWED_MAX: f64 = 1.0;
 
 /// Messages to the dispatcher.
 pub enum Msg {
@@ -75,130 +69,6 @@ impl Footprint {
             file_pages: (file_bytes / PAGE as f64) as u64,
             anon_bytes: (size_f * (p.mem_frac * (1.0 - ff)).clamp(0.0, 1.0)) as u64,
         }
-    }
-}
-
-struct Job {
-    req: Request,
-    cfg: Arc<ReqConfig>,
-}
-
-/// What the dispatcher and the workers share: what a finishing worker needs to account its
-/// request and to draw the next one.
-struct Flow {
-    req_cfg: Arc<ReqConfig>,
-    rng: Rng,
-    /// Requests to keep in flight on average: the controller's concurrency, at least 1.
-    target: f64,
-    /// Request-seconds the requests in flight are behind the target, since `at` seconds after
-    /// `origin` (bounded: a target that can't be met doesn't build up a debt).
-    owed: f64,
-    at: f64,
-    origin: Instant,
-    file_addr_frac: f64,
-    anon_addr_frac: f64,
-    /// Hash-log line padding of the current params.
-    padding: usize,
-    stopped: bool,
-    nr_in_flight: u64,
-    nr_done: u64,
-    io_errors: u64,
-    bytes_hashed: u64,
-    /// Bytes hashed and the thread CPU seconds it took, over the requests that timed it.
-    timed_bytes: u64,
-    timed_cpu: f64,
-    /// Latencies of the requests completed in the current control period.
-    window_lats: Vec<f64>,
-}
-
-impl Flow {
-    fn new(req_cfg: Arc<ReqConfig>, rng: Rng, target: f64, addr_fracs: (f64, f64)) -> Flow {
-        Flow {
-            req_cfg,
-            rng,
-            target: target.max(1.0),
-            owed: 0.0,
-            at: 0.0,
-            origin: Instant::now(),
-            file_addr_frac: addr_fracs.0,
-            anon_addr_frac: addr_fracs.1,
-            padding: 0,
-            stopped: false,
-            nr_in_flight: 0,
-            nr_done: 0,
-            io_errors: 0,
-            bytes_hashed: 0,
-            timed_bytes: 0,
-            timed_cpu: 0.0,
-            window_lats: Vec::new(),
-        }
-    }
-
-    fn draw(&mut self) -> Job {
-        let req = Request::draw(
-            &self.req_cfg,
-            &mut self.rng,
-            self.file_addr_frac,
-            self.anon_addr_frac,
-        );
-        self.nr_in_flight += 1;
-        Job {
-            req,
-            cfg: self.req_cfg.clone(),
-        }
-    }
-
-    fn complete(&mut self, lat: f64, out: &request::Outcome) {
-        self.nr_in_flight = self.nr_in_flight.saturating_sub(1);
-        self.nr_done += 1;
-        self.io_errors += out.io_errors as u64;
-        self.bytes_hashed += out.hashed;
-        if let Some(cpu) = out.hash_cpu {
-            self.timed_bytes += out.hashed;
-            self.timed_cpu += cpu;
-        }
-        self.window_lats.push(lat);
-    }
-
-    /// CPU seconds hashing `bytes_hashed` took, at the rate of the timed requests.
-    fn hash_cpu(&self) -> f64 {
-        if self.timed_bytes == 0 {
-            return 0.0;
-        }
-        self.bytes_hashed as f64 * self.timed_cpu / self.timed_bytes as f64
-    }
-
-    /// A request to run, while fewer than `cap` are in flight.
-    fn draw_below(&mut self, cap: u64) -> Option<Job> {
-        (!self.stopped && self.nr_in_flight < cap).then(|| self.draw())
-    }
-
-    /// The next request to run, while fewer than the target's floor are in flight (topping up
-    /// after the target rose).
-    fn next(&mut self) -> Option<Job> {
-        self.draw_below(self.target.floor() as u64)
-    }
-
-    /// Seconds since the flow began.
-    fn now(&self) -> f64 {
-        self.origin.elapsed().as_secs_f64()
-    }
-
-    /// Accounts the requests in flight up to `now`; called before they change.
-    fn account(&mut self, now: f64) {
-        let dt = (now - self.at).max(0.0);
-        let short = self.target - self.nr_in_flight as f64;
-        self.owed = (self.owed + short * dt).clamp(-OWED_MAX, OWED_MAX);
-        self.at = self.at.max(now);
-    }
-
-    /// What a worker that just completed a request runs next, and at most one more for the
-    /// pool: in flight goes back to the target's floor, or to its floor plus one while the
-    /// requests in flight are behind the target.
-    fn after_complete(&mut self) -> (Option<Job>, Option<Job>) {
-        let floor = self.target.floor() as u64;
-        let cap = if self.owed > 0.0 { floor + 1 } else { floor };
-        (self.draw_below(cap), self.draw_below(cap))
     }
 }
 
@@ -594,112 +464,6 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn flow(target: f64) -> Flow {
-        let cfg = ReqConfig::new(&Params::default(), 1000, 1 << 20);
-        Flow::new(Arc::new(cfg), Rng::seeded(3), target, (1.0, 1.0))
-    }
-
-    fn outcome() -> request::Outcome {
-        request::Outcome {
-            digest: [0; 20],
-            hashed: 100,
-            hash_cpu: Some(0.5),
-            io_errors: 1,
-        }
-    }
-
-    #[test]
-    fn a_finishing_worker_continues_while_below_the_target() {
-        let mut fl = flow(3.0);
-        let started: Vec<Job> = std::iter::from_fn(|| fl.next()).collect();
-        assert_eq!(started.len(), 3, "topped up to the target");
-        assert_eq!(fl.nr_in_flight, 3);
-        // Steady target: each completion draws its successor, in flight stays at 3.
-        fl.complete(0.02, &outcome());
-        let (next, extra) = fl.after_complete();
-        assert!(next.is_some() && extra.is_none());
-        assert_eq!(fl.nr_in_flight, 3);
-        // The target falls: completions drain until it is met.
-        fl.target = 1.0;
-        fl.complete(0.03, &outcome());
-        assert!(fl.after_complete().0.is_none());
-        fl.complete(0.04, &outcome());
-        assert!(fl.after_complete().0.is_none());
-        assert_eq!(fl.nr_in_flight, 1);
-        fl.complete(0.05, &outcome());
-        assert!(fl.after_complete().0.is_some());
-        // Stopped: nothing more is drawn.
-        fl.stopped = true;
-        fl.complete(0.06, &outcome());
-        assert_eq!(fl.after_complete().0.map(|_| ()), None);
-        assert!(fl.next().is_none());
-        assert_eq!(fl.nr_done, 5);
-        assert_eq!(fl.window_lats, vec![0.02, 0.03, 0.04, 0.05, 0.06]);
-        assert_eq!((fl.bytes_hashed, fl.io_errors), (500, 5));
-        assert!((fl.hash_cpu() - 2.5).abs() < 1e-9);
-        // Untimed requests count at the timed ones' rate.
-        fl.complete(
-            0.07,
-            &request::Outcome {
-                hash_cpu: None,
-                ..outcome()
-            },
-        );
-        assert_eq!(fl.bytes_hashed, 600);
-        assert!((fl.hash_cpu() - 3.0).abs() < 1e-9);
-    }
-
-    /// Requests in flight on average at `target`, each taking `lat` seconds ± 20 %, over
-    /// `secs`: a discrete-event run of the flow (completions in time order, each worker running
-    /// what `after_complete` hands it, the extra one started at once).
-    fn mean_in_flight(target: f64, lat: f64, secs: f64) -> f64 {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        let mut fl = flow(target);
-        let mut rng = Rng::seeded(7);
-        let mut lat_us = || (lat * rng.uniform(0.8, 1.2) * 1e6) as u64;
-        // Finish times in microseconds.
-        let mut ends: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
-        while fl.next().is_some() {
-            ends.push(Reverse(lat_us()));
-        }
-        let (mut area, mut last) = (0.0, 0u64);
-        while let Some(Reverse(t)) = ends.pop() {
-            if t as f64 > secs * 1e6 {
-                break;
-            }
-            area += (t - last) as f64 * (ends.len() + 1) as f64;
-            last = t;
-            fl.account(t as f64 / 1e6);
-            fl.complete(lat, &outcome());
-            let (next, extra) = fl.after_complete();
-            for _ in next.into_iter().chain(extra) {
-                ends.push(Reverse(t + lat_us()));
-            }
-        }
-        area / last as f64
-    }
-
-    #[test]
-    fn a_fractional_target_is_kept_in_flight_on_average() {
-        let means: Vec<f64> = [6.0, 6.25, 6.5, 6.75, 6.99]
-            .iter()
-            .map(|&t| mean_in_flight(t, 0.036, 100.0))
-            .collect();
-        assert!((means[0] - 6.0).abs() < 1e-9, "{:?}", means);
-        for (t, m) in [6.25, 6.5, 6.75].iter().zip(&means[1..4]) {
-            assert!(
-                (m - t).abs() < 0.02,
-                "target {} kept {:.3} in flight: {:?}",
-                t,
-                m,
-                means
-            );
-        }
-        assert!(means.windows(2).all(|w| w[0] < w[1]), "{:?}", means);
-        assert!((means[4] - 6.99).abs() < 0.02, "{:?}", means);
-    }
 
     #[test]
     fn footprint_splits_size_between_files_and_anon() {

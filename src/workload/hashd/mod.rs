@@ -13,7 +13,8 @@
 //! * [`accdist`] — the per-page access histograms (`acc_dist_slots`)
 //! * [`request`] — what one request does, the address mapping, hashing and fake-CPU mode
 //! * [`control`] — the PID controllers
-//! * [`dispatch`] — worker pool, completions, control periods
+//! * [`dispatch`] — worker pool, control periods, statistics
+//! * [`flow`] — the requests in flight against the target, completions
 //! * [`stats`] — exact percentiles and the status file
 //! * [`logger`] — the hash log at `log_bps`
 //! * [`sizing`] — the sizing bench: rps_max and the sustainable memory footprint
@@ -24,6 +25,7 @@ pub mod cmd;
 pub mod control;
 pub mod dispatch;
 pub mod dist;
+pub mod flow;
 pub mod handle;
 pub mod logger;
 pub mod params;
