@@ -15,8 +15,9 @@
 //! concurrency by target / rate (at most doubling it): the rate is proportional to the
 //! requests in flight while the service keeps up, so that is the concurrency the target needs.
 //! The PID's steps of a quarter of the error took about 20 s to bring a fresh hashd from one
-//! request in flight to the six of 167 RPS at 36 ms a request. Only the start climbs this way: a rate that falls later (the memory
-//! benches squeezing hashd) is left to the controllers as upstream's.
+//! request in flight to the six of 167 RPS at 36 ms a request. Only the start climbs this way:
+//! a rate that falls later (the memory benches squeezing hashd) is left to the controllers, as
+//! upstream's.
 
 use super::params::{Params, PidParams};
 
@@ -83,8 +84,7 @@ impl Pid {
 /// The control state carried from period to period.
 #[derive(Debug, Clone)]
 pub struct Control {
-    /// Requests to keep in flight on average (the dispatcher dithers between its floor and
-    /// ceiling).
+    /// Requests to keep in flight on average (the flow dithers between its floor and ceiling).
     pub concurrency: f64,
     /// Ceiling set by the latency controller.
     pub concurrency_max: f64,
