@@ -1,7 +1,7 @@
 //! The dispatcher: keeps `concurrency` requests in flight on average on a dynamic worker pool
 //! and once per control period turns the completions into statistics and a control update.
 //!
-//! What is in flight and how a finishing worker refills it is the [`Flow`](super::flow).
+//! What is in flight, and how a finishing worker refills it, is in [`super::flow`].
 //!
 //! Workers are threads: one per in-flight request, created when no idle one is waiting and
 //! reaped after a minute idle, so a sleeping request uses no CPU and still counts as in
