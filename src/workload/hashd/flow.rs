@@ -26,14 +26,14 @@ pub(super) struct Job {
 /// request and to draw the next one.
 pub(super) struct Flow {
     pub(super) req_cfg: Arc<ReqConfig>,
-    pub(super) rng: Rng,
+    rng: Rng,
     /// Requests to keep in flight on average: the controller's concurrency, at least 1.
     pub(super) target: f64,
     /// Request-seconds the requests in flight are behind the target, since `at` seconds after
     /// `origin` (bounded: a target that can't be met doesn't build up a debt).
-    pub(super) owed: f64,
-    pub(super) at: f64,
-    pub(super) origin: Instant,
+    owed: f64,
+    at: f64,
+    origin: Instant,
     pub(super) file_addr_frac: f64,
     pub(super) anon_addr_frac: f64,
     /// Hash-log line padding of the current params.
