@@ -44,8 +44,9 @@ pub struct HashdBenchCfg {
     /// hashd's idea of the machine's memory (the profile's share).
     pub total_memory: Option<u64>,
     pub quick: bool,
-    /// Where the memory search starts (a mem_frac found before); `None`: from the bottom.
-    pub mem_hint: Option<f64>,
+    /// What earlier searches found (where the memory search starts, its known upper end);
+    /// the default searches from the bottom.
+    pub mem_prior: sizing::mem::Prior,
 }
 
 /// A finished sizing run.
@@ -214,7 +215,7 @@ pub fn run_sizing(
     target.report = reporter.map(|r| (r.shared().clone(), BENCH_SVC.to_string()));
     target.watch = watch;
     let opts = SizingOpts {
-        mem_hint: cfg.mem_hint,
+        mem_prior: cfg.mem_prior,
         ..SizingOpts::new(cfg.rps_max, cfg.fake_cpu, cfg.quick)
     };
     let res = sizing::run(&mut target, &opts);
@@ -345,7 +346,7 @@ mod tests {
             preload: 0,
             total_memory: None,
             quick: true,
-            mem_hint: None,
+            mem_prior: Default::default(),
         };
         let p = base_params(&cfg);
         assert_eq!(

@@ -124,7 +124,7 @@ impl Props {
             preload: share / 2,
             total_memory: Some(share),
             quick,
-            mem_hint: None,
+            mem_prior: Default::default(),
         }
     }
 }

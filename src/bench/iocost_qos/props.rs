@@ -22,7 +22,7 @@ pub const SHAPE: Shape = Shape {
     )],
 };
 
-const FIRST_PROPS: [PropDesc; 15] = [
+const FIRST_PROPS: [PropDesc; 16] = [
     prop(
         "vrate-min",
         ValueKind::Float,
@@ -70,6 +70,11 @@ const FIRST_PROPS: [PropDesc; 15] = [
         "mof-hint",
         ValueKind::Bool,
         "start each storage search at the previous footprint (true)",
+    ),
+    prop(
+        "mof-ceiling",
+        ValueKind::Bool,
+        "bound each storage search by the baseline's failing footprint (true)",
     ),
     prop(
         "tune-hint",
@@ -147,6 +152,10 @@ pub struct Props {
     /// found, a loop after the first at the one the loops before it found (`mof-hint=false`:
     /// from the bottom, as upstream).
     pub mof_hint: bool,
+    /// Time-saver: a configuration's storage search takes the lowest footprint the
+    /// baseline's (io.cost off, so at least as capable) found failing as its bracket's upper
+    /// end, unprobed (`mof-ceiling=false`: every search finds its own, as upstream).
+    pub mof_ceiling: bool,
     /// Time-saver: a configuration's storage loops end once two found footprints within
     /// [`EARLY_STOP_TOL`] of each other (`early-stop=false`: all of them, as upstream).
     pub early_stop: bool,
@@ -226,6 +235,7 @@ impl Props {
             tune_hint: g.flag("tune-hint")?.unwrap_or(true),
             tune_bisect: g.flag("tune-bisect")?.unwrap_or(false),
             mof_hint: g.flag("mof-hint")?.unwrap_or(true),
+            mof_ceiling: g.flag("mof-ceiling")?.unwrap_or(true),
             early_stop: g.flag("early-stop")?.unwrap_or(true),
             groups: spec
                 .later_groups()

@@ -12,7 +12,7 @@ use crate::bench::protection::search::Search;
 use crate::bench::protection::{Protection, ProtectionRecord};
 use crate::bench::runner::{now, RunCtx};
 use crate::bench::storage::props::Props as StorageProps;
-use crate::bench::storage::{Record as StorageRecord, Storage};
+use crate::bench::storage::{Ceiling, Record as StorageRecord, Storage};
 use crate::bench::{Apply, Bench};
 use crate::logging::progress;
 use crate::system::iocost::{self, IoCostKnobs, IoCostQos, QosOverride};
@@ -160,12 +160,21 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
         } else {
             None
         };
+        // Time-saver: a configuration with io.cost on can't sustain a footprint the
+        // baseline, with io.cost off, failed.
+        let ceiling = match runs.first() {
+            Some(Some(base)) if props.mof_ceiling && i > 0 && planned[0].ovr.off => {
+                base.stor.ceiling()
+            }
+            _ => None,
+        };
         let c = Config {
             i,
             p,
             params: &params[i],
             hint,
             stor_hint,
+            ceiling,
         };
         match run_config(ctx, props, &base, &mut rec, c) {
             Ok(run) => runs.push(Some(run)),
@@ -241,7 +250,7 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
     let s = &p.storage;
     format!(
         "storage loops={} rps-max={} hash-size={} chunk-pages={} log-bps={} err-max={} \
-         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}{}{}{}",
+         retries={}/{} · protection mem-hog-tune speed={} intvs={} isol-{}>={}{}{}{}{}{}",
         if baseline {
             p.storage_base_loops
         } else {
@@ -264,6 +273,7 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
             (false, true) => " · tune-hint",
             (false, false) => "",
         },
+        if p.mof_ceiling { " · mof-ceiling" } else { "" },
         if p.tune_bisect { " · tune-bisect" } else { "" },
         if p.early_stop { " · early-stop" } else { "" },
         if quick { " · quick" } else { "" }
@@ -357,6 +367,8 @@ struct Config<'a> {
     hint: Option<f64>,
     /// Where the storage searches start (`mof-hint`), mem_frac.
     stor_hint: Option<f64>,
+    /// The storage searches' known upper end (`mof-ceiling`).
+    ceiling: Option<Ceiling>,
 }
 
 /// Runs configuration `c.i`, its record the last of `rec.inc_runs` while it runs.
@@ -373,6 +385,7 @@ fn run_config(
         params,
         hint,
         stor_hint,
+        ceiling,
     } = c;
     // Resume the configuration's own checkpoints, if the last job was killed inside it.
     let resumed = match rec.inc_runs.last() {
@@ -417,6 +430,15 @@ fn run_config(
             h * 100.0
         );
     }
+    if let Some(c) = &ceiling {
+        log::info!(
+            "iocost-qos[{:02}]: storage: no footprint from {:.1}% up is probed \
+             (mof-ceiling: the baseline failed it with io.cost off)",
+            i,
+            c.mem_frac * 100.0
+        );
+    }
+    sprops.ceiling = ceiling;
     let mut attempt = 0;
     let stor: StorageRecord = loop {
         let prev = to_raw_opt(&run.stor)?;
@@ -525,23 +547,36 @@ mod tests {
     #[test]
     fn time_savers_default_on_and_are_part_of_the_reuse_key() {
         let on = props("iocost-qos");
-        assert!(on.mof_hint && on.tune_hint && !on.tune_bisect && on.early_stop);
+        assert!(on.mof_hint && on.mof_ceiling && on.tune_hint && !on.tune_bisect && on.early_stop);
         let text = params_text(&on, true, false);
-        assert!(text.ends_with(" · hints · early-stop"), "{}", text);
-        let bisect = props("iocost-qos:tune-bisect");
+        assert!(
+            text.ends_with(" · hints · mof-ceiling · early-stop"),
+            "{}",
+            text
+        );
+        let bisect = props("iocost-qos:tune-bisect,mof-ceiling=false");
         let text = params_text(&bisect, true, false);
         assert!(
             text.ends_with(" · hints · tune-bisect · early-stop"),
             "{}",
             text
         );
-        let off =
-            props("iocost-qos:mof-hint=false,tune-hint=false,tune-bisect=false,early-stop=false");
-        assert!(!off.mof_hint && !off.tune_hint && !off.tune_bisect && !off.early_stop);
+        let off = props(
+            "iocost-qos:mof-hint=false,mof-ceiling=false,tune-hint=false,tune-bisect=false,\
+             early-stop=false",
+        );
+        assert!(
+            !off.mof_hint
+                && !off.mof_ceiling
+                && !off.tune_hint
+                && !off.tune_bisect
+                && !off.early_stop
+        );
         // Upstream's behaviour: no saver named, so a faithful run never reuses a saver's.
         let text = params_text(&off, true, true);
         assert!(text.ends_with("isol-05>=0.9 · quick"), "{}", text);
-        let stop = props("iocost-qos:mof-hint=false,tune-hint=false,tune-bisect=false");
+        let stop =
+            props("iocost-qos:mof-hint=false,mof-ceiling=false,tune-hint=false,tune-bisect=false");
         assert!(params_text(&stop, false, false).ends_with(">=0.9 · early-stop"));
         // What the tunes get: upstream's linear walk down unless bisect is asked for.
         assert_eq!(tune_props(&bisect, 1.0, 2.0, None).search, Search::Bisect);

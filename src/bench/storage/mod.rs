@@ -10,6 +10,7 @@ use crate::result::Entry;
 use crate::study::iolat::IoLat;
 use crate::system::bench_json::HashdKnobs;
 use crate::units::{format_pct, format_size};
+use crate::workload::hashd::sizing::mem::lowest_fail_above;
 use crate::workload::hashd::sizing::probe::ProbeRecord;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -83,9 +84,42 @@ pub struct Record {
     /// `early-stop`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_agree: Option<f64>,
+    /// Ours: the footprint (mem_frac) the memory searches took as failing from the start
+    /// (iocost-qos's `mof-ceiling`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<f64>,
+}
+
+/// A footprint another configuration's storage measurement judged failing (iocost-qos's
+/// `mof-ceiling`): a search on a setup no more capable may take it as its bracket's upper
+/// end, when it measures with the same memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ceiling {
+    pub mem_frac: f64,
+    /// The RPS share measured there.
+    pub ratio: f64,
+    pub mem: MemProfile,
 }
 
 impl Record {
+    /// The lowest footprint above each loop's answer that its search judged failing, the
+    /// highest of those over the loops (the least any of them bounds); `None` when a loop
+    /// found no failing footprint above its answer (or recorded no probes).
+    pub fn ceiling(&self) -> Option<Ceiling> {
+        let mut worst: Option<(f64, f64)> = None;
+        for l in &self.loops {
+            let fail = lowest_fail_above(&l.mem_probes, l.mem_frac)?;
+            if worst.map_or(true, |w| fail.0 > w.0) {
+                worst = Some(fail);
+            }
+        }
+        worst.map(|(mem_frac, ratio)| Ceiling {
+            mem_frac,
+            ratio,
+            mem: self.mem.clone(),
+        })
+    }
+
     /// The fake-CPU RPS the bench ran with: the recorded hashd knob, else derived from the
     /// memory share like the bench does (`round(share_GiB × 166.67)`).
     pub fn rps_max(&self) -> u64 {

@@ -51,6 +51,9 @@ pub struct Props {
     /// Stop the loops once the last two footprints agree within this fraction (iocost-qos's
     /// `early-stop`, not a spec property).
     pub stop_agree: Option<f64>,
+    /// A footprint a configuration at least as capable failed (iocost-qos's `mof-ceiling`,
+    /// not a spec property); used when this run measures with the same memory.
+    pub ceiling: Option<super::Ceiling>,
 }
 
 fn clamp_u32(v: u64) -> u32 {
@@ -82,6 +85,7 @@ impl Props {
             hint: None,
             hint_loops: false,
             stop_agree: None,
+            ceiling: None,
         })
     }
 

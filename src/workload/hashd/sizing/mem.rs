@@ -36,6 +36,15 @@
 //! exact; a right hint closes the bracket in two probes instead of climbing to it and halving,
 //! and one a few percent off (the answer moved with the configuration) in one or two more.
 //!
+//! With a *ceiling* — a footprint that failed on a setup at least as capable as this one
+//! (iocost-qos passes the baseline's, measured with io.cost off: a configuration with io.cost
+//! on can only be slower) — the bracket's upper end is known from the start and never probed.
+//! When the hint (or no hint) puts the answer within a tolerance of the ceiling, the first
+//! probe is the footprint one tolerance below it, measured with the long probe: a pass there
+//! closes the bracket and is the confirmation at once. A fail there is handled as a hint's
+//! first fail (steps down, then judged again warm); a hint further below starts as above, and
+//! no probe goes past the ceiling.
+//!
 //! After a failing probe the next one first lets the workload recover the same way, for at most
 //! two windows: the footprint it couldn't sustain has pushed its hot pages out to swap, and
 //! under the real latency target the refilling is slow enough to fail the next footprint too
@@ -56,6 +65,36 @@ use anyhow::Result;
 /// After a failed probe, the next one first recovers for at most this many of its windows.
 const RECOVER_PERIODS: u32 = 2;
 
+/// What earlier searches tell this one (iocost-qos's time-savers; see the module comment).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prior {
+    /// A footprint a search found on a similar setup: where the up phase starts.
+    pub hint: Option<f64>,
+    /// A footprint that failed on a setup at least as capable, with the RPS share it
+    /// measured: the bracket's upper end from the start.
+    pub ceiling: Option<(f64, f64)>,
+}
+
+impl Prior {
+    /// Only a hint.
+    pub fn hint(hint: Option<f64>) -> Prior {
+        Prior {
+            hint,
+            ceiling: None,
+        }
+    }
+}
+
+/// Which early exits a probe may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exits {
+    /// "High enough" and "too low": a short probe.
+    Both,
+    /// Only "too low": a long probe that stops early only when it fails.
+    FailOnly,
+    None,
+}
+
 struct Search<'a> {
     target: &'a mut dyn SizingTarget,
     rps_max: u32,
@@ -73,6 +112,8 @@ struct Search<'a> {
     guided: bool,
     /// Where the up phase starts (see the module comment), 0 < hint ≤ 1.
     hint: Option<f64>,
+    /// The bracket's known upper end and its RPS share (see the module comment).
+    ceiling: Option<(f64, f64)>,
 }
 
 impl Search<'_> {
@@ -85,12 +126,12 @@ impl Search<'_> {
         }
     }
 
-    fn early(&self, fast: bool) -> Option<Early> {
+    fn early(&self, exits: Exits) -> Option<Early> {
         Some(Early {
             rps_max: self.rps_max as f64,
             after: self.timing.early_after,
-            high_enough: fast.then_some(self.th.high_enough),
-            too_low: fast.then_some(self.th.too_low),
+            high_enough: (exits == Exits::Both).then_some(self.th.high_enough),
+            too_low: (exits != Exits::None).then_some(self.th.too_low),
         })
     }
 
@@ -103,10 +144,16 @@ impl Search<'_> {
         )
     }
 
-    fn probe(&mut self, phase: Phase, p: f64, cfg: ConvergeCfg, fast: bool) -> Result<ProbeRecord> {
+    fn probe(
+        &mut self,
+        phase: Phase,
+        p: f64,
+        cfg: ConvergeCfg,
+        exits: Exits,
+    ) -> Result<ProbeRecord> {
         self.probes += 1;
         let knobs = self.knobs(p);
-        let early = self.early(fast);
+        let early = self.early(exits);
         if self.last_failed {
             self.recover(p, RECOVER_PERIODS * cfg.period as u32, "recovered")?;
         }
@@ -141,19 +188,28 @@ impl Search<'_> {
 
     /// Judges footprint `p`: one probe, repeated with the long probe when too close to call.
     /// Returns the verdict and the RPS share it rests on (both probes' mean for a repeat).
-    fn judge(&mut self, phase: Phase, p: f64, cfg: ConvergeCfg, fast: bool) -> Result<(bool, f64)> {
+    fn judge(
+        &mut self,
+        phase: Phase,
+        p: f64,
+        cfg: ConvergeCfg,
+        exits: Exits,
+    ) -> Result<(bool, f64)> {
         let th = *self.th;
-        let first = self.probe(phase, p, cfg, fast)?;
+        let first = self.probe(phase, p, cfg, exits)?;
         let (r1, c1) = (first.ratio, first.converged);
         let decisive = (r1 - th.pass).abs() >= th.margin;
         if decisive || self.probes >= self.timing.max_probes {
             let pass = r1 >= th.pass;
             self.record(first, pass);
+            if pass && exits != Exits::Both && cfg == self.timing.confirm {
+                self.long_pass_at = Some(p);
+            }
             return Ok((pass, r1));
         }
         self.record(first, r1 >= th.pass);
         let confirm = self.timing.confirm;
-        let again = self.probe(Phase::MemRecheck, p, confirm, false)?;
+        let again = self.probe(Phase::MemRecheck, p, confirm, Exits::None)?;
         let r = (r1 + again.ratio) / 2.0;
         let still_close = (r - th.pass).abs() < th.margin;
         let pass = r >= th.pass && !(still_close && !c1 && !again.converged);
@@ -224,8 +280,7 @@ impl Search<'_> {
         // Pulled in by a hair so rounding can't leave the bracket a whisker too wide.
         let x = (lo / (1.0 - t.rel_tol)).max(lo + t.abs_tol);
         let x = x - (x - lo) * 1e-6;
-        let y = (hi * (1.0 - t.rel_tol)).min(hi - t.abs_tol);
-        let y = y + (hi - y) * 1e-6;
+        let y = self.closes_below(hi);
         let (r_lo, r_hi) = (r_lo.max(pass), r_hi.min(pass));
         if x >= y || r_lo - r_hi < 1e-9 {
             return None;
@@ -237,6 +292,37 @@ impl Search<'_> {
             Some(y)
         } else {
             None
+        }
+    }
+
+    /// The highest footprint whose pass leaves (it, `hi`) within the search's tolerance,
+    /// pulled in by a hair so rounding can't leave the bracket a whisker too wide.
+    fn closes_below(&self, hi: f64) -> f64 {
+        let t = self.timing;
+        let y = (hi * (1.0 - t.rel_tol)).min(hi - t.abs_tol);
+        y + (hi - y) * 1e-6
+    }
+
+    /// Where the climb goes next instead of `p` with a ceiling: no further than the footprint
+    /// that closes the bracket below it; `None` once `lo` has closed it.
+    fn capped(&self, p: f64, lo: f64) -> Option<f64> {
+        match self.ceiling {
+            Some((c, _)) => {
+                let y = self.closes_below(c);
+                (lo < y).then(|| p.min(y))
+            }
+            None => Some(p),
+        }
+    }
+
+    /// Whether the search begins right below its ceiling, with the long probe: the hint (if
+    /// any) lies within a tolerance of the footprint that closes the bracket there.
+    fn starts_at_ceiling(&self) -> Option<f64> {
+        let (c, _) = self.ceiling?;
+        let y = self.closes_below(c);
+        match self.hint {
+            Some(h) if h < y * (1.0 - self.timing.rel_tol) => None,
+            _ => Some(y),
         }
     }
 
@@ -272,12 +358,16 @@ impl Search<'_> {
     ) -> Result<Option<(f64, f64)>> {
         let t = *self.timing;
         while self.probes < t.max_probes {
-            let mut verdict = self.judge(Phase::MemUp, p, t.up, true)?;
-            if !verdict.0 && self.probes == 1 && self.hint.is_none() {
+            p = match self.capped(p, lo.0) {
+                Some(p) => p,
+                None => return Ok(self.ceiling),
+            };
+            let mut verdict = self.judge(Phase::MemUp, p, t.up, Exits::Both)?;
+            if !verdict.0 && self.probes == 1 && self.hint.is_none() && self.ceiling.is_none() {
                 // The warm-up may have ended before the workload was warm (it is capped). With
                 // a hint, fails before the first pass are judged again later, warm.
                 log::info!("memory search: the first probe failed; measuring it again");
-                verdict = self.judge(Phase::MemUp, p, t.up, true)?;
+                verdict = self.judge(Phase::MemUp, p, t.up, Exits::Both)?;
             }
             if !verdict.0 {
                 return Ok(Some((p, verdict.1)));
@@ -315,7 +405,7 @@ impl Search<'_> {
             if q < t.abs_tol || self.probes >= t.max_probes {
                 return Ok(Some(h));
             }
-            let verdict = self.judge(Phase::MemUp, q, t.up, true)?;
+            let verdict = self.judge(Phase::MemUp, q, t.up, Exits::Both)?;
             if verdict.0 {
                 *lo = (q, verdict.1);
                 break;
@@ -331,7 +421,7 @@ impl Search<'_> {
                 "memory search: {} failed before anything passed; judging it again",
                 self.footprint(c.0)
             );
-            let verdict = self.judge(Phase::MemUp, c.0, t.up, true)?;
+            let verdict = self.judge(Phase::MemUp, c.0, t.up, Exits::Both)?;
             if !verdict.0 {
                 return Ok(Some((c.0, verdict.1)));
             }
@@ -348,15 +438,34 @@ impl Search<'_> {
         let t = *self.timing;
         // The bracket's ends with their RPS shares (a footprint of zero is served in full).
         let mut lo = (0.0_f64, 1.0_f64);
-        let p = match self.hint {
-            Some(h) => (h * (1.0 - t.rel_tol / 2.0)).max(t.abs_tol),
-            None => self.up_step(),
+        let at_ceiling = self.starts_at_ceiling();
+        let p = match (at_ceiling, self.hint) {
+            (Some(y), _) => y,
+            (None, Some(h)) => (h * (1.0 - t.rel_tol / 2.0)).max(t.abs_tol),
+            (None, None) => self.up_step(),
         };
         self.recover(p, t.warmup_max, "warmed up")?;
         // Steps taken away from the hint: each one twice the last.
         let mut gallop = 0;
-        let mut hi = self.climb(p, &mut lo, &mut gallop)?;
-        if let Some(h) = hi.filter(|_| self.hint.is_some() && lo.0 == 0.0) {
+        let mut hi = match (at_ceiling, self.ceiling) {
+            (Some(y), Some(c)) => {
+                log::info!(
+                    "memory search: {} failed on a setup at least as capable; \
+                     starting one tolerance below it",
+                    self.footprint(c.0)
+                );
+                let (pass, r) = self.judge(Phase::MemCeiling, y, t.confirm, Exits::FailOnly)?;
+                if pass {
+                    lo = (y, r);
+                    Some(c)
+                } else {
+                    Some((y, r))
+                }
+            }
+            _ => self.climb(p, &mut lo, &mut gallop)?,
+        };
+        let prior = self.hint.is_some() || self.ceiling.is_some();
+        if let Some(h) = hi.filter(|_| prior && lo.0 == 0.0) {
             hi = self.descend(h, &mut lo, &mut gallop)?;
         }
         if let Some(mut h) = hi {
@@ -367,7 +476,7 @@ impl Search<'_> {
                     .then(|| self.closing_probe(lo, h))
                     .flatten()
                     .unwrap_or((lo.0 + h.0) / 2.0);
-                let (pass, r) = self.judge(Phase::MemBisect, mid, t.bisect, true)?;
+                let (pass, r) = self.judge(Phase::MemBisect, mid, t.bisect, Exits::Both)?;
                 if pass {
                     lo = (mid, r);
                 } else {
@@ -385,7 +494,7 @@ impl Search<'_> {
                 );
                 return Ok(lo);
             }
-            if self.judge(Phase::MemConfirm, lo, t.confirm, false)?.0 {
+            if self.judge(Phase::MemConfirm, lo, t.confirm, Exits::None)?.0 {
                 return Ok(lo);
             }
             lo *= 1.0 - t.rel_tol;
@@ -409,6 +518,24 @@ impl Search<'_> {
     }
 }
 
+/// The lowest footprint above `answer` that a search's probes judged failing, with the mean
+/// RPS share measured there: what that search knows fails (a footprint's verdict is its last
+/// probe's, as a close call's repeat decides it). `None`: nothing above the answer failed.
+pub fn lowest_fail_above(probes: &[ProbeRecord], answer: f64) -> Option<(f64, f64)> {
+    let mut above: Vec<f64> = probes
+        .iter()
+        .map(|p| p.mem_frac)
+        .filter(|f| *f > answer)
+        .collect();
+    above.sort_by(f64::total_cmp);
+    above.dedup();
+    above.into_iter().find_map(|f| {
+        let at: Vec<&ProbeRecord> = probes.iter().filter(|p| p.mem_frac == f).collect();
+        let failed = at.last().is_some_and(|p| p.pass == Some(false));
+        failed.then(|| (f, at.iter().map(|p| p.ratio).sum::<f64>() / at.len() as f64))
+    })
+}
+
 /// The `k`-th step away from a hint, from `p`: one tolerance, then twice the last, so a hint
 /// a little off closes its bracket in a probe or two and one far off is left in a few.
 fn gallop_step(t: &Timing, p: f64, k: u32) -> f64 {
@@ -423,20 +550,20 @@ pub fn search(
     th: &Thresholds,
     hist: &mut Vec<ProbeRecord>,
 ) -> Result<f64> {
-    search_by(target, rps_max, timing, th, hist, true, None)
+    search_by(target, rps_max, timing, th, hist, true, Prior::default())
 }
 
-/// [`search`] starting next to `hint` (a mem_frac another search found; see the module
-/// comment); without one, the same as [`search`].
+/// [`search`] told what earlier searches found (a hint, a ceiling; see the module comment);
+/// without either, the same as [`search`].
 pub fn search_near(
     target: &mut dyn SizingTarget,
     rps_max: u32,
     timing: &Timing,
     th: &Thresholds,
     hist: &mut Vec<ProbeRecord>,
-    hint: Option<f64>,
+    prior: Prior,
 ) -> Result<f64> {
-    search_by(target, rps_max, timing, th, hist, true, hint)
+    search_by(target, rps_max, timing, th, hist, true, prior)
 }
 
 /// [`search`], with (`guided`) or without the guided closing probes.
@@ -447,7 +574,7 @@ pub(crate) fn search_by(
     th: &Thresholds,
     hist: &mut Vec<ProbeRecord>,
     guided: bool,
-    hint: Option<f64>,
+    prior: Prior,
 ) -> Result<f64> {
     Search {
         target,
@@ -459,9 +586,13 @@ pub(crate) fn search_by(
         last_failed: false,
         long_pass_at: None,
         guided,
-        hint: hint
+        hint: prior
+            .hint
             .filter(|h| h.is_finite() && *h > 0.0)
             .map(|h| h.min(1.0)),
+        ceiling: prior
+            .ceiling
+            .filter(|(c, r)| c.is_finite() && *c > timing.abs_tol && *c <= 1.0 && r.is_finite()),
     }
     .run()
 }

@@ -42,8 +42,9 @@ pub struct SizingOpts {
     pub cpu_mem_frac: f64,
     pub timing: Timing,
     pub thresholds: Thresholds,
-    /// Where the memory search starts (a mem_frac found before; see `mem`).
-    pub mem_hint: Option<f64>,
+    /// What earlier searches found: where the memory search starts, its known upper end
+    /// (see `mem`).
+    pub mem_prior: mem::Prior,
 }
 
 impl SizingOpts {
@@ -54,7 +55,7 @@ impl SizingOpts {
             cpu_mem_frac: 0.2,
             timing: Timing::new(quick),
             thresholds: Thresholds::default(),
-            mem_hint: None,
+            mem_prior: mem::Prior::default(),
         }
     }
 }
@@ -106,7 +107,7 @@ pub fn run(target: &mut dyn SizingTarget, opts: &SizingOpts) -> Result<SizingRes
         &opts.timing,
         &opts.thresholds,
         &mut mem_history,
-        opts.mem_hint,
+        opts.mem_prior,
     )?;
     let size = target.size();
     let mem_size = (size as f64 * mem_frac).round() as u64;

@@ -22,6 +22,8 @@ pub enum Phase {
     /// A repeated, longer probe of a measurement too close to the threshold.
     MemRecheck,
     MemConfirm,
+    /// The long first probe one tolerance below a ceiling (see `mem`).
+    MemCeiling,
     /// Upstream's phases, only in the test oracle.
     MemVerify,
     MemRefine,
@@ -37,6 +39,7 @@ impl Phase {
             Phase::MemBisect => "mem-bisect",
             Phase::MemRecheck => "mem-recheck",
             Phase::MemConfirm => "mem-confirm",
+            Phase::MemCeiling => "mem-ceiling",
             Phase::MemVerify => "mem-verify",
             Phase::MemRefine => "mem-refine",
         }
@@ -51,6 +54,7 @@ impl Phase {
             Phase::MemBisect => "narrowing",
             Phase::MemRecheck => "re-checking",
             Phase::MemConfirm => "confirming",
+            Phase::MemCeiling => "below the ceiling",
             Phase::MemVerify => "verifying",
             Phase::MemRefine => "refining",
         }

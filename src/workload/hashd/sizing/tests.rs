@@ -1,6 +1,7 @@
 //! The sizing bench against the simulated device: the search finds the boundary, agrees with
 //! upstream's procedure, orders devices by speed; CPU saturation and the fake-CPU skip.
 
+use super::mem::Prior;
 use super::oracle::upstream_search;
 use super::probe::Phase;
 use super::sim::SimDevice;
@@ -474,7 +475,16 @@ fn mem_search(sim: &mut SimDevice, quick: bool, guided: bool) -> (f64, Vec<Probe
     let mut hist = Vec::new();
     let timing = Timing::new(quick);
     let th = Thresholds::default();
-    let p = mem::search_by(sim, RPS_MAX, &timing, &th, &mut hist, guided, None).unwrap();
+    let p = mem::search_by(
+        sim,
+        RPS_MAX,
+        &timing,
+        &th,
+        &mut hist,
+        guided,
+        Prior::default(),
+    )
+    .unwrap();
     (p, hist)
 }
 
@@ -570,15 +580,30 @@ fn a_hint_lands_as_exactly_and_saves_time_when_near() {
                 let tol = if quick { 0.055 } else { 0.05 };
                 let mut plain = sim();
                 let mut hist = Vec::new();
-                mem::search_near(&mut plain, RPS_MAX, &timing, &th, &mut hist, None).unwrap();
+                mem::search_near(
+                    &mut plain,
+                    RPS_MAX,
+                    &timing,
+                    &th,
+                    &mut hist,
+                    Prior::default(),
+                )
+                .unwrap();
                 plain_secs += plain.secs;
                 // Right, a bit off either way, and far off either way.
                 for k in [1.0, 0.93, 1.07, 0.5, 1.6] {
                     let mut s = sim();
                     let mut hist = Vec::new();
                     let hint = Some((truth * k).min(1.0));
-                    let p =
-                        mem::search_near(&mut s, RPS_MAX, &timing, &th, &mut hist, hint).unwrap();
+                    let p = mem::search_near(
+                        &mut s,
+                        RPS_MAX,
+                        &timing,
+                        &th,
+                        &mut hist,
+                        Prior::hint(hint),
+                    )
+                    .unwrap();
                     assert!(
                         rel(p, truth) <= tol,
                         "quick {} io {} seed {} hint ×{}: {:.4} vs {:.4}\n{:#?}",
@@ -642,14 +667,27 @@ fn a_cold_start_at_the_hint_does_not_pull_the_answer_down() {
                     s
                 };
                 let truth = sim().crossing(th.pass);
-                let unhinted =
-                    mem::search_near(&mut sim(), RPS_MAX, &timing, &th, &mut Vec::new(), None)
-                        .unwrap();
+                let unhinted = mem::search_near(
+                    &mut sim(),
+                    RPS_MAX,
+                    &timing,
+                    &th,
+                    &mut Vec::new(),
+                    Prior::default(),
+                )
+                .unwrap();
                 for k in [1.0, 1.07] {
                     let mut hist = Vec::new();
                     let hint = Some((truth * k).min(1.0));
-                    let p = mem::search_near(&mut sim(), RPS_MAX, &timing, &th, &mut hist, hint)
-                        .unwrap();
+                    let p = mem::search_near(
+                        &mut sim(),
+                        RPS_MAX,
+                        &timing,
+                        &th,
+                        &mut hist,
+                        Prior::hint(hint),
+                    )
+                    .unwrap();
                     assert!(
                         p >= unhinted * (1.0 - tol) && rel(p, truth) <= 0.075,
                         "quick {} io {} seed {} hint ×{}: {:.4}, unhinted {:.4}, boundary {:.4}\n{:#?}",
@@ -665,5 +703,105 @@ fn a_cold_start_at_the_hint_does_not_pull_the_answer_down() {
                 }
             }
         }
+    }
+}
+
+/// A ceiling — the lowest footprint a search on a faster setup found failing — bounds the
+/// search on the same or a slower one: on the same device it lands as exactly as a hinted
+/// search and in less time (a right hint is one long probe below the ceiling), on devices
+/// 10 % and 30 % slower it still finds their own boundary, and it never answers at or above
+/// the ceiling. A cold start lands no lower than with the hint alone.
+#[test]
+fn a_ceiling_from_a_faster_setup_bounds_the_search_and_saves_time() {
+    let th = Thresholds::default();
+    for &quick in &[true, false] {
+        let timing = Timing::new(quick);
+        let tol = if quick { 0.055 } else { 0.05 };
+        let (mut hinted_secs, mut ceiled_secs, mut bases) = (0, 0, 0);
+        for (i, &io) in SPEEDS.iter().enumerate() {
+            for seed in 0..3u64 {
+                let seed = 500 + i as u64 * 13 + seed;
+                let mut base = SimDevice::new(0.25, io, 0.01, seed);
+                let mut hist = Vec::new();
+                let a = mem::search_near(
+                    &mut base,
+                    RPS_MAX,
+                    &timing,
+                    &th,
+                    &mut hist,
+                    Prior::default(),
+                )
+                .unwrap();
+                let Some(c) = mem::lowest_fail_above(&hist, a) else {
+                    continue;
+                };
+                bases += 1;
+                for (k, cold) in [(1.0, 0.0), (0.9, 0.0), (0.7, 0.0), (1.0, 0.3)] {
+                    let sim = || {
+                        let mut s = SimDevice::new(0.25, io * k, 0.01, seed + 1);
+                        s.cold = cold;
+                        s
+                    };
+                    let truth = sim().crossing(th.pass);
+                    let mut s = sim();
+                    let mut hist = Vec::new();
+                    let prior = Prior {
+                        hint: Some(a),
+                        ceiling: Some(c),
+                    };
+                    let p =
+                        mem::search_near(&mut s, RPS_MAX, &timing, &th, &mut hist, prior).unwrap();
+                    let mut h = sim();
+                    let hinted = mem::search_near(
+                        &mut h,
+                        RPS_MAX,
+                        &timing,
+                        &th,
+                        &mut Vec::new(),
+                        Prior::hint(Some(a)),
+                    )
+                    .unwrap();
+                    // Cold (see the hint's test): no further below than the hint alone lands.
+                    let ok = if cold > 0.0 {
+                        p >= hinted * (1.0 - tol)
+                    } else {
+                        rel(p, truth) <= tol
+                    };
+                    assert!(
+                        p < c.0 && ok,
+                        "quick {} io {} ×{} cold {}: {:.4}, hint alone {:.4}, boundary {:.4}, \
+                         ceiling {:.4}\n{:#?}",
+                        quick,
+                        io,
+                        k,
+                        cold,
+                        p,
+                        hinted,
+                        truth,
+                        c.0,
+                        hist
+                    );
+                    if k == 1.0 && cold == 0.0 {
+                        ceiled_secs += s.secs;
+                        hinted_secs += h.secs;
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "quick {}: same device, hint and ceiling {} s, hint alone {} s",
+            quick, ceiled_secs, hinted_secs
+        );
+        assert_eq!(
+            bases, 12,
+            "every search below saturation has a failing footprint"
+        );
+        assert!(
+            ceiled_secs * 100 <= hinted_secs * 75,
+            "quick {}: hint and ceiling {} s, hint alone {} s",
+            quick,
+            ceiled_secs,
+            hinted_secs
+        );
     }
 }
