@@ -12,6 +12,7 @@ use crate::report::reporter::SharedReport;
 use crate::system::bench_json::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
 use crate::system::session::BenchHost;
+use crate::workload::hashd::sizing::target::WARMUP_LAT_MULT;
 use crate::workload::hashd::{Hashd, HashdOpts, Params};
 use anyhow::{Context, Result};
 use std::path::Path;
@@ -49,6 +50,10 @@ pub struct Workload {
     shared: Option<SharedReport>,
     last: HashdReport,
     last_ts: f64,
+    /// The latency target is [`WARMUP_LAT_MULT`] times looser (see [`Workload::set_loose`]).
+    loose: bool,
+    /// A warm-up has finished: hashd's caches are no longer cold.
+    warmed: bool,
 }
 
 impl Workload {
@@ -108,6 +113,8 @@ impl Workload {
             shared,
             last: HashdReport::default(),
             last_ts: 0.0,
+            loose: false,
+            warmed: false,
         })
     }
 
@@ -115,11 +122,42 @@ impl Workload {
         self.hashd.as_mut().context("hashd has stopped")
     }
 
+    /// Hands hashd the parameters in effect.
+    fn apply(&mut self) -> Result<()> {
+        let mut p = self.params.clone();
+        if self.loose {
+            p.lat_target *= WARMUP_LAT_MULT;
+        }
+        self.hashd()?.set_params(&p)
+    }
+
     /// Runs hashd at `load` of its `rps_max`.
     pub fn set_load(&mut self, load: f64) -> Result<()> {
         self.params.rps_target = ((self.knobs.rps_max as f64 * load).round() as u32).max(1);
-        let p = self.params.clone();
-        self.hashd()?.set_params(&p)
+        self.apply()
+    }
+
+    /// Loosens hashd's latency target [`WARMUP_LAT_MULT`] times, or restores it: a cold
+    /// hashd misses the real target, and its latency controller then holds the requests in
+    /// flight, and with them the refilling of its caches, down for tens of seconds.
+    pub fn set_loose(&mut self, loose: bool) -> Result<()> {
+        self.loose = loose;
+        self.apply()
+    }
+
+    /// The real latency target (seconds), loosened or not.
+    pub fn lat_target(&self) -> f64 {
+        self.params.lat_target
+    }
+
+    /// No warm-up has finished yet: hashd's page cache and anon area are cold.
+    pub fn cold(&self) -> bool {
+        !self.warmed
+    }
+
+    /// A warm-up has finished.
+    pub fn set_warmed(&mut self) {
+        self.warmed = true;
     }
 
     /// Sets hashd's footprint to `size` bytes (a share of its `mem_size`).
@@ -130,8 +168,7 @@ impl Workload {
             self.knobs.mem_frac
         };
         self.params.mem_frac = frac;
-        let p = self.params.clone();
-        self.hashd()?.set_params(&p)
+        self.apply()
     }
 
     /// The footprint in effect, bytes.
