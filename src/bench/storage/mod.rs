@@ -326,3 +326,89 @@ pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
     let loops = rec.mem_sizes.len().max(rec.mem_usages.len());
     Ok(vec![headline_of(&res, rec.mem.profile, loops)?])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::hashd::sizing::probe::{End, Phase};
+
+    fn mem() -> MemProfile {
+        MemProfile {
+            profile: 2,
+            avail: 3 << 30,
+            share: 1 << 30,
+            target: 896 << 20,
+        }
+    }
+
+    fn probes(v: &[(f64, f64, bool)]) -> Vec<ProbeRecord> {
+        v.iter()
+            .map(|&(mem_frac, ratio, pass)| ProbeRecord {
+                phase: Phase::MemUp,
+                mem_frac,
+                rps: ratio * 167.0,
+                lat: 0.05,
+                ratio,
+                converged: true,
+                end: End::Converged,
+                secs: 14,
+                start: 0,
+                mem_bytes: 0,
+                pass: Some(pass),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_ceiling_is_the_highest_of_the_loops_lowest_fails_above_their_answers() {
+        let at = |mem_frac: f64, p: &[(f64, f64, bool)]| LoopInfo {
+            mem_frac,
+            mem_probes: probes(p),
+            ..Default::default()
+        };
+        // The sata-ssd compare's baseline: loop 1 passed 36.84 % short, then failed it twice
+        // (its last verdict), loop 2 failed 37.67 % on the close call's repeat.
+        let one = at(
+            0.35,
+            &[
+                (0.2, 0.998, true),
+                (0.4, 0.794, false),
+                (0.3, 1.018, true),
+                (0.35, 0.986, true),
+                (0.3684, 0.978, true),
+                (0.3842, 0.870, false),
+                (0.3684, 0.914, false),
+                (0.3684, 0.936, false),
+                (0.35, 0.968, true),
+            ],
+        );
+        let two = at(
+            0.3587,
+            &[
+                (0.3412, 0.980, true),
+                (0.3587, 0.976, true),
+                (0.3767, 0.926, true),
+                (0.3767, 0.912, false),
+                (0.3587, 0.982, true),
+            ],
+        );
+        let mut rec = Record {
+            loops: vec![one.clone()],
+            mem: mem(),
+            ..Default::default()
+        };
+        let c = rec.ceiling().unwrap();
+        assert_eq!(c.mem_frac, 0.3684);
+        assert!((c.ratio - (0.978 + 0.914 + 0.936) / 3.0).abs() < 1e-9);
+        assert_eq!(c.mem, mem());
+        rec.loops.push(two);
+        let c = rec.ceiling().unwrap();
+        assert_eq!(c.mem_frac, 0.3767);
+        assert!((c.ratio - 0.919).abs() < 1e-9);
+        // A loop with nothing failing above its answer bounds nothing.
+        rec.loops
+            .push(at(1.0, &[(0.8, 1.0, true), (1.0, 0.99, true)]));
+        assert_eq!(rec.ceiling(), None);
+        assert_eq!(Record::default().ceiling(), None);
+    }
+}

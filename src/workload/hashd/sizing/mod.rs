@@ -21,6 +21,8 @@ pub mod timing;
 #[cfg(test)]
 pub(crate) mod oracle;
 #[cfg(test)]
+mod prior_tests;
+#[cfg(test)]
 pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
