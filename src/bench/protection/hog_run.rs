@@ -5,7 +5,7 @@
 
 use super::props::speed_factor;
 use super::record::{MemHogRun, HOG_CG};
-use super::stable::{Stabilizer, Thresholds};
+use super::stable::{LatGate, Stabilizer, Thresholds};
 use super::workload::{Sample, Workload};
 use crate::bench::runner::now;
 use crate::logging::progress;
@@ -128,10 +128,7 @@ pub(super) fn run_one(
     if loose {
         wl.set_loose(true)?;
     }
-    // Fresh seconds in a row with the latency within the real target.
-    let (mut lat_met, lat_need) = (0usize, (t.stable.slots / 2).max(2));
-    // Fresh seconds with the latency above the real target.
-    let mut lat_over = 0u32;
+    let mut lat_gate = LatGate::new(t.stable);
     // Seconds the latency controller held the requests in flight at its ceiling.
     let mut capped = 0u32;
     loop {
@@ -151,13 +148,9 @@ pub(super) fn run_one(
         capped += u32::from(
             s.fresh && s.concurrency_max > 0.0 && s.concurrency >= s.concurrency_max - 1e-6,
         );
-        if s.fresh {
-            let met = s.lat > 0.0 && s.lat <= wl.lat_target();
-            lat_met = if met { lat_met + 1 } else { 0 };
-            lat_over += u32::from(!met);
-        }
+        let lat_met = s.fresh && lat_gate.push(s.lat, wl.lat_target());
         let stable = s.fresh && stab.push(s.rps, s.mem as f64, rps_max, load);
-        if stable && (!loose || lat_met >= lat_need) {
+        if stable && (!loose || lat_met) {
             let secs = start.elapsed().as_secs_f64();
             log::info!(
                 "protection: hashd stable after {:.0}s at {:.0} rps{}{}",
@@ -173,7 +166,7 @@ pub(super) fn run_one(
                         " ({}; latency in charge {}s, over its target {}s)",
                         stab.unmet(),
                         capped,
-                        lat_over
+                        lat_gate.over()
                     )
                 } else {
                     String::new()
@@ -190,7 +183,7 @@ pub(super) fn run_one(
                 wl.rps_target(),
                 stab.unmet(),
                 capped,
-                lat_over
+                lat_gate.over()
             );
             break;
         }

@@ -166,9 +166,68 @@ impl Stabilizer {
     }
 }
 
+/// The second condition of a cold hashd's warm-up under a loose latency target: its control
+/// latency has met the real target for half a window of fresh seconds in a row, so restoring
+/// the real target won't set the latency controller on it.
+#[derive(Debug, Clone, Copy)]
+pub struct LatGate {
+    need: usize,
+    met: usize,
+    over: u32,
+}
+
+impl LatGate {
+    pub fn new(thr: Thresholds) -> Self {
+        LatGate {
+            need: (thr.slots / 2).max(2),
+            met: 0,
+            over: 0,
+        }
+    }
+
+    /// One fresh second's control latency against the real target (seconds); whether the
+    /// latency has now met it long enough. No latency (no request finished) doesn't count.
+    pub fn push(&mut self, lat: f64, target: f64) -> bool {
+        let met = lat > 0.0 && lat <= target;
+        self.met = if met { self.met + 1 } else { 0 };
+        self.over += u32::from(!met);
+        self.met >= self.need
+    }
+
+    /// Fresh seconds the latency was over the target (or missing).
+    pub fn over(&self) -> u32 {
+        self.over
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_latency_gate_opens_after_half_a_window_within_the_target() {
+        let mut g = LatGate::new(Thresholds::QUICK);
+        // Cold: 200 ms against a 75 ms target, then a dip under it that doesn't hold.
+        for _ in 0..10 {
+            assert!(!g.push(0.2, 0.075));
+        }
+        assert!(!g.push(0.05, 0.075));
+        assert!(!g.push(0.1, 0.075));
+        // A second without a finished request neither meets nor opens it.
+        assert!(!g.push(0.0, 0.075));
+        assert!(!g.push(0.07, 0.075));
+        assert!(
+            g.push(0.075, 0.075),
+            "two seconds in a row: half the quick window"
+        );
+        assert_eq!(g.over(), 12);
+        let mut full = LatGate::new(Thresholds::FULL);
+        assert!(!(0..6).any(|_| full.push(0.05, 0.075)));
+        assert!(
+            full.push(0.05, 0.075),
+            "seven seconds: half the full window"
+        );
+    }
 
     fn run(
         s: &mut Stabilizer,
