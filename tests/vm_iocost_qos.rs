@@ -161,6 +161,32 @@ fn check_qos(v: &Value) {
         );
     }
 
+    // mof-ceiling: the vrate configurations' storage searches took the lowest footprint the
+    // baseline's (one) loop found failing above its answer as their upper end, and answered
+    // below it.
+    let base_loop = &runs[0]["stor"]["loops"][0];
+    let answer = base_loop["mem_frac"].as_f64().unwrap();
+    let base_probes = base_loop["mem_probes"].as_array().unwrap();
+    let verdict_at = |f: f64| {
+        base_probes
+            .iter()
+            .rev()
+            .find(|p| p["mem_frac"].as_f64() == Some(f))
+            .map(|p| p["pass"] == true)
+    };
+    let ceiling = base_probes
+        .iter()
+        .filter_map(|p| p["mem_frac"].as_f64())
+        .filter(|f| *f > answer && verdict_at(*f) == Some(false))
+        .fold(None, |m: Option<f64>, f| Some(m.map_or(f, |m| m.min(f))));
+    for r in &runs[1..] {
+        assert_eq!(r["stor"]["ceiling"].as_f64(), ceiling, "{}", r["stor"]);
+        if let Some(c) = ceiling {
+            let f = r["stor"]["loops"][0]["mem_frac"].as_f64().unwrap();
+            assert!(f < c, "answered {} at or above the ceiling {}", f, c);
+        }
+    }
+
     let sum = v["summary"].as_str().unwrap();
     assert!(
         sum.contains("[00] QoS: iocost=off mem_profile=2"),
