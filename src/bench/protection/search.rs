@@ -18,9 +18,11 @@
 //! neighbouring configuration's). The search then starts [`HINT_HEADROOM`] grid points above
 //! the point nearest to it and walks down from there as `linear` does (below a failed start,
 //! `bisect` bisects instead). If the start passes, the answer may lie higher: the next start
-//! is twice as far above, and so on until one fails (or the top passes), and the points
-//! between the failed start and the passed one are walked down. Every size is reached from
-//! above, as upstream reaches it: walking up from a passed size instead found larger sizes
+//! is as far above it, each later one twice as far as the last, until one fails (or the top
+//! passes), and the points between the failed start and the passed one are walked down. (The
+//! next start was twice as far at first, but in the VM compares every hinted start that
+//! passed was the answer, and the walk down to it from four points above cost four early
+//! fails.) Every size is reached from above, as upstream reaches it: walking up from a passed size instead found larger sizes
 //! protected than the walk down did on the same device (hashd, growing into memory it already
 //! holds, fares better than after shrinking), see iocost-qos.md. When passing is monotonic
 //! in the size the answer is the plain search's, in three probes when the hint is right, two
@@ -215,8 +217,8 @@ pub fn next_from(
                 .unwrap_or(std::cmp::Ordering::Equal)
         })
         .unwrap_or(0);
-    // The starts: above the hint, then twice as far above each one that passed, until one
-    // fails or the top passes.
+    // The starts: above the hint, then as far above the first one that passed, then twice as
+    // far above each later one, until one fails or the top passes.
     let mut start = nearest.saturating_sub(HINT_HEADROOM);
     let mut gap = HINT_HEADROOM;
     let mut passed: Option<usize> = None;
@@ -227,8 +229,10 @@ pub fn next_from(
                 if start == 0 {
                     return Next::Found(grid[0]);
                 }
+                if passed.is_some() {
+                    gap *= 2;
+                }
                 passed = Some(start);
-                gap *= 2;
                 start = start.saturating_sub(gap);
             }
             Some(_) => break,
@@ -364,16 +368,25 @@ mod tests {
         assert_eq!(probes, vec![13.0 * G, 12.0 * G, 11.0 * G]);
         // Linear from the top needed six.
         assert_eq!(tune(Search::Linear, &g, pass).1.len(), 6);
-        // The answer well above the hint: the start passes, the next start is four points
-        // above it and fails, and the points between are walked down.
+        // The answer at the start: the next start is two points above it and fails, and the
+        // point between is walked down.
+        let pass = |s: f64| s <= 11.0 * G;
+        let (n, probes) = tune_from(&g, 9.0 * G, pass);
+        assert_eq!(n, Next::Found(11.0 * G));
+        assert_eq!(probes, vec![11.0 * G, 13.0 * G, 12.0 * G]);
+        // The answer well above the hint: the second start passes too, the third is four
+        // points above it (the top) and fails, and the points between are walked down.
         let pass = |s: f64| s <= 14.0 * G;
         let (n, probes) = tune_from(&g, 9.0 * G, pass);
         assert_eq!(n, Next::Found(14.0 * G));
-        assert_eq!(probes, vec![11.0 * G, 15.0 * G, 14.0 * G]);
+        assert_eq!(
+            probes,
+            vec![11.0 * G, 13.0 * G, 16.0 * G, 15.0 * G, 14.0 * G]
+        );
         // Up to the top when everything passes.
         let (n, probes) = tune_from(&g, 7.0 * G, |_| true);
         assert_eq!(n, Next::Found(16.0 * G));
-        assert_eq!(probes, vec![9.0 * G, 13.0 * G, 16.0 * G]);
+        assert_eq!(probes, vec![9.0 * G, 11.0 * G, 15.0 * G, 16.0 * G]);
         // No hint: the plain search.
         assert_eq!(
             next_from(Search::Linear, None, &g, &[]),
