@@ -481,6 +481,7 @@ impl Bench for Storage {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::mem;
     use super::*;
     use crate::system::bench_json::HashdKnobs;
 
@@ -593,15 +594,6 @@ mod tests {
         let empty = serde_json::value::to_raw_value(&Record::default()).unwrap();
         let spec = JobSpec::parse("storage:apply").unwrap();
         assert!(crate::bench::AnyBench::applies(&Storage, &spec, &empty).is_err());
-    }
-
-    fn mem() -> MemProfile {
-        MemProfile {
-            profile: 2,
-            avail: 3 << 30,
-            share: 1 << 30,
-            target: 896 << 20,
-        }
     }
 
     fn props() -> Props {

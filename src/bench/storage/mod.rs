@@ -332,7 +332,8 @@ mod tests {
     use super::*;
     use crate::workload::hashd::sizing::probe::{End, Phase};
 
-    fn mem() -> MemProfile {
+    /// Memory profile 2 of a 3G host, for the storage tests here and in `measure`.
+    pub(super) fn mem() -> MemProfile {
         MemProfile {
             profile: 2,
             avail: 3 << 30,
