@@ -2,11 +2,18 @@
 //! device: a hint near the answer, a cold start at the hint, a ceiling from a faster setup.
 
 use super::mem::{self, Prior};
+use super::probe::ProbeRecord;
 use super::sim::SimDevice;
 use super::{Thresholds, Timing};
 
 const RPS_MAX: u32 = 2000;
 const SPEEDS: [f64; 4] = [0.02, 0.12, 0.3, 0.55];
+
+/// The memory search on `sim` with the default thresholds; its probes go to `hist`.
+fn search(sim: &mut SimDevice, timing: &Timing, hist: &mut Vec<ProbeRecord>, prior: Prior) -> f64 {
+    let th = Thresholds::default();
+    mem::search_near(sim, RPS_MAX, timing, &th, hist, prior).unwrap()
+}
 
 fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b
@@ -25,30 +32,14 @@ fn a_hint_lands_as_exactly_and_saves_time_when_near() {
                 let tol = if quick { 0.055 } else { 0.05 };
                 let mut plain = sim();
                 let mut hist = Vec::new();
-                mem::search_near(
-                    &mut plain,
-                    RPS_MAX,
-                    &timing,
-                    &th,
-                    &mut hist,
-                    Prior::default(),
-                )
-                .unwrap();
+                search(&mut plain, &timing, &mut hist, Prior::default());
                 plain_secs += plain.secs;
                 // Right, a bit off either way, and far off either way.
                 for k in [1.0, 0.93, 1.07, 0.5, 1.6] {
                     let mut s = sim();
                     let mut hist = Vec::new();
                     let hint = Some((truth * k).min(1.0));
-                    let p = mem::search_near(
-                        &mut s,
-                        RPS_MAX,
-                        &timing,
-                        &th,
-                        &mut hist,
-                        Prior::hint(hint),
-                    )
-                    .unwrap();
+                    let p = search(&mut s, &timing, &mut hist, Prior::hint(hint));
                     assert!(
                         rel(p, truth) <= tol,
                         "quick {} io {} seed {} hint ×{}: {:.4} vs {:.4}\n{:#?}",
@@ -112,27 +103,11 @@ fn a_cold_start_at_the_hint_does_not_pull_the_answer_down() {
                     s
                 };
                 let truth = sim().crossing(th.pass);
-                let unhinted = mem::search_near(
-                    &mut sim(),
-                    RPS_MAX,
-                    &timing,
-                    &th,
-                    &mut Vec::new(),
-                    Prior::default(),
-                )
-                .unwrap();
+                let unhinted = search(&mut sim(), &timing, &mut Vec::new(), Prior::default());
                 for k in [1.0, 1.07] {
                     let mut hist = Vec::new();
                     let hint = Some((truth * k).min(1.0));
-                    let p = mem::search_near(
-                        &mut sim(),
-                        RPS_MAX,
-                        &timing,
-                        &th,
-                        &mut hist,
-                        Prior::hint(hint),
-                    )
-                    .unwrap();
+                    let p = search(&mut sim(), &timing, &mut hist, Prior::hint(hint));
                     assert!(
                         p >= unhinted * (1.0 - tol) && rel(p, truth) <= 0.075,
                         "quick {} io {} seed {} hint ×{}: {:.4}, unhinted {:.4}, boundary {:.4}\n{:#?}",
@@ -168,15 +143,7 @@ fn a_ceiling_from_a_faster_setup_bounds_the_search_and_saves_time() {
                 let seed = 500 + i as u64 * 13 + seed;
                 let mut base = SimDevice::new(0.25, io, 0.01, seed);
                 let mut hist = Vec::new();
-                let a = mem::search_near(
-                    &mut base,
-                    RPS_MAX,
-                    &timing,
-                    &th,
-                    &mut hist,
-                    Prior::default(),
-                )
-                .unwrap();
+                let a = search(&mut base, &timing, &mut hist, Prior::default());
                 let Some(c) = mem::lowest_fail_above(&hist, a) else {
                     continue;
                 };
@@ -194,18 +161,9 @@ fn a_ceiling_from_a_faster_setup_bounds_the_search_and_saves_time() {
                         hint: Some(a),
                         ceiling: Some(c),
                     };
-                    let p =
-                        mem::search_near(&mut s, RPS_MAX, &timing, &th, &mut hist, prior).unwrap();
+                    let p = search(&mut s, &timing, &mut hist, prior);
                     let mut h = sim();
-                    let hinted = mem::search_near(
-                        &mut h,
-                        RPS_MAX,
-                        &timing,
-                        &th,
-                        &mut Vec::new(),
-                        Prior::hint(Some(a)),
-                    )
-                    .unwrap();
+                    let hinted = search(&mut h, &timing, &mut Vec::new(), Prior::hint(Some(a)));
                     // Cold (see the hint's test): no further below than the hint alone lands.
                     let ok = if cold > 0.0 {
                         p >= hinted * (1.0 - tol)
