@@ -61,7 +61,7 @@ impl Shape {
 pub fn check_value(key: &str, value: &str, kind: ValueKind) -> Result<ParsedValue, String> {
     let needs_value = !matches!(
         kind,
-        ValueKind::Bool | ValueKind::BoolOrFloat | ValueKind::Str
+        ValueKind::Bool | ValueKind::BoolOrFloat | ValueKind::BoolOrFrac | ValueKind::Str
     );
     if needs_value && value.trim().is_empty() {
         return Err(format!(

@@ -17,6 +17,8 @@ pub enum ValueKind {
     Float,
     /// bare key = true, or a float (iocost-qos `dither`)
     BoolOrFloat,
+    /// bare key = true, `true`/`false`, or a fraction (iocost-qos `early-stop`)
+    BoolOrFrac,
     Enum(&'static [&'static str]),
     Str,
 }

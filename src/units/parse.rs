@@ -60,6 +60,16 @@ pub fn parse_value(kind: ValueKind, s: &str) -> Result<ParsedValue, String> {
                 format!("{:?} is neither a boolean nor a number (accepted: the bare key, true/false, or a finite number, e.g. 2.5)", s)
             })?),
         },
+        ValueKind::BoolOrFrac => match parse_bool(s) {
+            Ok(b) => ParsedValue::Bool(b),
+            Err(_) => ParsedValue::Frac(parse_frac(s).map_err(|_| {
+                format!(
+                    "{:?} is neither a boolean nor a fraction (accepted: {})",
+                    s,
+                    accepted(ValueKind::BoolOrFrac)
+                )
+            })?),
+        },
         ValueKind::Enum(choices) => ParsedValue::Enum(parse_enum(s, choices)?.to_string()),
         ValueKind::Str => ParsedValue::Str(s.to_string()),
     })
@@ -75,6 +85,7 @@ pub fn accepted(kind: ValueKind) -> String {
         ValueKind::Int => INT_ACCEPTED.into(),
         ValueKind::Float => FLOAT_ACCEPTED.into(),
         ValueKind::BoolOrFloat => "the bare key, true/false, or a finite number".into(),
+        ValueKind::BoolOrFrac => "the bare key, true/false, or a fraction, e.g. 0.1 or 10%".into(),
         ValueKind::Enum(choices) => format!("one of {}", choices.join(", ")),
         ValueKind::Str => "any text".into(),
     }
@@ -490,6 +501,18 @@ mod tests {
         assert!(parse_value(ValueKind::BoolOrFloat, "x")
             .unwrap_err()
             .contains("neither a boolean nor a number"));
+        assert_eq!(
+            parse_value(ValueKind::BoolOrFrac, "false"),
+            Ok(P::Bool(false))
+        );
+        assert_eq!(parse_value(ValueKind::BoolOrFrac, "10%"), Ok(P::Frac(0.1)));
+        assert_eq!(
+            parse_value(ValueKind::BoolOrFrac, "0.07"),
+            Ok(P::Frac(0.07))
+        );
+        assert!(parse_value(ValueKind::BoolOrFrac, "-5%")
+            .unwrap_err()
+            .contains("neither a boolean nor a fraction (accepted: the bare key"));
         assert_eq!(
             parse_value(ValueKind::Enum(&["x", "y"]), "y"),
             Ok(P::Enum("y".into()))

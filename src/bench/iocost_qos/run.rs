@@ -280,7 +280,10 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
             ""
         },
         if p.tune_bisect { " · tune-bisect" } else { "" },
-        if p.early_stop { " · early-stop" } else { "" },
+        match p.early_stop {
+            Some(t) => format!(" · early-stop={}%", (t * 1e4).round() / 100.0),
+            None => String::new(),
+        },
         if quick { " · quick" } else { "" }
     )
 }
@@ -426,7 +429,7 @@ fn run_config(
     sprops.commit = false;
     sprops.hint = stor_hint;
     sprops.hint_loops = props.mof_hint;
-    sprops.stop_agree = props.early_stop.then_some(super::props::EARLY_STOP_TOL);
+    sprops.stop_agree = props.early_stop;
     if let Some(h) = stor_hint {
         log::info!(
             "iocost-qos[{:02}]: storage: the memory search starts next to {:.1}% \
@@ -552,20 +555,21 @@ mod tests {
     #[test]
     fn time_savers_default_on_and_are_part_of_the_reuse_key() {
         let on = props("iocost-qos");
-        assert!(on.mof_hint && on.mof_ceiling && on.tune_hint && !on.tune_bisect && on.early_stop);
+        assert!(on.mof_hint && on.mof_ceiling && on.tune_hint && !on.tune_bisect);
+        assert_eq!(on.early_stop, Some(0.10));
         let text = params_text(&on, false, false);
         assert!(
-            text.ends_with(" · hints · mof-ceiling · early-stop"),
+            text.ends_with(" · hints · mof-ceiling · early-stop=10%"),
             "{}",
             text
         );
         // The baseline is measured the same either way: a run with mof-ceiling=false reuses it.
         let text = params_text(&on, true, false);
-        assert!(text.ends_with(" · hints · early-stop"), "{}", text);
-        let bisect = props("iocost-qos:tune-bisect,mof-ceiling=false");
+        assert!(text.ends_with(" · hints · early-stop=10%"), "{}", text);
+        let bisect = props("iocost-qos:tune-bisect,mof-ceiling=false,early-stop=5%");
         let text = params_text(&bisect, true, false);
         assert!(
-            text.ends_with(" · hints · tune-bisect · early-stop"),
+            text.ends_with(" · hints · tune-bisect · early-stop=5%"),
             "{}",
             text
         );
@@ -578,14 +582,27 @@ mod tests {
                 && !off.mof_ceiling
                 && !off.tune_hint
                 && !off.tune_bisect
-                && !off.early_stop
+                && off.early_stop.is_none()
         );
         // Upstream's behaviour: no saver named, so a faithful run never reuses a saver's.
         let text = params_text(&off, true, true);
         assert!(text.ends_with("isol-05>=0.9 · quick"), "{}", text);
         let stop =
             props("iocost-qos:mof-hint=false,mof-ceiling=false,tune-hint=false,tune-bisect=false");
-        assert!(params_text(&stop, false, false).ends_with(">=0.9 · early-stop"));
+        assert!(params_text(&stop, false, false).ends_with(">=0.9 · early-stop=10%"));
+        for (text, want) in [
+            ("", Some(0.10)),
+            ("=true", Some(0.10)),
+            ("=0.07", Some(0.07)),
+        ] {
+            let p = props(&format!("iocost-qos:early-stop{}", text));
+            assert_eq!(p.early_stop, want, "early-stop{}", text);
+        }
+        for bad in ["0%", "150%", "often"] {
+            let spec = JobSpec::parse(&format!("iocost-qos:early-stop={}", bad)).unwrap();
+            let e = format!("{:?}", super::super::props::check(&spec).unwrap_err());
+            assert!(e.contains("early-stop=") && e.contains(bad), "{}", e);
+        }
         // What the tunes get: upstream's linear walk down unless bisect is asked for.
         assert_eq!(tune_props(&bisect, 1.0, 2.0, None).search, Search::Bisect);
         assert_eq!(tune_props(&on, 1.0, 2.0, None).search, Search::Linear);

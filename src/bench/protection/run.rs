@@ -305,8 +305,8 @@ fn run_tune(
         let k = r.probes.len();
         let base_hold = r.base_period.0 == 0;
         let most = if p.hint.is_some() {
-            // Every point once, and bisect's bottom twice.
-            grid.len() + usize::from(p.search == search::Search::Bisect)
+            // Every point once, a start that passed fresh twice, and bisect's bottom twice.
+            grid.len() + 1 + usize::from(p.search == search::Search::Bisect)
         } else {
             search::most_probes(p.search, &grid, &done)
         };
@@ -393,8 +393,12 @@ fn run_tune(
                                 ProbeOutcome::Fail
                             };
                             // The result shows the passing run (each pass of a search is
-                            // larger than the ones before), else the last one studied.
-                            let any_pass = r.probes.iter().any(|q| q.outcome.passed());
+                            // larger than the ones before), else the last one studied. A
+                            // repeat at a size overrules the pass there.
+                            let any_pass = r
+                                .probes
+                                .iter()
+                                .any(|q| q.outcome.passed() && (q.size - size).abs() >= 0.5);
                             if passed || !any_pass {
                                 r.final_run = Some(hr);
                             }

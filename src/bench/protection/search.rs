@@ -22,9 +22,12 @@
 //! passes), and the points between the failed start and the passed one are walked down. (The
 //! next start was twice as far at first, but in the VM compares every hinted start that
 //! passed was the answer, and the walk down to it from four points above cost four early
-//! fails.) Every size is reached from above, as upstream reaches it: walking up from a passed size instead found larger sizes
+//! fails.) When they all fail, the start that passed is probed again, now right after the
+//! point above it failed, and only that verdict counts. Every answer is thus reached from
+//! above, as upstream reaches it: walking up from a passed size instead found larger sizes
 //! protected than the walk down did on the same device (hashd, growing into memory it already
-//! holds, fares better than after shrinking), see iocost-qos.md. When passing is monotonic
+//! holds, fares better than after shrinking), and starts that passed fresh, first of their
+//! tune, came out above the walk's answer too, see iocost-qos.md. When passing is monotonic
 //! in the size the answer is the plain search's, in three probes when the hint is right, two
 //! of them above the answer, which fail early and cheaply.
 //!
@@ -88,6 +91,19 @@ fn outcome(grid: &[f64], done: &[(f64, ProbeOutcome)], i: usize) -> Option<Probe
         .rev()
         .find(|(s, _)| (s - grid[i]).abs() < 0.5)
         .map(|d| d.1)
+}
+
+/// Whether grid point `i`'s latest probe came right after a probe of the point above it that
+/// did not pass (the top has none above: it counts as reached from above).
+fn reached_from_above(grid: &[f64], done: &[(f64, ProbeOutcome)], i: usize) -> bool {
+    if i == 0 {
+        return true;
+    }
+    let at = |d: &(f64, ProbeOutcome), j: usize| (d.0 - grid[j]).abs() < 0.5;
+    match done.iter().rposition(|d| at(d, i)) {
+        Some(k) if k > 0 => at(&done[k - 1], i - 1) && !done[k - 1].1.passed(),
+        _ => false,
+    }
 }
 
 /// How many times grid point `i` was probed.
@@ -239,8 +255,17 @@ pub fn next_from(
         }
     }
     if let Some(below) = passed {
-        // Down from the failed start to the start that passed, as upstream walks.
-        return walk_down(grid, done, start + 1..below, last).unwrap_or(Next::Found(grid[below]));
+        // Down from the failed start to the start that passed, as upstream walks. That start
+        // counts once it passed right after the point above it failed, as upstream reaches
+        // every size; a start that passed fresh is probed again (if it fails then, the walk
+        // goes on below it).
+        return walk_down(grid, done, start + 1..below, last).unwrap_or_else(|| {
+            if reached_from_above(grid, done, below) {
+                Next::Found(grid[below])
+            } else {
+                probe(below)
+            }
+        });
     }
     // Below a failed start: walk down — to the bottom (`linear`), or to the hint's point and
     // bisect below it (`bisect`).
@@ -316,13 +341,15 @@ mod tests {
         loop {
             match next_from(search, hint, grid, &done) {
                 Next::Probe { size, .. } => {
-                    // Only the bottom is probed again, once.
-                    let n = done
+                    // Only the bottom and a start that passed are probed again, once.
+                    let before: Vec<_> = done
                         .iter()
                         .filter(|d: &&(f64, ProbeOutcome)| d.0 == size)
-                        .count();
+                        .collect();
                     assert!(
-                        n == 0 || (n == 1 && Some(&size) == grid.last()),
+                        before.is_empty()
+                            || (before.len() == 1
+                                && (Some(&size) == grid.last() || before[0].1.passed())),
                         "reprobed {}",
                         size
                     );
@@ -368,12 +395,13 @@ mod tests {
         assert_eq!(probes, vec![13.0 * G, 12.0 * G, 11.0 * G]);
         // Linear from the top needed six.
         assert_eq!(tune(Search::Linear, &g, pass).1.len(), 6);
-        // The answer at the start: the next start is two points above it and fails, and the
-        // point between is walked down.
+        // The answer at the start: the next start is two points above it and fails, the
+        // point between is walked down, and the start, which passed fresh, is probed again
+        // right below it.
         let pass = |s: f64| s <= 11.0 * G;
         let (n, probes) = tune_from(&g, 9.0 * G, pass);
         assert_eq!(n, Next::Found(11.0 * G));
-        assert_eq!(probes, vec![11.0 * G, 13.0 * G, 12.0 * G]);
+        assert_eq!(probes, vec![11.0 * G, 13.0 * G, 12.0 * G, 11.0 * G]);
         // The answer well above the hint: the second start passes too, the third is four
         // points above it (the top) and fails, and the points between are walked down.
         let pass = |s: f64| s <= 14.0 * G;
@@ -383,10 +411,26 @@ mod tests {
             probes,
             vec![11.0 * G, 13.0 * G, 16.0 * G, 15.0 * G, 14.0 * G]
         );
-        // Up to the top when everything passes.
+        // Up to the top when everything passes: the top has nothing above it.
         let (n, probes) = tune_from(&g, 7.0 * G, |_| true);
         assert_eq!(n, Next::Found(16.0 * G));
         assert_eq!(probes, vec![9.0 * G, 11.0 * G, 15.0 * G, 16.0 * G]);
+        // A start that passed fresh but fails once reached from above: the walk goes on
+        // below it, and the answer is the one upstream's walk finds.
+        let seen = std::cell::Cell::new(0);
+        let fresh_only = |s: f64| {
+            if s == 11.0 * G {
+                seen.set(seen.get() + 1);
+                return studied(seen.get() == 1);
+            }
+            studied(s <= 10.0 * G)
+        };
+        let (n, probes) = tune_on(Search::Linear, Some(9.0 * G), &g, fresh_only);
+        assert_eq!(n, Next::Found(10.0 * G));
+        assert_eq!(
+            probes,
+            vec![11.0 * G, 13.0 * G, 12.0 * G, 11.0 * G, 10.0 * G]
+        );
         // No hint: the plain search.
         assert_eq!(
             next_from(Search::Linear, None, &g, &[]),
