@@ -85,11 +85,16 @@ pub enum Next {
     NotFound,
 }
 
+/// Whether a probe of `size` was one of grid point `i` (sizes are whole bytes).
+fn is_point(grid: &[f64], i: usize, size: f64) -> bool {
+    (size - grid[i]).abs() < 0.5
+}
+
 /// How grid point `i` came out in `done` (its latest probe), if it was probed.
 fn outcome(grid: &[f64], done: &[(f64, ProbeOutcome)], i: usize) -> Option<ProbeOutcome> {
     done.iter()
         .rev()
-        .find(|(s, _)| (s - grid[i]).abs() < 0.5)
+        .find(|(s, _)| is_point(grid, i, *s))
         .map(|d| d.1)
 }
 
@@ -99,18 +104,15 @@ fn reached_from_above(grid: &[f64], done: &[(f64, ProbeOutcome)], i: usize) -> b
     if i == 0 {
         return true;
     }
-    let at = |d: &(f64, ProbeOutcome), j: usize| (d.0 - grid[j]).abs() < 0.5;
-    match done.iter().rposition(|d| at(d, i)) {
-        Some(k) if k > 0 => at(&done[k - 1], i - 1) && !done[k - 1].1.passed(),
+    match done.iter().rposition(|d| is_point(grid, i, d.0)) {
+        Some(k) if k > 0 => is_point(grid, i - 1, done[k - 1].0) && !done[k - 1].1.passed(),
         _ => false,
     }
 }
 
 /// How many times grid point `i` was probed.
 fn probes_at(grid: &[f64], done: &[(f64, ProbeOutcome)], i: usize) -> usize {
-    done.iter()
-        .filter(|(s, _)| (s - grid[i]).abs() < 0.5)
-        .count()
+    done.iter().filter(|(s, _)| is_point(grid, i, *s)).count()
 }
 
 /// The next step of `search` over `grid` after `done` (size, outcome), in probe order.
