@@ -305,7 +305,7 @@ fn run_tune(
         let k = r.probes.len();
         let base_hold = r.base_period.0 == 0;
         let most = if p.hint.is_some() {
-            // Every point once, a start that passed fresh twice, and bisect's bottom twice.
+            // Every point once, a start reached by climbing twice, and bisect's bottom twice.
             grid.len() + 1 + usize::from(p.search == search::Search::Bisect)
         } else {
             search::most_probes(p.search, &grid, &done)
