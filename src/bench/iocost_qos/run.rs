@@ -151,7 +151,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
         );
         // Time-saver: the tune starts where the previous configuration's ended.
         let hint = if props.tune_hint {
-            runs.iter().rev().flatten().find_map(tune_size)
+            runs.iter().rev().flatten().find_map(tune_hint)
         } else {
             None
         };
@@ -207,10 +207,37 @@ fn storage_frac(r: &QosRun) -> Option<f64> {
     (!f.is_empty()).then(|| f.iter().sum::<f64>() / f.len() as f64)
 }
 
-/// The size a run's mem-hog-tune found protected.
-fn tune_size(r: &QosRun) -> Option<f64> {
+/// Where a tune starts (`tune-hint`): a size from the previous configuration's tune.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct TuneHint {
+    size: f64,
+    /// Whether that tune protected `size` (else it is the smallest size it failed).
+    protected: bool,
+}
+
+/// Where a run's mem-hog-tune leaves the next one's start: the size it found protected or,
+/// when it walked to the bottom and protected none, the smallest size it probed. On a slow
+/// device whole runs of configurations protect nothing (hdd: upstream's walk failed all eleven
+/// sizes in most); the next tune then starts near the bottom instead of walking down from the
+/// top again, and still climbs if its start passes.
+fn tune_hint(r: &QosRun) -> Option<TuneHint> {
     r.prot.scenarios.iter().find_map(|s| match s {
-        crate::bench::protection::ScenarioRecord::MemHogTune(t) => t.final_size,
+        crate::bench::protection::ScenarioRecord::MemHogTune(t) => match t.final_size {
+            Some(size) => Some(TuneHint {
+                size,
+                protected: true,
+            }),
+            None if t.done => t
+                .probes
+                .iter()
+                .map(|p| p.size)
+                .min_by(f64::total_cmp)
+                .map(|size| TuneHint {
+                    size,
+                    protected: false,
+                }),
+            None => None,
+        },
         crate::bench::protection::ScenarioRecord::MemHog(_) => None,
     })
 }
@@ -372,7 +399,7 @@ struct Config<'a> {
     /// The sub-bench parameters (the reuse key).
     params: &'a str,
     /// Where the tune starts (`tune-hint`).
-    hint: Option<f64>,
+    hint: Option<TuneHint>,
     /// Where the storage searches start (`mof-hint`), mem_frac.
     stor_hint: Option<f64>,
     /// The storage searches' known upper end (`mof-ceiling`).
@@ -491,7 +518,10 @@ fn run_config(
     let size_min = (share * 4.0 / 5.0).min(size_max);
     let pprops = crate::bench::protection::props::Props {
         scenarios: vec![Scenario::MemHogTune(tune_props(
-            props, size_min, size_max, hint,
+            props,
+            size_min,
+            size_max,
+            hint.map(|h| h.size),
         ))],
     };
     log::info!(
@@ -500,8 +530,13 @@ fn run_config(
         format_size(size_min),
         format_size(size_max),
         hint.map_or(String::new(), |h| format!(
-            ", starting next to {} (tune-hint: the previous configuration's)",
-            format_size(h)
+            ", starting next to {} (tune-hint: {})",
+            format_size(h.size),
+            if h.protected {
+                "the size the previous configuration protected"
+            } else {
+                "the previous configuration protected none; its smallest size"
+            }
         ))
     );
     let prev = to_raw_opt(&run.prot)?;
@@ -607,5 +642,52 @@ mod tests {
         assert_eq!(tune_props(&bisect, 1.0, 2.0, None).search, Search::Bisect);
         assert_eq!(tune_props(&on, 1.0, 2.0, None).search, Search::Linear);
         assert_eq!(tune_props(&off, 1.0, 2.0, None).search, Search::Linear);
+    }
+
+    #[test]
+    fn the_tune_hint_is_the_size_protected_else_the_smallest_failed() {
+        use crate::bench::protection::record::{ProbeOutcome, TuneProbe};
+        use crate::bench::protection::{MemHogTuneRecord, ScenarioRecord};
+        let probe = |size: f64, outcome| TuneProbe {
+            size,
+            outcome,
+            isol: 0.0,
+            period: (0, 0),
+            why: String::new(),
+        };
+        let run = |t: MemHogTuneRecord| {
+            let mut r = QosRun::default();
+            r.prot.scenarios.push(ScenarioRecord::MemHogTune(t));
+            r
+        };
+        let walked = MemHogTuneRecord {
+            probes: vec![
+                probe(3e9, ProbeOutcome::EarlyFail),
+                probe(1e9, ProbeOutcome::Fail),
+                probe(2e9, ProbeOutcome::EarlyFail),
+            ],
+            done: true,
+            ..Default::default()
+        };
+        let none = TuneHint {
+            size: 1e9,
+            protected: false,
+        };
+        assert_eq!(tune_hint(&run(walked.clone())), Some(none));
+        let mut passed = walked.clone();
+        passed.probes.push(probe(1.5e9, ProbeOutcome::Pass));
+        passed.final_size = Some(1.5e9);
+        let found = TuneHint {
+            size: 1.5e9,
+            protected: true,
+        };
+        assert_eq!(tune_hint(&run(passed)), Some(found));
+        // A tune that did not end says nothing about the sizes it did not reach.
+        let cut = MemHogTuneRecord {
+            done: false,
+            ..walked
+        };
+        assert_eq!(tune_hint(&run(cut)), None);
+        assert_eq!(tune_hint(&QosRun::default()), None);
     }
 }

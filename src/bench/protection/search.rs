@@ -15,7 +15,7 @@
 //!   version did (up to `intvs - 1` more probes, each a worse candidate).
 //!
 //! Either can start from a *hint*, a size another tune found protected (iocost-qos passes the
-//! neighbouring configuration's). The search then probes the top first, which fails early
+//! neighbouring configuration's, or its smallest size when it protected none). The search then probes the top first, which fails early
 //! and cheaply as upstream's first probe does, and then starts [`HINT_HEADROOM`] grid points
 //! above the point nearest to the hint and walks down from there as `linear` does (below a
 //! failed start, `bisect` bisects instead). The top comes first because a freshly started

@@ -78,6 +78,11 @@ fn a_hint_gives_the_linear_answer_in_three_probes_when_right() {
     let (n, probes) = tune_from(&g, 11.0 * G, pass);
     assert_eq!(n, Next::Found(11.0 * G));
     assert_eq!(probes, vec![16.0 * G, 13.0 * G, 12.0 * G, 11.0 * G]);
+    // A neighbour that protected nothing hints at the bottom: four probes where upstream's walk
+    // takes all eleven to protect nothing either.
+    let (n, probes) = tune_from(&g, 6.0 * G, |s| s <= 5.0 * G);
+    assert_eq!(n, Next::NotFound);
+    assert_eq!(probes, vec![16.0 * G, 8.0 * G, 7.0 * G, 6.0 * G]);
     // Linear from the top needed six.
     assert_eq!(tune(Search::Linear, &g, pass).1.len(), 6);
     // The answer at the start: it passed after the top failed, so it counts once the
