@@ -378,13 +378,17 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn the_ceiling_is_the_lowest_of_the_loops_lowest_fails_above_their_answers() {
-        let at = |mem_frac: f64, p: &[(f64, f64, bool)]| LoopInfo {
+    /// A loop that answered `mem_frac` after the probes `p` (mem_frac, ratio, pass).
+    fn at(mem_frac: f64, p: &[(f64, f64, bool)]) -> LoopInfo {
+        LoopInfo {
             mem_frac,
             mem_probes: probes(p),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn the_ceiling_is_the_lowest_of_the_loops_lowest_fails_above_their_answers() {
         // The sata-ssd compare's baseline: loop 1 passed 36.84 % short, then failed it twice
         // (its last verdict), loop 2 failed 37.67 % on the close call's repeat.
         let one = at(
@@ -438,11 +442,6 @@ mod tests {
 
     #[test]
     fn a_fail_another_loop_passed_well_above_is_no_ceiling() {
-        let at = |mem_frac: f64, p: &[(f64, f64, bool)]| LoopInfo {
-            mem_frac,
-            mem_probes: probes(p),
-            ..Default::default()
-        };
         // The hdd compare's baseline: loop 1 failed 20 % cold and settled at 19.2 %; loops 2
         // and 3 passed 20 % and found 27 %.
         let cold = at(0.192, &[(0.2, 0.61, false), (0.192, 0.97, true)]);
