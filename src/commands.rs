@@ -38,13 +38,6 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             let cfg = crate::config::Config::from_opts(&cli.global)?;
             crate::system::deps::deps_cmd(&cfg.dir, cfg.dev.as_deref(), a.fix)
         }
-        Command::JournalTest(a) => crate::testaid::journal_test::journal_test(
-            &crate::config::Config::from_opts(&cli.global)?.dir,
-            &a.path,
-            &a.value,
-            a.spin,
-            a.exit_after,
-        ),
         Command::Pack(a) => cli_pack(&cli.global, a.allow_missing),
         Command::Compare(a) => compare_cmd(&cli.global, &a),
         Command::Doc(a) => {
@@ -56,22 +49,12 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             let code = crate::vm::run(cli.global.dir.as_deref(), cli.global.verbose, &a)?;
             std::process::exit(code)
         }
-        Command::Probe(a) => crate::testaid::probe::run(&a),
         Command::KvmProbe => crate::vm::qemu::kvm_probe_child(),
-        Command::Reporter(a) => crate::testaid::reporter::run(&cli.global, &a),
-        Command::IoLat(a) => crate::testaid::iolat::run(&a),
         Command::Balloon => crate::system::mem::balloon_main(),
         Command::Hashd(a) => crate::workload::hashd::cmd::run(&a),
         Command::MemHog(a) => crate::workload::memhog::run::run(&a),
-        Command::HashdBench(a) => crate::testaid::hashd_bench::run_cmd(&a, &cli.global),
-        Command::VmScenario(a) => crate::testaid::vm_scenario::run(&a),
-        Command::SaveTest(a) => crate::testaid::save_test::save_test(
-            &require_result(&cli.global, "__save-test")?,
-            &a.from,
-            a.loops,
-            a.kills,
-            a.seed,
-        ),
+        #[cfg(feature = "testaid")]
+        Command::TestAid(t) => crate::testaid::dispatch(t, &cli.global),
     }
 }
 

@@ -9,8 +9,13 @@ use anyhow::Result;
 const TOPICS: &[(&str, &str, &str)] = &[
     (
         "common",
-        "Command line, job specs, result file and report conventions",
+        "Command line, job specs, system requirements",
         include_str!("../benches-doc/common.md"),
+    ),
+    (
+        "results",
+        "Result file, reading the reports, per-second reports, memory profiles",
+        include_str!("../benches-doc/results.md"),
     ),
     (
         "vm",
@@ -92,6 +97,46 @@ mod tests {
         let list = render(&[]).unwrap();
         for (name, _, _) in pages() {
             assert!(list.contains(name));
+        }
+    }
+
+    /// The pages are for users: short enough to read, and no measurement logs (they live beside
+    /// the pages in `benches-doc/*-measured.md`, which are not compiled in). A commit hash is
+    /// the mark of such a log; a test aid is a subcommand the installed binary lacks.
+    #[test]
+    fn pages_are_short_and_hold_no_logs() {
+        const MAX_LINES: usize = 250;
+        const TEST_AIDS: [&str; 7] = [
+            "__vm-scenario",
+            "__probe",
+            "__save-test",
+            "__journal-test",
+            "__reporter",
+            "__iolat",
+            "__hashd-bench",
+        ];
+        for (name, _, text) in pages() {
+            let lines = text.lines().count();
+            assert!(lines <= MAX_LINES, "doc {}: {} lines", name, lines);
+            for word in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+                let hex = word.len() >= 7 && word.chars().all(|c| c.is_ascii_hexdigit());
+                let mixed = word.chars().any(|c| c.is_ascii_digit())
+                    && word.chars().any(|c| c.is_ascii_alphabetic());
+                assert!(
+                    !(hex && mixed),
+                    "doc {}: {:?} looks like a commit",
+                    name,
+                    word
+                );
+            }
+            for aid in TEST_AIDS {
+                assert!(
+                    !text.contains(aid),
+                    "doc {} names the test aid {}",
+                    name,
+                    aid
+                );
+            }
         }
     }
 

@@ -13,6 +13,7 @@ pub mod result;
 pub mod spec;
 pub mod study;
 pub mod system;
+#[cfg(feature = "testaid")]
 pub mod testaid;
 pub mod units;
 pub mod util;

@@ -141,3 +141,31 @@ fn hidden_subcommands_are_never_suggested() {
         }
     }
 }
+
+/// Without the `testaid` feature (the binary users install) the test aids don't exist; the
+/// product's own hidden subcommands (`__hashd`, `__mem-hog`, …) do.
+#[cfg(not(feature = "testaid"))]
+#[test]
+fn the_installed_binary_has_no_test_aids() {
+    for aid in [
+        "__vm-scenario",
+        "__probe",
+        "__save-test",
+        "__journal-test",
+        "__reporter",
+        "__iolat",
+        "__hashd-bench",
+    ] {
+        let out = bin().arg(aid).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {}", aid, stderr);
+        assert!(
+            stderr.contains(&format!("unrecognized subcommand '{}'", aid)),
+            "{}: {}",
+            aid,
+            stderr
+        );
+    }
+    let out = bin().args(["__mem-hog", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}

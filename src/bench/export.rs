@@ -2,7 +2,7 @@
 //! collect with `jq` or a spreadsheet. Every record starts with the entry's identity (`kind`,
 //! `id`, `spec`, `start`, `end`, `complete`); the bench adds its numbers ([`super::Bench::
 //! headline`]), one record per entry, or one per configuration for `iocost-qos`. The keys are
-//! documented in `doc common` and only ever added to; `export_version` changes if one changes
+//! documented in `doc results` and only ever added to; `export_version` changes if one changes
 //! meaning or goes away.
 
 use crate::format::{has_result, select};

@@ -5,6 +5,7 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+#[cfg(feature = "testaid")]
 pub mod testaid;
 
 pub use crate::system::DFL_DIR;
@@ -119,10 +120,6 @@ pub enum Command {
     /// Check the system requirements (cgroup2, io.cost, swap, IO scheduler, ...) and list them;
     /// exits 1 if any is missed
     Deps(DepsArgs),
-    /// Testing aid: set --path to --value through the restore journal of --dir, print `changed`
-    /// and wait to be killed
-    #[command(name = "__journal-test", hide = true)]
-    JournalTest(JournalTestArgs),
     /// Pack the result file and its per-second reports into a tarball
     Pack(PackArgs),
     /// Show the headline numbers of two result files side by side, with their ratio
@@ -131,22 +128,9 @@ pub enum Command {
     Doc(DocArgs),
     /// Run resctl-bench inside a disposable QEMU VM test host (see `doc vm`)
     Vm(Box<crate::vm::VmArgs>),
-    /// Testing aid: repeatedly save the entries of FROM to --result, alternating two orders
-    #[command(name = "__save-test", hide = true)]
-    SaveTest(testaid::SaveTestArgs),
-    /// Guest-side probes used by the VM tests (io.cost knobs, io.stat, swaps, random-read IOPS)
-    #[command(name = "__probe", hide = true)]
-    Probe(testaid::ProbeArgs),
     /// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
     #[command(name = "__kvm-probe", hide = true)]
     KvmProbe,
-    /// Testing aid: run the per-second reporter for --secs into DIR/report.d (optionally next
-    /// to a synthetic load) and print a JSON summary of coverage and overhead
-    #[command(name = "__reporter", hide = true)]
-    Reporter(testaid::ReporterArgs),
-    /// Testing aid: per-second IO latency of a block device, optionally under a random-read load
-    #[command(name = "__iolat", hide = true)]
-    IoLat(testaid::IoLatArgs),
     /// The memory balloon: holds the byte counts read from stdin, one a line, until EOF
     #[command(name = "__balloon", hide = true)]
     Balloon,
@@ -157,13 +141,10 @@ pub enum Command {
     /// killed
     #[command(name = "__mem-hog", hide = true)]
     MemHog(crate::workload::memhog::MemHogArgs),
-    /// Testing aid: the hashd sizing bench (rps_max, memory footprint) against a hashd on this
-    /// host, without cgroups; prints the result JSON
-    #[command(name = "__hashd-bench", hide = true)]
-    HashdBench(testaid::HashdBenchArgs),
-    /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
-    #[command(name = "__vm-scenario", hide = true)]
-    VmScenario(testaid::ScenarioArgs),
+    /// The hidden subcommands only tests and scripts use (built with the `testaid` feature).
+    #[cfg(feature = "testaid")]
+    #[command(flatten)]
+    TestAid(testaid::TestAid),
 }
 
 #[derive(Debug, Args)]
@@ -351,7 +332,7 @@ pub struct FormatSpecs {
 #[derive(Debug, Args)]
 pub struct SummaryArgs {
     /// text (the report), or each entry's headline numbers as json or csv records (see
-    /// `doc common`, "Export")
+    /// `doc results`, "Export")
     #[arg(
         short = 'o',
         long = "output-format",
@@ -390,20 +371,4 @@ pub struct DepsArgs {
     /// every change is restored when deps exits
     #[arg(long = "fix")]
     pub fix: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct JournalTestArgs {
-    /// File to change
-    #[arg(long = "path", value_name = "FILE")]
-    pub path: PathBuf,
-    /// Value to write
-    #[arg(long = "value")]
-    pub value: String,
-    /// Keep the main thread busy computing instead of sleeping
-    #[arg(long = "spin")]
-    pub spin: bool,
-    /// Exit normally after this many seconds instead of waiting to be killed
-    #[arg(long = "exit-after", value_name = "SECS")]
-    pub exit_after: Option<f64>,
 }

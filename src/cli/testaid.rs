@@ -2,8 +2,37 @@
 //! the other clap definitions so the command line is defined in one place and `testaid` sits
 //! above `cli`, not beside it.
 
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
+
+/// The hidden test-aid subcommands, flattened into `Command` when the `testaid` feature is on.
+#[derive(Debug, Subcommand)]
+pub enum TestAid {
+    /// Testing aid: set --path to --value through the restore journal of --dir, print `changed`
+    /// and wait to be killed
+    #[command(name = "__journal-test", hide = true)]
+    JournalTest(JournalTestArgs),
+    /// Testing aid: repeatedly save the entries of FROM to --result, alternating two orders
+    #[command(name = "__save-test", hide = true)]
+    SaveTest(SaveTestArgs),
+    /// Guest-side probes used by the VM tests (io.cost knobs, io.stat, swaps, random-read IOPS)
+    #[command(name = "__probe", hide = true)]
+    Probe(ProbeArgs),
+    /// Testing aid: run the per-second reporter for --secs into DIR/report.d (optionally next
+    /// to a synthetic load) and print a JSON summary of coverage and overhead
+    #[command(name = "__reporter", hide = true)]
+    Reporter(ReporterArgs),
+    /// Testing aid: per-second IO latency of a block device, optionally under a random-read load
+    #[command(name = "__iolat", hide = true)]
+    IoLat(IoLatArgs),
+    /// Testing aid: the hashd sizing bench (rps_max, memory footprint) against a hashd on this
+    /// host, without cgroups; prints the result JSON
+    #[command(name = "__hashd-bench", hide = true)]
+    HashdBench(HashdBenchArgs),
+    /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
+    #[command(name = "__vm-scenario", hide = true)]
+    VmScenario(ScenarioArgs),
+}
 
 #[derive(Debug, Args)]
 pub struct SaveTestArgs {
@@ -153,4 +182,20 @@ pub struct ScenarioArgs {
     /// see what a busier guest does to the emulated device
     #[arg(long = "busy", default_value = "0")]
     pub busy: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct JournalTestArgs {
+    /// File to change
+    #[arg(long = "path", value_name = "FILE")]
+    pub path: PathBuf,
+    /// Value to write
+    #[arg(long = "value")]
+    pub value: String,
+    /// Keep the main thread busy computing instead of sleeping
+    #[arg(long = "spin")]
+    pub spin: bool,
+    /// Exit normally after this many seconds instead of waiting to be killed
+    #[arg(long = "exit-after", value_name = "SECS")]
+    pub exit_after: Option<f64>,
 }

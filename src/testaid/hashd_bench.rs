@@ -45,6 +45,7 @@ pub fn run_cmd(a: &HashdBenchArgs, global: &crate::cli::GlobalOpts) -> Result<()
 
 #[cfg(test)]
 mod tests {
+    use crate::cli::testaid::TestAid;
     use crate::cli::{Cli, Command};
     use clap::Parser;
 
@@ -65,7 +66,7 @@ mod tests {
         .unwrap();
         assert_eq!(cli.global.dir.as_deref(), Some("/tmp/x"));
         assert!(cli.global.quick);
-        let Command::HashdBench(a) = cli.cmd else {
+        let Command::TestAid(TestAid::HashdBench(a)) = cli.cmd else {
             panic!("not __hashd-bench");
         };
         assert!(a.fake_cpu && !a.rotational);
