@@ -135,7 +135,7 @@ fn imports_point_down_the_layers() {
         .unwrap()
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("cycle "))
         .map(String::from)
         .collect();
 
@@ -276,6 +276,374 @@ fn crate_refs_reads_plain_and_grouped_paths() {
             (3, "spec".to_string()),
             (4, "result".to_string()),
             (7, "report".to_string()),
+        ]
+    );
+}
+
+/// A source file's module path (`src/bench/storage/mod.rs` → `bench::storage`), or `None` for
+/// `main.rs`, a crate of its own; `#[path]` files are placed by [`path_modules`].
+fn module_path(rel: &Path) -> Option<Vec<String>> {
+    let mut segs: Vec<String> = rel
+        .components()
+        .skip(1)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = segs.pop()?;
+    let stem = last.strip_suffix(".rs")?;
+    match (segs.is_empty(), stem) {
+        (true, "main") => return None,
+        (true, "lib") | (_, "mod") => {}
+        _ => segs.push(stem.to_string()),
+    }
+    Some(segs)
+}
+
+/// Files loaded with `#[path = "x.rs"] mod name;`: their module is the declaring file's plus
+/// `name` (`search_tests.rs` is `…::search::tests`).
+fn path_modules(files: &[(PathBuf, Vec<String>, String)]) -> BTreeMap<PathBuf, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (rel, module, text) in files {
+        let mut lines = text.lines();
+        while let Some(l) = lines.next() {
+            let Some(p) = l.trim().strip_prefix("#[path = \"") else {
+                continue;
+            };
+            let file = p.trim_end_matches("\"]");
+            let Some(name) = lines
+                .next()
+                .and_then(|n| n.trim().strip_prefix("mod "))
+                .map(|n| n.trim_end_matches(';').trim())
+            else {
+                continue;
+            };
+            let mut m = module.clone();
+            m.push(name.to_string());
+            out.insert(rel.parent().unwrap().join(file), m);
+        }
+    }
+    out
+}
+
+/// A file's text without its comment lines and without an inline `#[cfg(test)] mod … {}` at
+/// its end, whose `super::` means the file itself.
+fn code_of(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(l) = lines.next() {
+        let t = l.trim_start();
+        if t.starts_with("#[cfg(test)]")
+            && lines.peek().is_some_and(|n| {
+                let n = n.trim();
+                n.starts_with("mod ") && n.ends_with('{')
+            })
+        {
+            break;
+        }
+        if !t.starts_with("//") {
+            out.push_str(l);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The leaf paths of the use tree at `text[at..]` (`a::{b::C, d}` → `a::b::C`, `a::d`), each
+/// with `prefix` in front; returns where the tree ends.
+fn use_tree(text: &str, mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    let b = text.as_bytes();
+    let skip_ws = |mut i: usize| {
+        while i < b.len() && (b[i] as char).is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut path = prefix;
+    loop {
+        at = skip_ws(at);
+        if at < b.len() && b[at] == b'{' {
+            at += 1;
+            loop {
+                at = skip_ws(at);
+                if at >= b.len() || b[at] == b'}' {
+                    return at + 1;
+                }
+                at = use_tree(text, at, path.clone(), out);
+                at = skip_ws(at);
+                if at < b.len() && b[at] == b',' {
+                    at += 1;
+                }
+            }
+        }
+        let id = ident_at(text, at);
+        if id.is_empty() {
+            out.push(path);
+            return at;
+        }
+        path.push(id.to_string());
+        at += id.len();
+        if text[at..].starts_with("::") {
+            at += 2;
+        } else {
+            out.push(path);
+            return at;
+        }
+    }
+}
+
+/// The modules a file declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`): a path that
+/// starts with one of their names leads into it.
+fn child_modules(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|l| {
+            let t = l.trim();
+            let t = t
+                .strip_prefix("pub(crate) ")
+                .or_else(|| t.strip_prefix("pub(super) "))
+                .or_else(|| t.strip_prefix("pub "))
+                .unwrap_or(t);
+            t.strip_prefix("mod ")?.strip_suffix(';').map(String::from)
+        })
+        .collect()
+}
+
+/// Every `crate::`/`super::`/`self::` path in `code`, and every path that starts with the name
+/// of a module the file declares, as absolute module paths of `module`'s crate (leaves of
+/// grouped imports each on their own).
+fn paths_in(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let b = code.as_bytes();
+    let children: Vec<String> = child_modules(code)
+        .into_iter()
+        .map(|c| format!("{}::", c))
+        .collect();
+    let mut i = 0;
+    while i < b.len() {
+        let word_start = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        let after_path = i >= 2 && &b[i - 2..i] == b"::";
+        let dollar = i >= 1 && b[i - 1] == b'$';
+        let head = ["crate::", "super::", "self::"]
+            .into_iter()
+            .chain(children.iter().map(String::as_str))
+            .find(|h| b[i..].starts_with(h.as_bytes()));
+        let (Some(head), true, false, false) = (head, word_start, after_path, dollar) else {
+            i += 1;
+            continue;
+        };
+        let mut base: Vec<String> = match head {
+            "crate::" => Vec::new(),
+            _ => module.to_vec(),
+        };
+        let mut at = i;
+        loop {
+            if b[at..].starts_with(b"super::") {
+                base.pop();
+                at += 7;
+            } else if b[at..].starts_with(b"self::") {
+                at += 6;
+            } else if b[at..].starts_with(b"crate::") {
+                at += 7;
+            } else {
+                break;
+            }
+        }
+        let mut leaves = Vec::new();
+        let end = use_tree(code, at, base, &mut leaves);
+        out.extend(leaves);
+        i = end.max(i + 1);
+    }
+    out
+}
+
+/// The file-level import graph: for each file, the other files its paths lead into (the
+/// file of the longest module prefix of each path), with the names taken from each.
+fn file_graph() -> BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<String>>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = Vec::new();
+    rust_files(&root.join("src"), &mut paths);
+    paths.sort();
+    let mut files: Vec<(PathBuf, Vec<String>, String)> = paths
+        .iter()
+        .filter_map(|p| {
+            let rel = p.strip_prefix(&root).unwrap().to_path_buf();
+            let m = module_path(&rel)?;
+            Some((rel, m, std::fs::read_to_string(p).unwrap()))
+        })
+        .collect();
+    let placed = path_modules(&files);
+    for (rel, m, _) in files.iter_mut() {
+        if let Some(p) = placed.get(rel) {
+            *m = p.clone();
+        }
+    }
+    let by_module: BTreeMap<Vec<String>, PathBuf> = files
+        .iter()
+        .map(|(rel, m, _)| (m.clone(), rel.clone()))
+        .collect();
+    let mut graph = BTreeMap::new();
+    for (rel, module, text) in &files {
+        let out: &mut BTreeMap<PathBuf, BTreeSet<String>> = graph.entry(rel.clone()).or_default();
+        for path in paths_in(&code_of(text), module) {
+            let Some(n) = (0..=path.len())
+                .rev()
+                .find(|n| by_module.contains_key(&path[..*n]))
+            else {
+                continue;
+            };
+            let to = &by_module[&path[..n]];
+            if to != rel {
+                let name = path.get(n).cloned().unwrap_or_else(|| "*".into());
+                out.entry(to.clone()).or_default().insert(name);
+            }
+        }
+    }
+    graph
+}
+
+/// Folders ARCHITECTURE.md allows to be one cycle, each with its reason: the `src/…/` paths
+/// of the bullets under its "Folders that are one cycle" heading.
+fn allowed_cycle_folders() -> Vec<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    doc.lines()
+        .skip_while(|l| !l.starts_with('#') || !l.contains("Folders that are one cycle"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter_map(|l| l.trim().strip_prefix("* `"))
+        .filter_map(|l| l.split('`').next())
+        .filter(|p| p.starts_with("src/") && p.ends_with('/'))
+        .map(String::from)
+        .collect()
+}
+
+/// Known file cycles not yet undone: the folders of the `cycle src/…/` lines of
+/// `tests/architecture-debt.txt`, which may only shrink.
+fn cycle_debt() -> Vec<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join("tests/architecture-debt.txt"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cycle "))
+        .map(|d| d.trim().to_string())
+        .collect()
+}
+
+/// No import cycle between files (a strongly connected component of more than one file),
+/// except inside a folder ARCHITECTURE.md names with its reason, or one listed as debt (a
+/// debt line with no cycle left under it fails too); `--nocapture` prints the graph's size and
+/// each cycle with the names that tie it.
+#[test]
+fn no_import_cycles_between_files() {
+    let graph = file_graph();
+    let allowed = allowed_cycle_folders();
+    let debt = cycle_debt();
+    let mut debt_seen = BTreeSet::new();
+    let reach = |from: &PathBuf| {
+        let mut seen = BTreeSet::from([from.clone()]);
+        let mut todo = vec![from.clone()];
+        while let Some(f) = todo.pop() {
+            for n in graph.get(&f).into_iter().flat_map(|m| m.keys()) {
+                if seen.insert(n.clone()) {
+                    todo.push(n.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&PathBuf, BTreeSet<PathBuf>> =
+        graph.keys().map(|f| (f, reach(f))).collect();
+    let mut cycles: BTreeSet<Vec<PathBuf>> = BTreeSet::new();
+    for f in graph.keys() {
+        let comp: Vec<PathBuf> = reaches[f]
+            .iter()
+            .filter(|n| reaches.get(n).is_some_and(|r| r.contains(f)))
+            .cloned()
+            .collect();
+        if comp.len() > 1 {
+            cycles.insert(comp);
+        }
+    }
+    println!(
+        "{} files, {} imports between them",
+        graph.len(),
+        graph.values().map(|m| m.len()).sum::<usize>()
+    );
+    let mut bad = Vec::new();
+    for c in &cycles {
+        let inside = |dir: &String| {
+            c.iter()
+                .all(|f| f.to_string_lossy().starts_with(dir.as_str()))
+        };
+        let owed = debt.iter().find(|d| inside(d));
+        if let Some(d) = owed {
+            debt_seen.insert(d.clone());
+        }
+        let ok = allowed.iter().any(inside) || owed.is_some();
+        let mut text = format!(
+            "{}cycle of {} files:",
+            if owed.is_some() {
+                "known (debt) "
+            } else if ok {
+                "allowed "
+            } else {
+                ""
+            },
+            c.len()
+        );
+        for from in c {
+            for (to, names) in &graph[from] {
+                if c.contains(to) {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    text += &format!(
+                        "\n  {} -> {}: {}",
+                        from.display(),
+                        to.display(),
+                        names.join(", ")
+                    );
+                }
+            }
+        }
+        println!("{}", text);
+        if !ok {
+            bad.push(text);
+        }
+    }
+    let paid: Vec<&String> = debt.iter().filter(|d| !debt_seen.contains(*d)).collect();
+    assert!(
+        bad.is_empty() && paid.is_empty(),
+        "import cycles between files:\n{}{}",
+        bad.join("\n"),
+        if paid.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\nno cycle left in these folders, remove them from tests/architecture-debt.txt: {:?}",
+                paid
+            )
+        }
+    );
+}
+
+#[test]
+fn paths_in_resolves_super_self_and_groups() {
+    let m = vec![
+        "bench".to_string(),
+        "protection".to_string(),
+        "run".to_string(),
+    ];
+    let code = "use super::early::BelowCount;\nuse crate::{spec::{Group, JobSpec}, units};\n\
+                let x = super::super::runner::now();\nuse self::inner::X;\n$crate::error\n\
+                mod inner;\nlet y = inner::f(); let z = a::inner::g();\n";
+    let got: Vec<String> = paths_in(code, &m).iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        got,
+        vec![
+            "bench::protection::early::BelowCount",
+            "spec::Group",
+            "spec::JobSpec",
+            "units",
+            "bench::runner::now",
+            "bench::protection::run::inner::X",
+            "bench::protection::run::inner::f",
         ]
     );
 }

@@ -16,7 +16,7 @@
 //! with the common fields (`u16 common_type` = the event's ID), then the event's own fields at the
 //! offsets of its `format` file.
 
-use crate::report::tracefs::{rwbs_type, BlockEvent, EventKind};
+use crate::report::tracefs::events::{rwbs_type, BlockEvent, EventKind};
 use anyhow::{bail, Context, Result};
 
 const TS_SHIFT: u32 = 27;

@@ -7,6 +7,7 @@
 //! binary users install carries none of it.
 
 pub mod fio_compare;
+pub mod guest;
 pub mod hashd_bench;
 pub mod iolat;
 pub mod journal_test;

@@ -8,35 +8,12 @@
 //! 2. A mem-hog run stopped with SIGINT while its hog runs: hog processes, the kernel knobs
 //!    and the slices afterwards.
 
-use super::vm_scenario::{bench_cmd, exists, KnobPaths, Knobs, SLICES};
+use super::guest::{bench_cmd, entries, exists, procs_with_arg, KnobPaths, Knobs, SLICES};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// Processes whose command line has `arg` as an argument.
-pub fn procs_with_arg(arg: &str) -> Vec<u32> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{}/cmdline", pid))
-                .map(|c| c.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
-/// The result file's entries (null while it doesn't parse: a run may be writing it).
-pub(super) fn entries(work: &Path) -> Value {
-    std::fs::read_to_string(work.join("result.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null)
-}
 
 /// The protection entry without an id.
 fn entry(all: &Value) -> &Value {

@@ -20,115 +20,17 @@
 //!   at the first that fails. Measurement scripts use it.
 //! * `fio-compare`: see `fio_compare` (scripts/fio-compare).
 
-use super::probe::{scratch_device, Device};
+use super::guest::{
+    bench_cmd, bench_cmd_to, exists, procs_with_arg, read, KnobPaths, Knobs, SLICES,
+};
+use super::probe::scratch_device;
 use crate::cli::testaid::{Scenario, ScenarioArgs};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The four knobs the kill scenario watches, as the kernel shows them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Knobs {
-    pub swappiness: String,
-    /// The selected scheduler.
-    pub scheduler: String,
-    pub wbt_lat_usec: String,
-    /// `enable=` of the device's io.cost.qos line (`0` without a line).
-    pub iocost_enable: String,
-    /// The device's whole io.cost.qos line (`ctrl=` and parameters), empty without one.
-    pub iocost_qos: String,
-}
-
-pub(super) struct KnobPaths {
-    swappiness: PathBuf,
-    scheduler: PathBuf,
-    wbt: PathBuf,
-    qos: PathBuf,
-    maj_min: String,
-}
-
-impl KnobPaths {
-    pub(super) fn new(dev: &Device) -> Self {
-        let q = Path::new("/sys/block").join(&dev.name).join("queue");
-        Self {
-            swappiness: "/proc/sys/vm/swappiness".into(),
-            scheduler: q.join("scheduler"),
-            wbt: q.join("wbt_lat_usec"),
-            qos: "/sys/fs/cgroup/io.cost.qos".into(),
-            maj_min: dev.maj_min.clone(),
-        }
-    }
-
-    pub(super) fn read(&self) -> Result<Knobs> {
-        let sched = read(&self.scheduler)?;
-        let qos = read(&self.qos)?;
-        let line = qos
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some(self.maj_min.as_str()));
-        let enable = line
-            .and_then(|l| {
-                l.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix("enable="))
-            })
-            .unwrap_or("0")
-            .to_string();
-        Ok(Knobs {
-            swappiness: read(&self.swappiness)?,
-            scheduler: crate::system::restore::bracketed(&sched).unwrap_or(sched),
-            wbt_lat_usec: read(&self.wbt)?,
-            iocost_enable: enable,
-            iocost_qos: line.unwrap_or("").trim().to_string(),
-        })
-    }
-
-    /// Writes the knobs directly (no journal).
-    fn write(&self, k: &Knobs) -> Result<()> {
-        write(&self.swappiness, &k.swappiness)?;
-        write(&self.scheduler, &k.scheduler)?;
-        write(&self.wbt, &k.wbt_lat_usec)?;
-        write(
-            &self.qos,
-            &format!("{} enable={}", self.maj_min, k.iocost_enable),
-        )
-    }
-}
-
-fn read(p: &Path) -> Result<String> {
-    Ok(std::fs::read_to_string(p)
-        .with_context(|| format!("reading {}", p.display()))?
-        .trim()
-        .to_string())
-}
-
-fn write(p: &Path, v: &str) -> Result<()> {
-    std::fs::write(p, v).with_context(|| format!("writing {:?} to {}", v, p.display()))
-}
-
-/// `resctl-bench --dir WORK -r WORK/result.json ARGS…`, stdout captured, stderr passed on.
-pub(super) fn bench_cmd(work: &Path, args: &[&str]) -> Command {
-    bench_cmd_to(work, &work.join("result.json"), args)
-}
-
-/// `resctl-bench --dir WORK -r RESULT ARGS…`, stdout captured, stderr passed on.
-fn bench_cmd_to(work: &Path, result: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("/proc/self/exe");
-    c.arg("--dir")
-        .arg(work)
-        .arg("-r")
-        .arg(result)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    c
-}
-
-pub(super) fn exists(p: &str) -> bool {
-    Path::new(p).exists()
-}
 
 #[derive(Debug, Serialize)]
 struct RestoreAfterKill {
@@ -148,13 +50,6 @@ struct RestoreAfterKill {
     rerun_stdout: String,
     after_rerun: Knobs,
 }
-
-pub(super) const SLICES: [&str; 4] = [
-    "/sys/fs/cgroup/hostcritical.slice",
-    "/sys/fs/cgroup/workload.slice",
-    "/sys/fs/cgroup/system.slice",
-    "/sys/fs/cgroup/balloon.slice",
-];
 
 fn restore_after_kill(work: &Path) -> Result<serde_json::Value> {
     let dev = scratch_device()?;
@@ -259,7 +154,7 @@ fn mem_available() -> Result<u64> {
 
 /// Processes whose command line mentions `__balloon`.
 fn balloon_procs() -> Vec<u32> {
-    super::vm_protection::procs_with_arg("__balloon")
+    procs_with_arg("__balloon")
 }
 
 #[derive(Debug, Serialize)]

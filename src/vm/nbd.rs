@@ -11,20 +11,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The Debian package holding `nbdkit` and its delay filter.
-pub const PACKAGE: &str = "nbdkit";
-
 /// How long nbdkit may take to listen on its socket.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `nbdkit`, or a usage error naming the profile that needs it, the package and the fix.
 pub fn tool(profile: &str) -> Result<PathBuf> {
-    setup::which("nbdkit").ok_or_else(|| {
+    setup::which(setup::NBDKIT).ok_or_else(|| {
         UsageError::new(format!(
             "vm: disk profile {} adds a per-IO latency with nbdkit, which is not installed \
              (Debian package {}); run {}",
             profile,
-            PACKAGE,
+            setup::NBDKIT,
             setup::FIX
         ))
         .into()

@@ -9,13 +9,16 @@ use std::process::Command;
 /// The command that fixes a missing piece.
 pub const FIX: &str = "resctl-bench vm --setup (or scripts/setup-vm in the source tree)";
 
+/// The Debian package holding `nbdkit` and its delay filter (`nbd` runs it).
+pub const NBDKIT: &str = "nbdkit";
+
 /// Host programs the VM needs and the Debian package holding each.
 pub const TOOLS: &[(&str, &str)] = &[
     ("qemu-system-x86_64", "qemu-system-x86"),
     ("mkfs.ext4", "e2fsprogs"),
     ("ldd", "libc-bin"),
     // Only disk profiles with a per-IO latency (hdd) use it.
-    (super::nbd::PACKAGE, super::nbd::PACKAGE),
+    (NBDKIT, NBDKIT),
 ];
 
 pub fn which(cmd: &str) -> Option<PathBuf> {

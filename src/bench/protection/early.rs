@@ -1,15 +1,13 @@
 //! The live verdict that ends a tune probe early: once hashd has spent more seconds below the
 //! isolation threshold than the percentile allows, the study can only fail the probe, so it
 //! stops there. A second counts as below when hashd's own second was slow, and also when
-//! hashd stalled — no fresh status for [`STALL_SECS`] — because the study reads such a second
+//! hashd stalled — no fresh status for
+//! [`STALL_SECS`](super::workload::STALL_SECS) — because the study reads such a second
 //! as no progress (isolation 0; see `workload`). Counting only hashd's fresh seconds let a
 //! probe whose hashd stalled run to its end and then fail at the study with isol 0 %, which
 //! bisect (trusting only early fails at the bottom) then had to rescan from the top.
 
 use super::workload::Sample;
-
-/// A status this much older than the tick means hashd missed at least one of its seconds.
-pub const STALL_SECS: f64 = 2.0;
 
 /// Counts a probe's seconds below the threshold while the hog swaps.
 #[derive(Debug)]

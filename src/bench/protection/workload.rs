@@ -21,6 +21,9 @@ use std::time::Duration;
 /// How long preparing the testfiles and starting may take.
 const START_TIMEOUT: Duration = Duration::from_secs(1800);
 
+/// A status this much older than the tick means hashd missed at least one of its seconds.
+pub const STALL_SECS: f64 = 2.0;
+
 /// One second's look at hashd.
 #[derive(Debug, Clone, Default)]
 pub struct Sample {
@@ -36,7 +39,7 @@ pub struct Sample {
     /// hashd's requests in flight and the latency controller's ceiling on them.
     pub concurrency: f64,
     pub concurrency_max: f64,
-    /// Not fresh, and hashd's last fresh status is [`super::early::STALL_SECS`] or more old:
+    /// Not fresh, and hashd's last fresh status is [`STALL_SECS`] or more old:
     /// hashd is stalled (the reports show it as no progress).
     pub stalled: bool,
     pub alive: bool,
@@ -197,7 +200,7 @@ impl Workload {
             .map_or((0.0, 0.0), |s| (s.stat.concurrency, s.stat.concurrency_max));
         let fresh = alive && from_status && ts > self.last_ts;
         let age = crate::report::model::Timestamp::now().unix_secs() - self.last_ts;
-        let stalled = alive && !fresh && self.last_ts > 0.0 && age >= super::early::STALL_SECS;
+        let stalled = alive && !fresh && self.last_ts > 0.0 && age >= STALL_SECS;
         if fresh {
             self.last = rep.clone();
             self.last_ts = ts;

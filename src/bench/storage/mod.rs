@@ -348,7 +348,8 @@ pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::hashd::sizing::probe::{End, Phase};
+    use crate::workload::hashd::sizing::phase::Phase;
+    use crate::workload::hashd::sizing::probe::End;
 
     /// Memory profile 2 of a 3G host, for the storage tests here and in `measure`.
     pub(super) fn mem() -> MemProfile {

@@ -1,7 +1,16 @@
 //! Pairs issues with completions per request into latencies, with counters of what didn't
 //! match (requeues, completions without issue, stale waits).
 
-use super::*;
+use super::events::{parse_line, BlockEvent, EventKind, TraceLine};
+use crate::report::iolat_source::IoLatSample;
+use crate::report::model::{IoLatHists, IO_TYPES};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Issues waiting for their completion are kept up to this many; beyond it the ones older than
+/// the histogram range are dropped, and if that isn't enough, all of them.
+pub(super) const MAX_PENDING: usize = 65_536;
+/// Pending issues older than this can't produce a latency the histogram distinguishes.
+const STALE_NS: u64 = crate::report::hist::MAX_NS;
 
 /// Event counts of a source, for logs and the `__iolat` summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]

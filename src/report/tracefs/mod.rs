@@ -26,19 +26,16 @@
 //! `matcher` pairs them into latencies, `readers` read the raw buffers or the text pipe.
 
 use crate::report::iolat_source::{IoLatSample, IoLatSource};
-use crate::report::model::{IoLatHists, IO_TYPES};
-use crate::report::trace_page::{decode_page, EventLayout, PageLayout};
+use crate::report::trace_page::EventLayout;
 use crate::system::change_journal::{ChangeJournal, NoJournal};
 use crate::system::HostPaths;
 use anyhow::{bail, Context, Result};
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-mod events;
+pub mod events;
 mod matcher;
 mod readers;
 
@@ -57,12 +54,6 @@ const EV_ISSUE: &str = "block/block_rq_issue";
 const EV_COMPLETE: &str = "block/block_rq_complete";
 const EV_REQUEUE: &str = "block/block_rq_requeue";
 
-/// Issues waiting for their completion are kept up to this many; beyond it the ones older than
-/// the histogram range are dropped, and if that isn't enough, all of them.
-const MAX_PENDING: usize = 65_536;
-/// Pending issues older than this can't produce a latency the histogram distinguishes.
-const STALE_NS: u64 = crate::report::hist::MAX_NS;
-
 /// The tracefs mount: `sys/kernel/tracing`, else the debugfs path.
 pub fn tracefs_root(hp: &HostPaths) -> Result<PathBuf> {
     for rel in ["sys/kernel/tracing", "sys/kernel/debug/tracing"] {
@@ -80,19 +71,6 @@ pub fn tracefs_root(hp: &HostPaths) -> Result<PathBuf> {
 /// The kernel's `dev_t` encoding in tracepoints: `MAJ << 20 | MIN`.
 pub fn kernel_dev(devnr: (u32, u32)) -> u64 {
     ((devnr.0 as u64) << 20) | (devnr.1 as u64 & ((1 << 20) - 1))
-}
-
-struct Shared {
-    stop: AtomicBool,
-    /// Set by the reader thread once its files are closed.
-    finished: AtomicBool,
-    matcher: Mutex<Matcher>,
-    /// Why the reader thread stopped early.
-    error: Mutex<Option<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Latency source reading block events of one device from a private tracefs instance.

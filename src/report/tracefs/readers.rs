@@ -1,7 +1,28 @@
 //! Reading the trace: the raw per-CPU ring buffers (non-blocking, polled) or `trace_pipe`
 //! text, feeding the matcher.
 
-use super::*;
+use super::events::BlockEvent;
+use super::matcher::Matcher;
+use crate::report::trace_page::{decode_page, EventLayout, PageLayout};
+use anyhow::{bail, Context, Result};
+use std::io::Read;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// What the source and its reader thread share.
+pub(super) struct Shared {
+    pub(super) stop: AtomicBool,
+    /// Set by the reader thread once its files are closed.
+    pub(super) finished: AtomicBool,
+    pub(super) matcher: Mutex<Matcher>,
+    /// Why the reader thread stopped early.
+    pub(super) error: Mutex<Option<String>>,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// How the reader thread gets the events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,5 @@
 //! Swap devices and whether they sit on a rotational disk (hashd's sizing needs to know).
 
-use super::checks::read;
 use crate::system::blockdev::{self};
 use crate::system::HostPaths;
 use anyhow::Result;
@@ -8,7 +7,8 @@ use anyhow::Result;
 /// `(file name, type)` of each /proc/swaps entry.
 pub fn read_swaps(hp: &HostPaths) -> std::result::Result<Vec<(String, String)>, String> {
     let p = hp.path("proc/swaps");
-    let text = read(&p)?;
+    let text =
+        std::fs::read_to_string(&p).map_err(|e| format!("can't read {}: {}", p.display(), e))?;
     let mut out = Vec::new();
     for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let mut it = line.split_whitespace();

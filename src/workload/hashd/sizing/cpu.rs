@@ -2,7 +2,8 @@
 //! latency controller alone limits hashd; the converged RPS of a round whose latency sits at
 //! the target is rps_max.
 
-use super::probe::{measure, Phase, ProbeRecord};
+use super::phase::Phase;
+use super::probe::{measure, ProbeRecord};
 use super::target::{Knobs, SizingTarget};
 use super::timing::{Thresholds, Timing};
 use anyhow::Result;

@@ -56,7 +56,8 @@
 //! sustainable at least once with the long probe.
 
 use super::converge::ConvergeCfg;
-use super::probe::{measure, Early, Phase, ProbeRecord};
+use super::phase::Phase;
+use super::probe::{measure, Early, ProbeRecord};
 use super::target::{Knobs, SizingTarget};
 use super::timing::{Thresholds, Timing};
 use crate::logging::progress;

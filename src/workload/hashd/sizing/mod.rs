@@ -14,6 +14,7 @@
 pub mod converge;
 pub mod cpu;
 pub mod mem;
+pub mod phase;
 pub mod probe;
 pub mod target;
 pub mod timing;
@@ -27,7 +28,8 @@ pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
 
-pub use probe::{Phase, ProbeRecord};
+pub use phase::Phase;
+pub use probe::ProbeRecord;
 pub use target::{HashdTarget, Knobs, MemSource, Sample, SizingTarget, Tick, Watch};
 pub use timing::{Thresholds, Timing};
 

@@ -3,7 +3,8 @@
 //! same footprint.
 
 use super::converge::ConvergeCfg;
-use super::probe::{measure, Early, Phase};
+use super::phase::Phase;
+use super::probe::{measure, Early};
 use super::target::{Knobs, SizingTarget};
 use super::timing::Timing;
 use anyhow::Result;

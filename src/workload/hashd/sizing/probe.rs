@@ -2,6 +2,7 @@
 //! early-exit rule fires), and keep what was seen as a [`ProbeRecord`] for the result history.
 
 use super::converge::{ConvergeCfg, Detector};
+use super::phase::Phase;
 use super::target::{Knobs, SizingTarget};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -9,57 +10,6 @@ use std::collections::VecDeque;
 
 /// Memory usage is the largest of this many newest samples (upstream's window).
 const MEM_WINDOW: usize = 10;
-
-/// Which step of the bench a probe belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    CpuSat,
-    /// Warming up before the memory search (not judged).
-    MemPrep,
-    MemUp,
-    MemBisect,
-    /// A repeated, longer probe of a measurement too close to the threshold.
-    MemRecheck,
-    MemConfirm,
-    /// The long first probe one tolerance below a ceiling (see `mem`).
-    MemCeiling,
-    /// Upstream's phases, only in the test oracle.
-    MemVerify,
-    MemRefine,
-}
-
-impl Phase {
-    /// The short name reports and status lines show.
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::CpuSat => "cpu-sat",
-            Phase::MemPrep => "mem-prep",
-            Phase::MemUp => "mem-up",
-            Phase::MemBisect => "mem-bisect",
-            Phase::MemRecheck => "mem-recheck",
-            Phase::MemConfirm => "mem-confirm",
-            Phase::MemCeiling => "mem-ceiling",
-            Phase::MemVerify => "mem-verify",
-            Phase::MemRefine => "mem-refine",
-        }
-    }
-
-    /// What the phase is doing, in words, for the progress display.
-    pub fn doing(self) -> &'static str {
-        match self {
-            Phase::CpuSat => "CPU saturation",
-            Phase::MemPrep => "warm-up",
-            Phase::MemUp => "going up",
-            Phase::MemBisect => "narrowing",
-            Phase::MemRecheck => "re-checking",
-            Phase::MemConfirm => "confirming",
-            Phase::MemCeiling => "below the ceiling",
-            Phase::MemVerify => "verifying",
-            Phase::MemRefine => "refining",
-        }
-    }
-}
 
 /// Why a probe ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! What the sizing phases drive: [`SizingTarget`], implemented by a running [`Hashd`]
 //! ([`HashdTarget`]) and, in tests, by a simulated device (`sim`).
 
-use super::probe::Phase;
+use super::phase::Phase;
 use crate::report::model::Timestamp;
 use crate::report::reporter::SharedReport;
 use crate::system::cgroup::CgroupFs;

@@ -3,7 +3,7 @@
 
 use super::mem::Prior;
 use super::oracle::upstream_search;
-use super::probe::Phase;
+use super::phase::Phase;
 use super::sim::SimDevice;
 use super::*;
 
