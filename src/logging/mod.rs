@@ -3,45 +3,15 @@
 //! `--logfile FILE` every line that reaches the console is also appended to FILE with a local
 //! date and time, so a long run leaves a record of what it did and when.
 
+mod file;
 pub mod progress;
 
+pub use file::{log_final_error, to_file_only};
+
 use crate::error::UsageError;
-use std::fs::File;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use file::{append, open_logfile, LOGFILE};
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
-
-/// The `--logfile`, once opened.
-static LOGFILE: OnceLock<Mutex<File>> = OnceLock::new();
-
-/// Appends a timestamped line to the log file, if there is one.
-fn append(level: &dyn std::fmt::Display, msg: &dyn std::fmt::Display) {
-    let Some(file) = LOGFILE.get() else {
-        return;
-    };
-    let line = format!(
-        "[{} {:<5}] {}\n",
-        chrono::Local::now().format("%Y-%m-%d %H:%M:%S%.3f"),
-        level.to_string(),
-        msg
-    );
-    if let Ok(mut f) = file.lock() {
-        // A full disk mustn't stop the run; the console still has the line.
-        let _ = f.write_all(line.as_bytes());
-    }
-}
-
-/// Records the error a command ends with in the log file (the console gets it from `main`).
-pub fn log_final_error(msg: &str) {
-    append(&"ERROR", &msg);
-}
-
-/// Lines written only to the log file (the progress line on a terminal, which the console
-/// shows redrawn in place).
-pub fn to_file_only(level: log::Level, msg: &str) {
-    append(&level, &msg);
-}
+use std::sync::Mutex;
 
 /// The console logger: `RUST_LOG`-style filtering (`env_filter`), our line format, printed through the progress
 /// display so a redrawn progress line isn't torn; every printed line also goes to the log file.
@@ -90,23 +60,6 @@ impl log::Log for Console {
     }
 
     fn flush(&self) {}
-}
-
-/// Opens the log file for appending (created if missing). A path we can't write is a usage
-/// error; a FIFO without a reader is refused rather than waited on.
-fn open_logfile(path: &Path) -> Result<File, UsageError> {
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| {
-            UsageError::new(format!(
-                "--logfile {}: can't open it for appending ({}); give a writable file path",
-                path.display(),
-                e
-            ))
-        })
 }
 
 /// Installs the logger. Only fails for a `--logfile` that can't be opened.

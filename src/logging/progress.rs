@@ -88,7 +88,7 @@ fn show(st: &mut State, changed: bool) -> Option<String> {
     if let Some(bar) = &st.bar {
         bar.set_message(line.clone());
         if changed {
-            crate::logging::to_file_only(log::Level::Info, &line);
+            super::file::to_file_only(log::Level::Info, &line);
         }
         return None;
     }

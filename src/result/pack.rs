@@ -4,7 +4,8 @@
 //! in `resctl-bench vm`, or an unpacked tarball). Unpacked, the reports sit in `<stem>-report.d/`,
 //! which is where `study` looks by default.
 
-use super::{write_atomic, Entry};
+use super::entry::{parse_entries, read_bytes, Entry};
+use super::save::write_atomic;
 use crate::error::UsageError;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -86,13 +87,13 @@ fn entries_without_reports(entries: &[Entry], dirs: &[PathBuf]) -> Vec<String> {
 /// [`report_dirs`]) for every second of the merged entry periods. An entry none of whose
 /// seconds has a report is a usage error unless `allow_missing`.
 pub fn pack(result: &Path, dir: &Path, out_dir: &Path, allow_missing: bool) -> Result<PackStats> {
-    let Some(bytes) = super::read_bytes(result)? else {
+    let Some(bytes) = read_bytes(result)? else {
         crate::usage_bail!(
             "{}: result file doesn't exist; pack needs an existing --result file",
             result.display()
         );
     };
-    let entries = super::parse_entries(result, &bytes)?;
+    let entries = parse_entries(result, &bytes)?;
     drop(bytes);
     let stem = stem(result);
     let base = result

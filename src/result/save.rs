@@ -5,7 +5,7 @@
 //! finally the directory is synced so the rename itself is durable. A crash or kill at any point
 //! leaves either the complete old file or the complete new one, never a torn mix.
 
-use super::{is_gz, Entry};
+use super::entry::{is_gz, Entry};
 pub use crate::util::atomic::{
     check_dir_writable, remove_stale_temps, resolve_symlinks, temp_path, write_atomic,
 };

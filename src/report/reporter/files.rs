@@ -1,7 +1,12 @@
 //! The report files: clearing, the `report.json` link to the latest, and pruning past the
 //! retention.
 
-use super::*;
+use crate::report::{remove_reports_before, report_path};
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// The symlink to the newest report, in the bench directory.
+pub const REPORT_LINK: &str = "report.json";
 
 /// Deletes every report (`<sec>.json` and leftover staging files) in `dir`; returns how many.
 pub fn clear_reports(dir: &Path) -> Result<usize> {

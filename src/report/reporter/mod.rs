@@ -19,18 +19,15 @@
 //! keeps the directory (link, clearing, pruning).
 
 use super::iolat_source::IoLatSource;
-use super::model::{HashdReport, Report, RunnerState, Timestamp, STAT_SLICES};
-use super::usage::{self, KReader, MemTotals, ReadIssue, SystemBase, UsageTracker};
-use super::{remove_reports_before, report_path, reports_dir, write_report};
-use crate::system::cgroup::{CgroupFs, DevNr, IoStat, Slice};
+use super::model::{Report, RunnerState};
+use super::{reports_dir, write_report};
+use crate::system::cgroup::DevNr;
 use crate::system::session::{Session, SessionOpts};
-use crate::system::{iocost, sysinfo, HostPaths};
+use crate::system::HostPaths;
 use crate::util::proc::thread_cpu_secs;
 use anyhow::{Context, Result};
-use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod files;
@@ -41,41 +38,6 @@ pub use sampler::*;
 
 /// Default `--rep-retention`: 7 days.
 pub const DFL_RETENTION: u64 = 7 * 24 * 3600;
-
-/// The symlink to the newest report, in the bench directory.
-pub const REPORT_LINK: &str = "report.json";
-
-/// The slices reported when they exist, besides the root.
-pub const SLICES: [Slice; 5] = [
-    Slice::HostCritical,
-    Slice::Workload,
-    Slice::System,
-    Slice::Balloon,
-    Slice::Sideload,
-];
-
-/// The scratch device the reports' IO numbers are about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScratchDev {
-    /// Block device name (`vda`, `nvme0n1`), for /proc/diskstats.
-    pub name: String,
-    /// `MAJ:MIN`, for io.stat and io.cost.
-    pub devnr: DevNr,
-}
-
-/// What the workload layer tells the reporter; read at every pass.
-#[derive(Debug, Clone, Default)]
-pub struct ReportShared {
-    pub state: RunnerState,
-    /// hashd A and B as the workload layer last saw them.
-    pub hashd: [HashdReport; 2],
-    /// Extra cgroups to report usages of (relative to the cgroup2 root, e.g.
-    /// `workload.slice/hashd-A.service`), under their unit names (`hashd-A.service`).
-    pub units: Vec<String>,
-}
-
-/// Handle to the shared part; lock briefly.
-pub type SharedReport = Arc<Mutex<ReportShared>>;
 
 /// Called with every report just before it is written (after the reporter's own fields).
 pub type FillHook = Box<dyn FnMut(&mut Report) + Send>;

@@ -1,7 +1,46 @@
 //! One report per second: what the sampler reads (cgroup usage, pressure, memory and io
 //! stats, vmstat, the IO latency source) and how it fills the report.
 
-use super::*;
+use crate::report::iolat_source::IoLatSource;
+use crate::report::model::{HashdReport, Report, RunnerState, Timestamp, STAT_SLICES};
+use crate::report::usage::{self, KReader, MemTotals, ReadIssue, SystemBase, UsageTracker};
+use crate::system::cgroup::{CgroupFs, DevNr, IoStat, Slice};
+use crate::system::{iocost, sysinfo, HostPaths};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The slices reported when they exist, besides the root.
+pub const SLICES: [Slice; 5] = [
+    Slice::HostCritical,
+    Slice::Workload,
+    Slice::System,
+    Slice::Balloon,
+    Slice::Sideload,
+];
+
+/// The scratch device the reports' IO numbers are about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScratchDev {
+    /// Block device name (`vda`, `nvme0n1`), for /proc/diskstats.
+    pub name: String,
+    /// `MAJ:MIN`, for io.stat and io.cost.
+    pub devnr: DevNr,
+}
+
+/// What the workload layer tells the reporter; read at every pass.
+#[derive(Debug, Clone, Default)]
+pub struct ReportShared {
+    pub state: RunnerState,
+    /// hashd A and B as the workload layer last saw them.
+    pub hashd: [HashdReport; 2],
+    /// Extra cgroups to report usages of (relative to the cgroup2 root, e.g.
+    /// `workload.slice/hashd-A.service`), under their unit names (`hashd-A.service`).
+    pub units: Vec<String>,
+}
+
+/// Handle to the shared part; lock briefly.
+pub type SharedReport = Arc<Mutex<ReportShared>>;
 
 /// Logs each kind of failure once.
 #[derive(Debug, Default)]

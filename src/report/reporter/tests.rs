@@ -1,6 +1,7 @@
 use super::*;
 use crate::report::iolat_source::IoLatSample;
 use crate::report::load_report;
+use crate::report::report_path;
 use crate::system::blockdev::testutil::put;
 
 const DEV: DevNr = DevNr { maj: 8, min: 0 };

@@ -2,7 +2,7 @@
 //! dies with us, sits in its own cgroup when given one, and is ended through that cgroup's
 //! `cgroup.kill` (everything in it, at once) or, without one, by SIGKILL.
 
-use super::HogReport;
+use super::report::HogReport;
 use crate::system::cgroup::{write_file, CgroupFs};
 use anyhow::{Context, Result};
 use std::path::PathBuf;

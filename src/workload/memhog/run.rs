@@ -9,7 +9,7 @@
 
 use super::debt::{Pacer, Step, PAGE};
 use super::fill::{fill_page, random_words};
-use super::HogReport;
+use super::report::HogReport;
 use crate::report::model::Timestamp;
 use crate::workload::hashd::anon::AnonArea;
 use anyhow::{bail, Context, Result};
