@@ -324,20 +324,23 @@ fn path_modules(files: &[(PathBuf, Vec<String>, String)]) -> BTreeMap<PathBuf, V
     out
 }
 
-/// A file's text without its comment lines and without an inline `#[cfg(test)] mod … {}` at
-/// its end, whose `super::` means the file itself.
+/// A file's text without its comment lines and without test code: an inline
+/// `#[cfg(test)] mod … {}` at its end (whose `super::` means the file itself), and the one-line
+/// item after any other `#[cfg(test)]` (a test-only `use` or `mod`).
 fn code_of(text: &str) -> String {
     let mut out = String::new();
     let mut lines = text.lines().peekable();
     while let Some(l) = lines.next() {
         let t = l.trim_start();
-        if t.starts_with("#[cfg(test)]")
-            && lines.peek().is_some_and(|n| {
-                let n = n.trim();
-                n.starts_with("mod ") && n.ends_with('{')
-            })
-        {
-            break;
+        if t.starts_with("#[cfg(test)]") {
+            let next = lines.peek().map(|n| n.trim()).unwrap_or("");
+            if next.starts_with("mod ") && next.ends_with('{') {
+                break;
+            }
+            if next.ends_with(';') {
+                lines.next();
+                continue;
+            }
         }
         if !t.starts_with("//") {
             out.push_str(l);

@@ -1,7 +1,10 @@
 //! Readers and writers of cgroup2 kernel files: errors that name the file, device numbers,
 //! flat and nested keyed files, pressure and io.stat.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 /// What went wrong reading or writing a kernel file; always names the file.
 #[derive(Debug, thiserror::Error)]

@@ -10,19 +10,13 @@ use super::change_journal::ChangeJournal;
 use super::HostPaths;
 use crate::error::UsageError;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 mod files;
 mod slices;
 
 pub use files::*;
 pub use slices::*;
-
-const KIB: u64 = 1 << 10;
-const MIB: u64 = 1 << 20;
-const PAGE: u64 = 4 * KIB;
 
 /// cgroup2 below a root directory (`/sys/fs/cgroup` on a real host).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,9 @@
 //! The bench slice layout and its memory protection policy.
 
-use super::*;
+use std::path::PathBuf;
+
+const MIB: u64 = 1 << 20;
+const PAGE: u64 = 4 << 10;
 
 /// A memory knob: `None` is 0 for protections (memory.min/low) and `max` for limits
 /// (memory.high, memory.swap.max).

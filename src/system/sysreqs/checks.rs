@@ -1,7 +1,9 @@
 //! The requirement checks against the host, each with its fix where one exists.
+use super::req::{Check, Fix, FixAction, Res, SysReq};
+use super::swap::read_swaps;
 
 use super::swap::swap_disk;
-use super::*;
+
 use crate::system::blockdev::{self, Scratch};
 use crate::system::restore::Remount;
 use crate::system::sysinfo::{self};

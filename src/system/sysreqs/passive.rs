@@ -1,7 +1,7 @@
 //! What a job's `passive=` leaves alone: the resources whose requirements are checked but not
 //! fixed.
+use super::req::Res;
 
-use super::*;
 use serde::{Deserialize, Serialize};
 
 /// Which resources we may change; the complement is what `passive=` names. Upstream's layout;

@@ -1,7 +1,11 @@
 //! The `sysreqs_report` layout upstream stores in sysinfo (and our additions), read leniently
 //! from older files and written with upstream's field names.
+use super::checks::Host;
+use super::passive::Enforce;
+use super::req::{Check, SysReq};
+use crate::error::UsageError;
+use std::collections::BTreeMap;
 
-use super::*;
 use crate::system::blockdev::{self};
 use crate::system::sysinfo::HostInfo;
 use anyhow::Result;
@@ -287,4 +291,54 @@ pub(super) fn build_report(
         scr_dev_iosched: dev.scheduler,
         enforce,
     })
+}
+
+/// What the fix pass changed and how each requirement stands afterwards.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    pub checks: Vec<Check>,
+    /// `(requirement, what was done)` for each fix applied.
+    pub fixed: Vec<(SysReq, String)>,
+    pub report: SysReqsReport,
+}
+
+impl Evaluation {
+    pub fn missed(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.satisfied())
+    }
+
+    /// The misses among `required`, as stored in an entry's `sysreqs_missed`.
+    pub fn missed_of(&self, required: &[SysReq]) -> BTreeMap<SysReq, Vec<String>> {
+        self.missed()
+            .filter(|c| required.contains(&c.req))
+            .map(|c| (c.req, c.missed.clone()))
+            .collect()
+    }
+
+    /// Fails (usage error, exit 2) when any of `required` is missed, unless `force`, in which
+    /// case the misses are logged as warnings.
+    pub fn enforce_required(&self, required: &[SysReq], force: bool) -> Result<()> {
+        let missed = self.missed_of(required);
+        if missed.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = missed
+            .iter()
+            .map(|(r, m)| format!("{} ({})", r, m.join("; ")))
+            .collect();
+        if force {
+            for l in &list {
+                log::warn!(
+                    "missed system requirement {}; continuing because of --force",
+                    l
+                );
+            }
+            return Ok(());
+        }
+        Err(UsageError::new(format!(
+            "system requirements missed: {}; fix them (`resctl-bench deps` lists all) or pass --force",
+            list.join(", ")
+        ))
+        .into())
+    }
 }

@@ -82,8 +82,8 @@ use crate::system::blockdev::testutil::{put, symlink};
 #[allow(unused_imports)]
 use crate::system::blockdev::Scratch;
 use crate::system::blockdev::{detect, split_dev};
-use crate::system::restore::Change;
 use crate::system::restore::Journal;
+use crate::system::restore::{Change, Remount};
 use crate::system::sysreqs::*;
 use crate::system::HostPaths;
 use std::os::unix::fs::MetadataExt;
