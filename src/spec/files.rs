@@ -1,7 +1,7 @@
 //! Where specs come from besides the command line: `-f` spec files (upstream's args layout, or
 //! a bare list), and the order `run`/`study`/`solve` take them in.
 
-use super::{JobSpec, SPEC_SYNTAX};
+use super::grammar::{JobSpec, SPEC_SYNTAX};
 use crate::error::UsageError;
 use std::path::Path;
 

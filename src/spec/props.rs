@@ -2,8 +2,8 @@
 //! that doesn't parse, or a bench rule a value breaks, is a [`SpecError`] naming its group;
 //! [`JobSpec::error`] turns it into the one-line usage error.
 
+use super::grammar::{JobSpec, PropSet};
 use super::shape::check_value;
-use super::{JobSpec, PropSet};
 use crate::error::UsageError;
 use crate::units::parse::ParsedValue;
 use crate::units::ValueKind;

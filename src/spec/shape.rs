@@ -3,8 +3,8 @@
 //! this layer only knows how to check a spec against one, so every bench gets the same keys,
 //! values and messages.
 
+use super::grammar::{check_passive, JobSpec};
 use super::suggest::suggestion;
-use super::{check_passive, JobSpec};
 use crate::error::UsageError;
 use crate::units::parse::{self as uparse, ParsedValue};
 use crate::units::ValueKind;

@@ -1,7 +1,7 @@
 //! Host ends of the guest's character devices: QEMU connects each chardev to a Unix socket we
 //! listen on, and a thread per socket relays what arrives (stdout, stderr, console, events).
 
-use super::Event;
+use super::protocol::Event;
 use anyhow::{Context, Result};
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

@@ -3,7 +3,9 @@
 //! on, runs the command with its stdout/stderr on virtio-serial ports, reports the exit status on
 //! the control port and powers the VM off.
 
-use super::{Event, GuestConfig, GUEST_CONFIG};
+use super::protocol::{
+    Event, GuestConfig, GUEST_CONFIG, HEARTBEAT_EVERY, PORT_CTL, PORT_ERR, PORT_OUT, SHARE_TAG,
+};
 use anyhow::{bail, Context, Result};
 use std::ffi::CString;
 use std::fs::File;
@@ -266,10 +268,10 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
             .map_or("", |(_, v)| v.as_str());
         load_module(m, params)?;
     }
-    *ctl_out = Some(open_port(super::PORT_CTL)?);
+    *ctl_out = Some(open_port(PORT_CTL)?);
     log(ctl_out, v, format!("loaded {} modules", cfg.modules.len()));
-    let out = open_port(super::PORT_OUT)?;
-    let err = open_port(super::PORT_ERR)?;
+    let out = open_port(PORT_OUT)?;
+    let err = open_port(PORT_ERR)?;
 
     // cgroup2 with every available controller enabled at the root.
     let cg = Path::new("/sys/fs/cgroup");
@@ -313,7 +315,7 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
             mount(&dev, target, "ext4", "noinit_itable")?;
         } else {
             mount(
-                super::SHARE_TAG,
+                SHARE_TAG,
                 target,
                 "9p",
                 "trans=virtio,version=9p2000.L,msize=262144,access=any",
@@ -363,7 +365,7 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
         unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
         if let Ok(mut hb) = c.try_clone() {
             std::thread::spawn(move || loop {
-                std::thread::sleep(super::HEARTBEAT_EVERY);
+                std::thread::sleep(HEARTBEAT_EVERY);
                 if send(&mut hb, &Event::Heartbeat).is_err() {
                     return;
                 }

@@ -267,7 +267,10 @@ impl Machine<'_> {
             "local,id=share,path={},security_model=none",
             opt_path(self.share)?
         );
-        let share_dev = format!("virtio-9p-pci,fsdev=share,mount_tag={}", super::SHARE_TAG);
+        let share_dev = format!(
+            "virtio-9p-pci,fsdev=share,mount_tag={}",
+            super::protocol::SHARE_TAG
+        );
         push(&["-fsdev", &fsdev, "-device", &share_dev]);
         push(&["-device", "virtio-serial-pci,id=vser"]);
         for (id, path, port) in &self.sockets {

@@ -3,15 +3,13 @@
 //! exit status, and clean up whatever happens (normal exit, failure, Ctrl-C, SIGTERM). `opts`
 //! holds the options, `prep` what a boot needs on the host side.
 
+use super::args::VmArgs;
 use super::channel::{self, Relay, Tail};
-use super::profiles::DiskLimits;
-use super::{initramfs, kmod, qemu, setup, Event, GuestConfig, VmArgs};
-use crate::system::DFL_DIR;
-use crate::units::parse;
-use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use super::protocol::{Event, GuestConfig, EXIT_STALLED, PORT_CTL, PORT_ERR, PORT_OUT};
+use super::{kmod, qemu, setup};
+use anyhow::{Context, Result};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -254,7 +252,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
             let msg = format!("{:#}", fail(msg));
             crate::logging::log_final_error(&msg);
             eprintln!("error: {}", msg);
-            Ok(super::EXIT_STALLED)
+            Ok(EXIT_STALLED)
         }
     }
 }
@@ -293,9 +291,9 @@ fn boot(
     ];
     m.sockets = vec![
         ("con", sock("con"), None),
-        ("out", sock("out"), Some(super::PORT_OUT)),
-        ("err", sock("err"), Some(super::PORT_ERR)),
-        ("ctl", sock("ctl"), Some(super::PORT_CTL)),
+        ("out", sock("out"), Some(PORT_OUT)),
+        ("err", sock("err"), Some(PORT_ERR)),
+        ("ctl", sock("ctl"), Some(PORT_CTL)),
     ];
     let qargs = m.args()?;
     log::debug!(

@@ -1,7 +1,15 @@
 //! The `vm` options: parsed and checked (profiles, disk latency, sizes), and the paths the
 //! guest command names (result file, work directory, reports) mapped for sharing.
 
-use super::*;
+use crate::system::DFL_DIR;
+use crate::units::parse;
+use crate::vm::args::VmArgs;
+use crate::vm::profiles::DiskLimits;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
 
 /// Validated options.
 #[derive(Debug, Clone)]
@@ -177,7 +185,7 @@ impl Opts {
             .transpose()?;
         let stall_timeout = match parse::parse_duration(&a.stall_timeout) {
             Ok(0.0) => None,
-            Ok(secs) if secs >= 2.0 * crate::vm::HEARTBEAT_EVERY.as_secs_f64() && secs < 1e9 => {
+            Ok(secs) if secs >= 2.0 * crate::vm::protocol::HEARTBEAT_EVERY.as_secs_f64() && secs < 1e9 => {
                 Some(Duration::from_secs_f64(secs))
             }
             Ok(_) => {
@@ -186,7 +194,7 @@ impl Opts {
                     format!(
                         "{:?} is too short: the guest sends a heartbeat every {}s (accepted: 10s or more, or 0 for off)",
                         a.stall_timeout,
-                        crate::vm::HEARTBEAT_EVERY.as_secs()
+                        crate::vm::protocol::HEARTBEAT_EVERY.as_secs()
                     ),
                 ))
             }

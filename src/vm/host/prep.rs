@@ -1,7 +1,12 @@
 //! What a boot needs on the host side: the work directory, the initramfs with this binary,
 //! the scratch disk image, the guest environment, and the signals that stop the VM.
 
-use super::*;
+use crate::vm::initramfs;
+use crate::vm::protocol::GuestConfig;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 pub(super) static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
@@ -140,7 +145,7 @@ pub(super) fn build_initramfs(
         b.program(p, &format!("usr/bin/{}", name))?;
     }
     let json = serde_json::to_vec_pretty(cfg)?;
-    b.data(crate::vm::GUEST_CONFIG, 0o644, &json)?;
+    b.data(crate::vm::protocol::GUEST_CONFIG, 0o644, &json)?;
     b.finish()
 }
 

@@ -1,5 +1,7 @@
 use super::*;
+use crate::system::DFL_DIR;
 use clap::Parser;
+use std::path::PathBuf;
 
 /// `vm`'s own options as the command line gives them (`rb [-d DIR] vm ...`).
 #[derive(Parser)]
