@@ -113,7 +113,7 @@ fn plot_cmd(global: &crate::cli::GlobalOpts, specs: &[String], dir: &Path) -> Re
 fn compare_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::CompareArgs) -> Result<()> {
     crate::config::Config::from_opts(global)?;
     let specs = crate::bench::parse_format_specs(&a.specs)?;
-    let records = |path: &Path| -> Result<Vec<crate::bench::export::Row>> {
+    let records = |path: &Path| -> Result<Vec<crate::bench::headline::Row>> {
         let Some(bytes) = crate::result::read_bytes(path)? else {
             crate::usage_bail!("{}: no such result file", path.display());
         };

@@ -2,7 +2,7 @@
 //! Records pair up by bench, id and (iocost-qos) configuration; a record only one side has is
 //! listed as such.
 
-use super::export::Row;
+use super::headline::Row;
 use crate::units::{format_duration, format_size};
 use serde_json::Value;
 use std::fmt::Write;

@@ -5,18 +5,15 @@
 //! documented in `doc results` and only ever added to; `export_version` changes if one changes
 //! meaning or goes away.
 
+use super::headline::Row;
 use crate::format::{has_result, select};
 use crate::result::Entry;
 use crate::spec::JobSpec;
-use crate::study::iolat::{IoLat, SUMMARY_PCTS};
 use anyhow::Result;
 use serde_json::{json, Value};
 
 /// The version of the record layout.
 pub const EXPORT_VERSION: u32 = 1;
-
-/// One record: keys in the order they are written.
-pub type Row = Vec<(&'static str, Value)>;
 
 /// What `summary` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,7 +53,7 @@ fn identity(entry: &Entry) -> Row {
 pub fn records(entries: &[Entry], specs: &[JobSpec]) -> Result<Vec<Row>> {
     let mut out = Vec::new();
     for (entry, _) in select(entries, specs)? {
-        let rows = match (has_result(entry), super::find(&entry.spec.kind)) {
+        let rows = match (has_result(entry), crate::bench::find(&entry.spec.kind)) {
             (true, Some(bench)) => bench.headline(entry)?,
             _ => Vec::new(),
         };
@@ -146,44 +143,10 @@ pub fn to_csv(records: &[Row]) -> String {
     out
 }
 
-/// `read_lat_p50` … `write_lat_max`: the mean over time of each per-second latency percentile
-/// of the summary line, in seconds; `null` where the source measured no per-IO latencies.
-pub fn iolat_row(iolat: &IoLat) -> Row {
-    let mut row = Row::new();
-    for (dir, map) in [("read", iolat.read()), ("write", iolat.write())] {
-        for (pct, label) in SUMMARY_PCTS {
-            let key: &'static str = match (dir, *label) {
-                ("read", "p50") => "read_lat_p50",
-                ("read", "p90") => "read_lat_p90",
-                ("read", "p99") => "read_lat_p99",
-                ("read", _) => "read_lat_max",
-                (_, "p50") => "write_lat_p50",
-                (_, "p90") => "write_lat_p90",
-                (_, "p99") => "write_lat_p99",
-                _ => "write_lat_max",
-            };
-            let v = map
-                .get(*pct)
-                .filter(|d| !d.unavailable)
-                .map_or(Value::Null, |d| json!(d.mean));
-            row.push((key, v));
-        }
-    }
-    row
-}
-
-/// A finite number, or `null` (NaN/inf have no JSON form).
-pub fn num(v: f64) -> Value {
-    if v.is_finite() {
-        json!(v)
-    } else {
-        Value::Null
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::headline::num;
 
     #[test]
     fn csv_quotes_only_what_needs_it_and_fills_missing_keys() {

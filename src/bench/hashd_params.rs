@@ -7,18 +7,20 @@
 //! keeps the memory profile and the sizing run (every probe, timings, thresholds) as our own
 //! additions.
 
-use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
-use crate::bench::runner::{now, RunCtx, StudyCtx};
-use crate::bench::storage::measure::dfl_rps_max;
-use crate::bench::{
-    needs, prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError,
-    ValueKind, APPLY_COMMIT,
+use crate::bench::api::{
+    prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind,
+    APPLY_COMMIT,
 };
+use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
+use crate::bench::needs;
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::storage::measure::dfl_rps_max;
 use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use crate::system::bench_json::HashdKnobs;
 use crate::units::{format_duration, format_size};
+use crate::util::now;
 use crate::workload::hashd::sizing::{SizingResult, Tick, Watch};
 use anyhow::{Context, Result};
 use serde::de::IgnoredAny;
@@ -241,7 +243,7 @@ impl Bench for HashdParams {
     }
 
     /// hashd's parameters: what the result line shows, sizes in bytes.
-    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
         use serde_json::json;
         let Some(k) = crate::format::parse_result_opt::<HashdKnobs>(entry)? else {
             return Ok(Vec::new());

@@ -3,11 +3,12 @@
 //! the file or block device `target=` names. The record is the engine's result document; the
 //! report is its fio-style text.
 
-use crate::bench::runner::{now, RunCtx, StudyCtx};
-use crate::bench::{prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind};
+use crate::bench::api::{prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind};
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use crate::units::format_size;
+use crate::util::now;
 use crate::workload::ioengine::job::{EngineChoice, IoJob, Pattern, Rate, Stop};
 use crate::workload::ioengine::pace::Arrivals;
 use crate::workload::ioengine::result::{text, IoResult, RESULT_VERSION};
@@ -315,7 +316,7 @@ impl Bench for Io {
     }
 
     /// Per direction: IOPS, bandwidth and completion-latency percentiles in µs.
-    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
         use serde_json::json;
         let Some(rec) = crate::format::parse_result_opt::<Record>(entry)? else {
             return Ok(Vec::new());

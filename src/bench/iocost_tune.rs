@@ -1,7 +1,7 @@
 //! `iocost-tune`: io.cost QoS solutions derived from `iocost-qos` results. Listed so its specs
 //! are recognised; neither running nor formatting it is available in this version.
 
-use crate::bench::{Bench, BenchDesc, DocPage, FormatOpts, SpecError, NO_PROPS};
+use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError, NO_PROPS};
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::Result;

@@ -1,7 +1,18 @@
 //! The host setups benches run on (see `system::session`), shared by their descriptors.
 
-use super::SystemNeeds;
 use crate::system::sysreqs::SysReq;
+
+/// The host setup a bench runs on (see `system::session`).
+#[derive(Debug)]
+pub struct SystemNeeds {
+    /// Requirements whose miss aborts the run unless `--force`, listed in the header.
+    pub sysreqs: &'static [SysReq],
+    /// Whether it runs under the memory profile (balloon of `avail − share`).
+    pub mem_profile: bool,
+    /// Whether it measures the profile's `avail` itself when that is only estimated (hashd
+    /// benches): no balloon is set up for it before it runs then.
+    pub measures_avail: bool,
+}
 
 /// Everything: protection and iocost-qos depend on all of it.
 pub const ALL: SystemNeeds = SystemNeeds {

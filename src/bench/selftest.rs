@@ -3,8 +3,8 @@
 //! checkpoints after every step and, being incremental, resumes after the last checkpointed step
 //! when re-run. `fail-at=N` makes step N fail, to test failure handling.
 
-use super::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
-use crate::bench::runner::{RunCtx, StudyCtx};
+use super::api::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -143,7 +143,7 @@ impl Bench for SelfTest {
             let value = step_value(step);
             rec.steps.push(Step {
                 step,
-                at: crate::bench::runner::now(),
+                at: crate::util::now(),
                 secs: started.elapsed().as_secs_f64(),
                 value,
             });

@@ -4,8 +4,8 @@
 //! what `balloon.slice` holds. `hold=DUR` keeps it running (and the host changed) that long. The
 //! VM tests drive it to check the system layer end to end.
 
-use super::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
-use crate::bench::runner::{RunCtx, StudyCtx};
+use super::api::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::system::cgroup::{CgroupFs, Slice};
 use crate::system::HostPaths;

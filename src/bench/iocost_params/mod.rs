@@ -6,10 +6,11 @@
 pub mod measure;
 pub mod run;
 
-use crate::bench::export::{num, Row};
-use crate::bench::{
-    needs, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, APPLY_COMMIT,
+use crate::bench::api::{
+    ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, APPLY_COMMIT,
 };
+use crate::bench::headline::{num, Row};
+use crate::bench::needs;
 use crate::format::header::{IoCostModel, IoCostQos};
 use crate::format::parse_record;
 use crate::result::Entry;
@@ -53,7 +54,7 @@ impl Bench for IocostParams {
 
     fn run(
         &self,
-        ctx: &mut crate::bench::runner::RunCtx,
+        ctx: &mut crate::bench::runner::ctx::RunCtx,
         _props: &ApplyCommit,
     ) -> Result<serde_json::Value> {
         run::run(ctx)
@@ -63,7 +64,7 @@ impl Bench for IocostParams {
         &self,
         props: &ApplyCommit,
         record: &serde_json::value::RawValue,
-    ) -> Result<Option<crate::bench::Apply>> {
+    ) -> Result<Option<crate::bench::api::Apply>> {
         if !props.apply {
             return Ok(None);
         }
@@ -72,7 +73,7 @@ impl Bench for IocostParams {
         if knobs.model.rbps == 0 || knobs.model.wbps == 0 {
             anyhow::bail!("the iocost-params record holds no model: {:?}", knobs.model);
         }
-        Ok(Some(crate::bench::Apply::IoCost {
+        Ok(Some(crate::bench::api::Apply::IoCost {
             knobs,
             commit: props.commit,
         }))
@@ -81,7 +82,7 @@ impl Bench for IocostParams {
     /// The result is the parameters, as upstream stores them.
     fn study(
         &self,
-        _ctx: &crate::bench::runner::StudyCtx,
+        _ctx: &crate::bench::runner::ctx::StudyCtx,
         record: &serde_json::value::RawValue,
     ) -> Result<serde_json::Value> {
         let knobs: crate::system::iocost::IoCostKnobs = serde_json::from_str(record.get())

@@ -4,11 +4,12 @@
 //! model run nested.
 
 use super::measure::{self, Step, STEPS};
-use crate::bench::runner::{now, RunCtx};
+use crate::bench::runner::ctx::RunCtx;
 use crate::logging::progress;
 use crate::system::iocost::IoCostKnobs;
 use crate::system::session::BenchHost;
 use crate::units::{format_duration, format_size};
+use crate::util::now;
 use crate::workload::ioengine::result::IoResult;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};

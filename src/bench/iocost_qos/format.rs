@@ -3,12 +3,12 @@
 //! `format` and `summary` end with the QoS list and the MOF and latency tables.
 
 use super::{configs, IoCostQosResult, QosOverride, QosRecord, QosRun, RunResult};
-use crate::bench::export::{self, num, Row};
+use crate::bench::api::FormatOpts;
+use crate::bench::headline::{self, num, Row};
 use crate::bench::protection::{
     self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult,
 };
 use crate::bench::storage::{self, missing_ratio, DFL_LOOPS};
-use crate::bench::FormatOpts;
 use crate::format::text::{double_underline, underline};
 use crate::format::{job_name, parse_record, parse_result};
 use crate::result::Entry;
@@ -183,7 +183,7 @@ pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
                 run.vrate.get("stdev").map_or(Value::Null, |v| num(*v)),
             ),
         ]);
-        row.extend(export::iolat_row(&run.iolat));
+        row.extend(headline::iolat_row(&run.iolat));
         rows.push(row);
     }
     Ok(rows)

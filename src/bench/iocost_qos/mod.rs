@@ -13,9 +13,10 @@ mod study;
 pub use format::format;
 use props::Props;
 
+use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError};
+use crate::bench::needs;
 use crate::bench::protection::ProtectionResult;
 use crate::bench::storage::StorageResult;
-use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, SpecError};
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use crate::study::iolat::IoLat;
@@ -52,7 +53,7 @@ impl Bench for IocostQos {
 
     fn run(
         &self,
-        ctx: &mut crate::bench::runner::RunCtx,
+        ctx: &mut crate::bench::runner::ctx::RunCtx,
         props: &Props,
     ) -> Result<serde_json::Value> {
         run::run(ctx, props)
@@ -72,7 +73,7 @@ impl Bench for IocostQos {
 
     fn study(
         &self,
-        ctx: &crate::bench::runner::StudyCtx,
+        ctx: &crate::bench::runner::ctx::StudyCtx,
         record: &serde_json::value::RawValue,
     ) -> Result<serde_json::Value> {
         study::study(ctx, record)
@@ -83,7 +84,7 @@ impl Bench for IocostQos {
         Ok(true)
     }
 
-    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
         format::headline(entry)
     }
 }

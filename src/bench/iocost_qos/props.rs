@@ -2,8 +2,8 @@
 //! `storage-*` forwarded to storage), one explicit QoS configuration per later group.
 
 use super::{DFL_VRATE_MAX, MAX_VRATE_INTVS};
+use crate::bench::api::{prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS};
 use crate::bench::storage::props::{Props as StorageProps, PROPS as STORAGE_PROPS};
-use crate::bench::{prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS};
 use crate::spec::{Group, JobSpec};
 use crate::system::iocost::QosOverride;
 use crate::units::parse::ParsedValue;

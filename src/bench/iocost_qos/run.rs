@@ -7,16 +7,17 @@
 use super::plan::{self, Planned};
 use super::props::{Dither, Props};
 use super::record::{QosFailure, QosRecord, QosRun};
+use crate::bench::api::{Apply, Bench};
 use crate::bench::protection::props::{Scenario, TuneProps};
 use crate::bench::protection::search::Search;
 use crate::bench::protection::{Protection, ProtectionRecord};
-use crate::bench::runner::{now, RunCtx};
+use crate::bench::runner::ctx::RunCtx;
 use crate::bench::storage::props::Props as StorageProps;
 use crate::bench::storage::{Ceiling, Record as StorageRecord, Storage};
-use crate::bench::{Apply, Bench};
 use crate::logging::progress;
 use crate::system::iocost::{self, IoCostKnobs, IoCostQos, QosOverride};
 use crate::units::{format_duration, format_pct, format_size};
+use crate::util::now;
 use anyhow::{bail, Context, Result};
 use serde_json::value::RawValue;
 

@@ -3,10 +3,10 @@
 //! the configuration's whole period the vrate distribution and the IO latencies.
 
 use super::record::{QosRecord, QosRun};
+use crate::bench::api::Bench;
 use crate::bench::protection::{Protection, ScenarioRecord};
-use crate::bench::runner::StudyCtx;
+use crate::bench::runner::ctx::StudyCtx;
 use crate::bench::storage::Storage;
-use crate::bench::Bench;
 use crate::study::dist::MeanPcts;
 use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, SelArg, Study};

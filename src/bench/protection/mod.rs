@@ -3,8 +3,9 @@
 //! text reports, used standalone and nested in `iocost-qos` runs; `props` holds the scenario
 //! properties. Running it comes with the memory hog.
 
-use crate::bench::runner::{RunCtx, StudyCtx};
-use crate::bench::{needs, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, PCT_LABELS};
+use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, PCT_LABELS};
+use crate::bench::needs;
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::format::text::{double_underline, pct_table_header, pct_table_row, underline};
 use crate::format::{parse_record, parse_result, rstat_section};
 use crate::result::Entry;
@@ -124,20 +125,20 @@ impl Bench for Protection {
         Ok(true)
     }
 
-    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
+    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
         headline(entry)
     }
 }
 
 /// One record per scenario and one for the mem-hog summary: isolation, latency impact, work
 /// conservation, failures and missing reports; a tune adds the size it found.
-pub fn headline(entry: &Entry) -> Result<Vec<crate::bench::export::Row>> {
-    use crate::bench::export::num;
+pub fn headline(entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
+    use crate::bench::headline::num;
     use serde_json::{json, Value};
     let res: ProtectionResult = parse_result(entry)?;
     let rec: ProtectionRecord = parse_record(entry)?.unwrap_or_default();
     let row = |scenario: Value, kind: &str, r: Option<&MemHogResult>| {
-        let mut row: crate::bench::export::Row =
+        let mut row: crate::bench::headline::Row =
             vec![("scenario", scenario), ("scenario_kind", json!(kind))];
         let get = |f: &dyn Fn(&MemHogResult) -> f64| r.map_or(Value::Null, |r| num(f(r)));
         row.extend([

@@ -3,7 +3,7 @@
 
 use super::search::Search;
 use super::{DFL_ISOL_PCT, DFL_ISOL_THR, DFL_LOAD, DFL_MEM_HOG_LOOPS, DFL_SPEED, DFL_TUNE_INTVS};
-use crate::bench::{prop, PropDesc, SpecError, ValueKind, PCT_LABELS};
+use crate::bench::api::{prop, PropDesc, SpecError, ValueKind, PCT_LABELS};
 use crate::spec::{Group, JobSpec};
 
 /// The tune search unless `search=` says otherwise.

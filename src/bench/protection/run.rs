@@ -14,12 +14,13 @@ use super::search::{self, Next};
 use super::study::study_mem_hog;
 use super::workload::Workload;
 use crate::bench::hashd_bench;
-use crate::bench::runner::{now, RunCtx};
+use crate::bench::runner::ctx::RunCtx;
 use crate::logging::progress;
 use crate::study::dist::label_quantile;
 use crate::system::bench_json::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
 use crate::units::{format_duration, format_pct, format_size};
+use crate::util::now;
 use anyhow::{Context, Result};
 use std::time::Duration;
 pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {

@@ -1,7 +1,7 @@
 //! What a bench's `run` and `study` get from the runner: [`RunCtx`] (its previous record,
 //! checkpoints into the result file, the host session) and [`StudyCtx`].
 
-use super::RunHost;
+use super::host::RunHost;
 use crate::format::job_name;
 use crate::report::reporter::ReporterHandle;
 use crate::result::{to_raw, ResultFile};
@@ -46,7 +46,7 @@ pub(super) enum SysinfoSrc<'a> {
     Session {
         host: &'a mut RunHost,
         bench_args: Option<serde_json::Value>,
-        needs: &'static crate::bench::SystemNeeds,
+        needs: &'static crate::bench::needs::SystemNeeds,
     },
 }
 

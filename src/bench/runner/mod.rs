@@ -5,7 +5,6 @@
 use crate::bench::{self, AnyBench, Apply, FormatOpts};
 use crate::error::UsageError;
 use crate::format::job_name;
-use crate::report::reporter::ReporterHandle;
 use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
@@ -53,10 +52,12 @@ pub struct RunConfig {
     pub quick: bool,
 }
 
-mod ctx;
+pub mod ctx;
+mod host;
 pub use crate::util::now;
 use ctx::SysinfoSrc;
 pub use ctx::{RunCtx, StudyCtx};
+pub use host::RunHost;
 
 /// The implementation of every spec's bench, checked before anything runs so a bad spec late in
 /// the list doesn't fail after hours of work.
@@ -252,31 +253,6 @@ fn start_session(
         reporter: Some(reporter),
         session,
     }))
-}
-
-/// The host side of a run: the session and the reporter sampling it. Fields drop in order, so
-/// the reporter stops first (its tracefs instance is journaled, and it reads the slices).
-pub struct RunHost {
-    pub reporter: Option<ReporterHandle>,
-    pub session: Session,
-}
-
-impl RunHost {
-    /// Stops the reporter, then restores the host (errors name what stayed changed).
-    pub fn finish(mut self) -> Result<()> {
-        if let Some(h) = self.reporter.take() {
-            match h.stop() {
-                Ok(st) => log::debug!(
-                    "reporter: {} reports written, {} seconds skipped, {} write errors",
-                    st.written,
-                    st.skipped,
-                    st.write_errors
-                ),
-                Err(e) => log::warn!("{:#}", e),
-            }
-        }
-        self.session.finish()
-    }
 }
 
 /// `study`/`solve` of a spec that no run in the file matches: the entries of the same bench

@@ -5,15 +5,16 @@
 use super::props::Props;
 use super::DESC;
 use super::{LoopInfo, Record, StorageResult};
+use crate::bench::api::{Apply, Bench, BenchDesc, FormatOpts, SpecError};
 use crate::bench::hashd_bench::{self, HashdBenchCfg};
-use crate::bench::runner::{now, RunCtx, StudyCtx};
-use crate::bench::{Apply, Bench, BenchDesc, FormatOpts, SpecError};
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::result::sysinfo::MemProfile;
 use crate::spec::JobSpec;
 use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, study_periods};
 use crate::study::rstat_study::{ResourceStatStudy, ROOT_SLICE};
 use crate::units::format_size;
+use crate::util::now;
 use crate::workload::hashd::sizing::mem::Prior;
 use crate::workload::hashd::sizing::{Phase, Tick, Watch};
 use anyhow::{Context, Result};
@@ -465,7 +466,7 @@ impl Bench for Storage {
         Ok(true)
     }
 
-    fn headline(&self, entry: &crate::result::Entry) -> Result<Vec<crate::bench::export::Row>> {
+    fn headline(&self, entry: &crate::result::Entry) -> Result<Vec<crate::bench::headline::Row>> {
         super::headline(entry)
     }
 

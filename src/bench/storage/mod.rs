@@ -2,8 +2,9 @@
 //! holds the descriptor, the typed record/result models and the text report, used standalone
 //! and nested in `iocost-qos` runs; `props` the properties, `run` the run and study.
 
-use crate::bench::export::{self, num, Row};
-use crate::bench::{needs, BenchDesc, DocPage, FormatOpts, Shape};
+use crate::bench::api::{BenchDesc, DocPage, FormatOpts, Shape};
+use crate::bench::headline::{self, num, Row};
+use crate::bench::needs;
 use crate::format::{parse_record, parse_result, rstat_section};
 use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
@@ -332,7 +333,7 @@ pub fn headline_of(res: &StorageResult, mem_profile: u32, loops: usize) -> Resul
         ("read_bps_final", num(read_final)),
         ("write_bps_final", num(write_final)),
     ];
-    row.extend(export::iolat_row(&res.iolat()?));
+    row.extend(headline::iolat_row(&res.iolat()?));
     row.push(("missing_pct", num(missing_ratio(res.nr_reports) * 100.0)));
     Ok(row)
 }

@@ -1,8 +1,8 @@
 //! The storage properties (spec §4.1): their shape, typed values and rules.
 
 use super::{DFL_HASH_SIZE, DFL_LOG_BPS, DFL_LOOPS};
+use crate::bench::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
 use crate::bench::hashd_bench::{positive_knob, HASHD_KNOBS};
-use crate::bench::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
 use crate::spec::JobSpec;
 
 pub const PROPS: [PropDesc; 10] = [
