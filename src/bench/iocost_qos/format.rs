@@ -2,17 +2,19 @@
 //! (in full with the `sub-full` format prop), the run's IO latency and its QoS result; both
 //! `format` and `summary` end with the QoS list and the MOF and latency tables.
 
-use super::{configs, IoCostQosResult, QosOverride, QosRecord, QosRun, RunResult};
+use super::plan::configs;
+use super::record::{IoCostQosResult, QosRecord, QosRun, RunResult};
 use crate::bench::api::FormatOpts;
 use crate::bench::headline::{self, num, Row};
 use crate::bench::protection::{
     self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult,
 };
-use crate::bench::storage::{self, missing_ratio, DFL_LOOPS};
+use crate::bench::storage::{self, missing_ratio, props::DFL_LOOPS};
 use crate::format::text::{double_underline, underline};
 use crate::format::{job_name, parse_record, parse_result};
 use crate::result::Entry;
 use crate::study::iolat::{format_lat_group, LatMap, SUMMARY_PCTS};
+use crate::system::iocost::QosOverride;
 use crate::units::format_pct;
 use anyhow::Result;
 use serde_json::{json, Value};

@@ -15,14 +15,9 @@ use props::Props;
 
 use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError};
 use crate::bench::needs;
-use crate::bench::protection::ProtectionResult;
-use crate::bench::storage::StorageResult;
 use crate::result::Entry;
 use crate::spec::JobSpec;
-use crate::study::iolat::IoLat;
 use anyhow::Result;
-use serde::Deserialize;
-use std::collections::BTreeMap;
 
 pub struct IocostQos;
 
@@ -89,45 +84,10 @@ impl Bench for IocostQos {
     }
 }
 
-pub const DFL_VRATE_MAX: f64 = 100.0;
-pub const DFL_VRATE_INTVS: u64 = 5;
-/// Sanity limit on the number of vrate grid points of a stored spec.
-pub const MAX_VRATE_INTVS: u64 = 10_000;
-/// The vrate grid never goes below this.
-pub const VRATE_INTVS_MIN: f64 = 1.0;
-
 pub use crate::system::iocost::QosOverride;
-pub use record::{QosRecord, QosRun};
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct RunResult {
-    pub stor: StorageResult,
-    pub prot: ProtectionResult,
-    pub adjusted_mem_size: Option<f64>,
-    pub adjusted_mem_offload_factor: Option<f64>,
-    pub adjusted_mem_offload_delta: Option<f64>,
-    pub vrate: BTreeMap<String, f64>,
-    pub iolat: IoLat,
-    pub nr_reports: (u64, u64),
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct IoCostQosResult {
-    pub runs: Vec<Option<RunResult>>,
-}
-
-/// The QoS configurations of a stored iocost-qos spec, in run order: the iocost-off baseline,
-/// the explicit groups, then the vrate grid. The grid's dither offset comes from the spec
-/// (`dither=F`) or, for a random dither, from the record that stored it.
-pub fn configs(spec: &JobSpec, rec: &QosRecord) -> Result<Vec<QosOverride>> {
-    let props = Props::read(spec).map_err(|e| spec.error(e))?;
-    Ok(plan::configs_of(
-        &props,
-        plan::dither_offset(&props, rec.dither_dist),
-    ))
-}
+pub use plan::configs;
+pub use props::{DFL_VRATE_INTVS, DFL_VRATE_MAX, MAX_VRATE_INTVS};
+pub use record::{IoCostQosResult, QosRecord, QosRun, RunResult};
 
 #[cfg(test)]
 mod tests {

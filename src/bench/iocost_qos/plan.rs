@@ -5,8 +5,12 @@
 
 use super::props::{Dither, Props};
 use super::record::{QosRecord, QosRun};
-use super::VRATE_INTVS_MIN;
+use crate::spec::JobSpec;
 use crate::system::iocost::{abs_min_vrate, round2, IoCostModel, IoCostQos, QosOverride};
+use anyhow::Result;
+
+/// The vrate grid never goes below this.
+pub const VRATE_INTVS_MIN: f64 = 1.0;
 
 /// The grid's step and, for `vrate-min=0`, the shift a random dither is centred on.
 fn click_shift(p: &Props) -> (f64, f64) {
@@ -236,6 +240,14 @@ pub fn reuse(
             dropped: Some(why),
         }),
     }
+}
+
+/// The QoS configurations of a stored iocost-qos spec, in run order: the iocost-off baseline,
+/// the explicit groups, then the vrate grid. The grid's dither offset comes from the spec
+/// (`dither=F`) or, for a random dither, from the record that stored it.
+pub fn configs(spec: &JobSpec, rec: &QosRecord) -> Result<Vec<QosOverride>> {
+    let props = Props::read(spec).map_err(|e| spec.error(e))?;
+    Ok(configs_of(&props, dither_offset(&props, rec.dither_dist)))
 }
 
 #[cfg(test)]

@@ -1,12 +1,16 @@
 //! The iocost-qos properties: the vrate grid and judging knobs of the first group (plus
 //! `storage-*` forwarded to storage), one explicit QoS configuration per later group.
 
-use super::{DFL_VRATE_MAX, MAX_VRATE_INTVS};
 use crate::bench::api::{prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS};
 use crate::bench::storage::props::{Props as StorageProps, PROPS as STORAGE_PROPS};
 use crate::spec::{Group, JobSpec};
 use crate::system::iocost::QosOverride;
 use crate::units::parse::ParsedValue;
+
+pub const DFL_VRATE_MAX: f64 = 100.0;
+pub const DFL_VRATE_INTVS: u64 = 5;
+/// Sanity limit on the number of vrate grid points of a stored spec.
+pub const MAX_VRATE_INTVS: u64 = 10_000;
 
 pub const SHAPE: Shape = Shape {
     props: &FIRST_PROPS,
@@ -203,7 +207,7 @@ impl Props {
         let g = spec.group(0);
         let mut vrate_intvs = g.u64("vrate-intvs", ValueKind::Int)?.unwrap_or(0);
         if vrate_intvs == 0 && spec.props.len() <= 1 {
-            vrate_intvs = super::DFL_VRATE_INTVS;
+            vrate_intvs = DFL_VRATE_INTVS;
         }
         if vrate_intvs > MAX_VRATE_INTVS {
             return Err(g.err(format!(

@@ -4,9 +4,13 @@
 //! configurations that failed under `allow-fail`.
 
 use crate::bench::protection::ProtectionRecord;
+use crate::bench::protection::ProtectionResult;
 use crate::bench::storage::Record as StorageRecord;
+use crate::bench::storage::StorageResult;
+use crate::study::iolat::IoLat;
 use crate::system::iocost::{IoCostModel, IoCostQos, QosOverride};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 fn yes() -> bool {
     true
@@ -89,6 +93,25 @@ impl QosRecord {
             .chain(&self.inc_runs)
             .filter(|r| r.done)
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RunResult {
+    pub stor: StorageResult,
+    pub prot: ProtectionResult,
+    pub adjusted_mem_size: Option<f64>,
+    pub adjusted_mem_offload_factor: Option<f64>,
+    pub adjusted_mem_offload_delta: Option<f64>,
+    pub vrate: BTreeMap<String, f64>,
+    pub iolat: IoLat,
+    pub nr_reports: (u64, u64),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct IoCostQosResult {
+    pub runs: Vec<Option<RunResult>>,
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! ends — by the host-safety watch, the kernel's OOM killer, its timeout or the scenario's own
 //! verdict — or hashd fails. The phase lengths ([`Timing`]) and what a run needs ([`Env`]).
 
-use super::props::speed_factor;
+use super::props::{speed_factor, TUNE_PROBE_DUR};
 use super::record::{MemHogRun, HOG_CG};
 use super::stable::{LatGate, Stabilizer, Thresholds};
 use super::workload::{Sample, Workload};
@@ -40,7 +40,7 @@ impl Timing {
         warm_up_max: 300.0,
         baseline: 15.0,
         mem_hog: 300.0,
-        probe: super::TUNE_PROBE_DUR,
+        probe: TUNE_PROBE_DUR,
         probe_max: 3600.0,
     };
     pub const QUICK: Timing = Timing {

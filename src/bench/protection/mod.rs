@@ -18,7 +18,8 @@ use serde_json::value::RawValue;
 use std::fmt::Write;
 
 use props::TuneProps;
-pub use record::{MemHogTuneRecord, ProtectionRecord, ScenarioRecord};
+pub use props::{DFL_LOAD, DFL_MEM_HOG_LOOPS, DFL_SPEED, DFL_TUNE_INTVS, TUNE_PROBE_DUR};
+pub use record::{MemHogTuneRecord, ProtectionRecord, ScenarioRecord, DFL_ISOL_PCT, DFL_ISOL_THR};
 
 mod early;
 mod hog_run;
@@ -179,15 +180,6 @@ pub fn headline(entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
     }
     Ok(rows)
 }
-
-pub const DFL_ISOL_PCT: &str = "05";
-pub const DFL_ISOL_THR: f64 = 0.9;
-pub const DFL_LOAD: f64 = 1.0;
-pub const DFL_SPEED: &str = "2x";
-pub const DFL_TUNE_INTVS: u64 = 10;
-pub const DFL_MEM_HOG_LOOPS: u64 = 2;
-/// How long a tune probe keeps the hog running after it started swapping (seconds).
-pub const TUNE_PROBE_DUR: f64 = 200.0;
 
 /// A distribution over [`PCT_LABELS`] (percentiles, mean, stdev). Missing keys read as 0.
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -1,10 +1,17 @@
 //! The protection properties: one scenario per group from the second on (spec §6), their
 //! shape, typed values and rules.
 
+use super::record::{DFL_ISOL_PCT, DFL_ISOL_THR};
 use super::search::Search;
-use super::{DFL_ISOL_PCT, DFL_ISOL_THR, DFL_LOAD, DFL_MEM_HOG_LOOPS, DFL_SPEED, DFL_TUNE_INTVS};
 use crate::bench::api::{prop, PropDesc, SpecError, ValueKind, PCT_LABELS};
 use crate::spec::{Group, JobSpec};
+
+pub const DFL_LOAD: f64 = 1.0;
+pub const DFL_SPEED: &str = "2x";
+pub const DFL_TUNE_INTVS: u64 = 10;
+pub const DFL_MEM_HOG_LOOPS: u64 = 2;
+/// How long a tune probe keeps the hog running after it started swapping (seconds).
+pub const TUNE_PROBE_DUR: f64 = 200.0;
 
 /// The tune search unless `search=` says otherwise.
 pub const DFL_SEARCH: Search = Search::Linear;

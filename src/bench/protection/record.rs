@@ -6,6 +6,10 @@ use crate::workload::memhog::watch::HogEnd;
 use crate::workload::memhog::HogReport;
 use serde::{Deserialize, Serialize};
 
+/// The isolation percentile and threshold a tune judges by, unless the spec says otherwise.
+pub const DFL_ISOL_PCT: &str = "05";
+pub const DFL_ISOL_THR: f64 = 0.9;
+
 /// The hog's cgroup and the name its usages go by in the reports (upstream's sysload unit).
 pub const HOG_SVC: &str = "rd-sysload-mem-hog.service";
 pub const HOG_CG: &str = "system.slice/rd-sysload-mem-hog.service";
@@ -105,8 +109,8 @@ impl Default for MemHogTuneRecord {
         Self {
             period: (0, 0),
             base_period: (0, 0),
-            isol_pct: super::DFL_ISOL_PCT.into(),
-            isol_thr: super::DFL_ISOL_THR,
+            isol_pct: DFL_ISOL_PCT.into(),
+            isol_thr: DFL_ISOL_THR,
             final_run: None,
             final_size: None,
             search: String::new(),

@@ -3,13 +3,11 @@
 //! the result.
 
 use super::props::Props;
-use super::DESC;
-use super::{LoopInfo, Record, StorageResult};
-use crate::bench::api::{Apply, Bench, BenchDesc, FormatOpts, SpecError};
+use super::record::{LoopInfo, Record, StorageResult};
+use crate::bench::api::Apply;
 use crate::bench::hashd_bench::{self, HashdBenchCfg};
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::result::sysinfo::MemProfile;
-use crate::spec::JobSpec;
 use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, study_periods};
 use crate::study::rstat_study::{ResourceStatStudy, ROOT_SLICE};
@@ -21,8 +19,6 @@ use anyhow::{Context, Result};
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-
-pub struct Storage;
 
 /// The fake-CPU RPS for a memory share: round(share_GiB × 166.67) (2000 at profile 16).
 pub fn dfl_rps_max(share: u64) -> u32 {
@@ -182,308 +178,272 @@ fn last_two_agree(sizes: &[f64], tol: f64) -> bool {
     }
 }
 
-impl Bench for Storage {
-    type Props = Props;
-
-    fn desc(&self) -> &'static BenchDesc {
-        &DESC
+pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+    let quick = ctx.quick();
+    let mut rec: Record = match ctx.prev_record() {
+        Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
+        None => Record::default(),
+    };
+    let dir = ctx.dir().to_path_buf();
+    let mut session = ctx.session().context("storage needs the host session")?;
+    // A resumed run keeps the avail its finished loops were measured with.
+    let profile = session.mem().map(|m| m.profile);
+    if session.mem_avail_unmeasured() && rec.mem.avail > 0 && Some(rec.mem.profile) == profile {
+        session.update_mem_avail(rec.mem.avail)?;
     }
-
-    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
-        Props::check(spec)
+    hashd_bench::ensure_mem_avail(&mut session)?;
+    let mut mem = session
+        .mem()
+        .cloned()
+        .context("storage runs under the memory profile")?;
+    if rec.mem.profile != mem.profile || rec.mem.avail != mem.avail {
+        rec.mem_usages.clear();
+        rec.mem_sizes.clear();
+        rec.final_mem_probe_periods.clear();
+        rec.loops.clear();
     }
-
-    fn progress(&self, props: &Props, record: &RawValue) -> Option<String> {
-        let rec: Record = serde_json::from_str(record.get()).ok()?;
-        Some(format!(
-            "{} of {} loops done",
-            rec.mem_usages.len(),
-            props.loops
-        ))
+    let rps_max = props.rps_max.unwrap_or_else(|| dfl_rps_max(mem.share));
+    let mut retries = Retries {
+        inner_left: props.inner_retries,
+        outer_left: props.outer_retries,
+        first_try: rec.mem_usages.is_empty(),
+        prev: 0.0,
+    };
+    if rec.period.0 == 0 || rec.mem_usages.is_empty() {
+        rec.period.0 = now();
     }
+    rec.mem = mem.clone();
+    rec.hint = props.hint;
+    rec.stop_agree = props.stop_agree;
+    log::info!(
+        "storage: {} of {} loops done; rps_max={} target={}",
+        rec.mem_usages.len(),
+        props.loops,
+        rps_max,
+        format_size(mem.target as f64)
+    );
 
-    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
-        let quick = ctx.quick();
-        let mut rec: Record = match ctx.prev_record() {
-            Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
-            None => Record::default(),
-        };
-        let dir = ctx.dir().to_path_buf();
-        let mut session = ctx.session().context("storage needs the host session")?;
-        // A resumed run keeps the avail its finished loops were measured with.
-        let profile = session.mem().map(|m| m.profile);
-        if session.mem_avail_unmeasured() && rec.mem.avail > 0 && Some(rec.mem.profile) == profile {
-            session.update_mem_avail(rec.mem.avail)?;
-        }
-        hashd_bench::ensure_mem_avail(&mut session)?;
-        let mut mem = session
-            .mem()
-            .cloned()
-            .context("storage runs under the memory profile")?;
-        if rec.mem.profile != mem.profile || rec.mem.avail != mem.avail {
-            rec.mem_usages.clear();
-            rec.mem_sizes.clear();
-            rec.final_mem_probe_periods.clear();
-            rec.loops.clear();
-        }
-        let rps_max = props.rps_max.unwrap_or_else(|| dfl_rps_max(mem.share));
-        let mut retries = Retries {
-            inner_left: props.inner_retries,
-            outer_left: props.outer_retries,
-            first_try: rec.mem_usages.is_empty(),
-            prev: 0.0,
-        };
-        if rec.period.0 == 0 || rec.mem_usages.is_empty() {
-            rec.period.0 = now();
-        }
-        rec.mem = mem.clone();
-        rec.hint = props.hint;
-        rec.stop_agree = props.stop_agree;
-        log::info!(
-            "storage: {} of {} loops done; rps_max={} target={}",
-            rec.mem_usages.len(),
-            props.loops,
-            rps_max,
-            format_size(mem.target as f64)
-        );
-
-        while rec.mem_usages.len() < props.loops as usize {
-            if let Some(tol) = props
-                .stop_agree
-                .filter(|t| last_two_agree(&rec.mem_sizes, *t))
-            {
-                log::info!(
-                    "storage: loops {} and {} found footprints within {:.1}% of each other; \
-                     stopping after {} of {} loops (early-stop)",
-                    rec.mem_sizes.len() - 1,
-                    rec.mem_sizes.len(),
-                    tol * 100.0,
-                    rec.mem_sizes.len(),
-                    props.loops
-                );
-                break;
-            }
-            let (mut session, reporter) = ctx.host().context("storage needs the host session")?;
-            session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
-            let hint = loop_hint(props, &rec.loops);
-            // A ceiling bounds the search only on footprints of the same size.
-            let ceiling = props.ceiling.as_ref().filter(|c| {
-                let same = c.mem == mem;
-                if !same {
-                    log::info!(
-                        "storage: not using the ceiling {:.1}% (mof-ceiling): it was measured with \
-                         other memory (avail {} against {})",
-                        c.mem_frac * 100.0,
-                        format_size(c.mem.avail as f64),
-                        format_size(mem.avail as f64)
-                    );
-                }
-                same
-            });
-            rec.ceiling = ceiling.map(|c| c.mem_frac);
-            if hint != props.hint {
-                if let Some(h) = hint {
-                    log::info!(
-                        "storage: loop {}'s memory search starts next to {:.1}%, where the \
-                         loops before it ended (mof-hint)",
-                        rec.loops.len() + 1,
-                        h * 100.0
-                    );
-                }
-            }
-            let cfg = HashdBenchCfg {
-                size: 4 * mem.share,
-                rps_max: Some(rps_max),
-                fake_cpu: true,
-                hash_size: Some(props.hash_size),
-                chunk_pages: Some(props.chunk_pages),
-                log_bps: Some(props.log_bps),
-                preload: mem.share / 2,
-                total_memory: Some(mem.share),
-                quick,
-                mem_prior: Prior {
-                    hint,
-                    ceiling: ceiling.map(|c| (c.mem_frac, c.ratio)),
-                },
-            };
-            let seen = Arc::new(Mutex::new(Seen::default()));
-            let w = watch(seen.clone(), mem.target, props.err_max);
-            // Loops take about as long as the finished ones (their measured seconds).
-            let done = rec.loops.len();
-            crate::logging::progress::eta((done > 0).then(|| {
-                let per_loop = rec.loops.iter().map(|l| l.secs as f64).sum::<f64>() / done as f64;
-                per_loop * (props.loops as usize - rec.mem_usages.len()) as f64
-            }));
-            crate::logging::progress::phase(format!(
-                "loop {}/{}",
-                rec.mem_usages.len() + 1,
+    while rec.mem_usages.len() < props.loops as usize {
+        if let Some(tol) = props
+            .stop_agree
+            .filter(|t| last_two_agree(&rec.mem_sizes, *t))
+        {
+            log::info!(
+                "storage: loops {} and {} found footprints within {:.1}% of each other; \
+                 stopping after {} of {} loops (early-stop)",
+                rec.mem_sizes.len() - 1,
+                rec.mem_sizes.len(),
+                tol * 100.0,
+                rec.mem_sizes.len(),
                 props.loops
-            ));
-            let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(w));
-            let (usage, swap) = {
-                let s = seen.lock().unwrap_or_else(|e| e.into_inner());
-                (s.usage(), s.swap())
-            };
-            let err = (usage as f64 - mem.target as f64) / mem.target as f64;
-            let run = match run {
-                Ok(r) => Some(r),
-                Err(e) if e.downcast_ref::<OverUse>().is_some() => {
-                    log::warn!("storage: {:#}; ending the measurement", e);
-                    None
-                }
-                Err(e) => return Err(e),
-            };
-            let verdict = retries.judge(props, &mem, usage, swap, err)?;
-            if err < -props.err_max && matches!(verdict, Verdict::Success) {
+            );
+            break;
+        }
+        let (mut session, reporter) = ctx.host().context("storage needs the host session")?;
+        session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
+        let hint = loop_hint(props, &rec.loops);
+        // A ceiling bounds the search only on footprints of the same size.
+        let ceiling = props.ceiling.as_ref().filter(|c| {
+            let same = c.mem == mem;
+            if !same {
                 log::info!(
-                    "storage: memory usage {} is {:+.1}% off the target, but the workload wasn't \
-                     short of memory ({} in swap): it fit",
+                    "storage: not using the ceiling {:.1}% (mof-ceiling): it was measured with \
+                     other memory (avail {} against {})",
+                    c.mem_frac * 100.0,
+                    format_size(c.mem.avail as f64),
+                    format_size(mem.avail as f64)
+                );
+            }
+            same
+        });
+        rec.ceiling = ceiling.map(|c| c.mem_frac);
+        if hint != props.hint {
+            if let Some(h) = hint {
+                log::info!(
+                    "storage: loop {}'s memory search starts next to {:.1}%, where the \
+                     loops before it ended (mof-hint)",
+                    rec.loops.len() + 1,
+                    h * 100.0
+                );
+            }
+        }
+        let cfg = HashdBenchCfg {
+            size: 4 * mem.share,
+            rps_max: Some(rps_max),
+            fake_cpu: true,
+            hash_size: Some(props.hash_size),
+            chunk_pages: Some(props.chunk_pages),
+            log_bps: Some(props.log_bps),
+            preload: mem.share / 2,
+            total_memory: Some(mem.share),
+            quick,
+            mem_prior: Prior {
+                hint,
+                ceiling: ceiling.map(|c| (c.mem_frac, c.ratio)),
+            },
+        };
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let w = watch(seen.clone(), mem.target, props.err_max);
+        // Loops take about as long as the finished ones (their measured seconds).
+        let done = rec.loops.len();
+        crate::logging::progress::eta((done > 0).then(|| {
+            let per_loop = rec.loops.iter().map(|l| l.secs as f64).sum::<f64>() / done as f64;
+            per_loop * (props.loops as usize - rec.mem_usages.len()) as f64
+        }));
+        crate::logging::progress::phase(format!(
+            "loop {}/{}",
+            rec.mem_usages.len() + 1,
+            props.loops
+        ));
+        let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(w));
+        let (usage, swap) = {
+            let s = seen.lock().unwrap_or_else(|e| e.into_inner());
+            (s.usage(), s.swap())
+        };
+        let err = (usage as f64 - mem.target as f64) / mem.target as f64;
+        let run = match run {
+            Ok(r) => Some(r),
+            Err(e) if e.downcast_ref::<OverUse>().is_some() => {
+                log::warn!("storage: {:#}; ending the measurement", e);
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let verdict = retries.judge(props, &mem, usage, swap, err)?;
+        if err < -props.err_max && matches!(verdict, Verdict::Success) {
+            log::info!(
+                "storage: memory usage {} is {:+.1}% off the target, but the workload wasn't \
+                 short of memory ({} in swap): it fit",
+                format_size(usage as f64),
+                err * 100.0,
+                format_size(swap as f64)
+            );
+        }
+        match (verdict, run) {
+            (Verdict::Success, Some(run)) => {
+                let last = run.sizing.mem_history.last();
+                let start = last.map_or(rec.period.0, |p| p.start);
+                rec.final_mem_probe_periods.push((start, now()));
+                rec.mem_usages.push(usage as f64);
+                let size = run.knobs.mem_size as f64 * run.knobs.mem_frac;
+                rec.mem_sizes.push(size);
+                rec.loops.push(LoopInfo {
+                    mem_frac: run.knobs.mem_frac,
+                    probes: (run.sizing.cpu_history.len() + run.sizing.mem_history.len()) as u32,
+                    secs: run.sizing.measured_secs,
+                    quick: run.sizing.quick,
+                    size: run.sizing.size,
+                    mem_probes: run.sizing.mem_history.clone(),
+                    hint,
+                });
+                rec.base_hashd_knobs = run.knobs;
+                log::info!(
+                    "storage: loop {} done: size {} usage {} ({:+.1}%) MOF {:.3}",
+                    rec.mem_usages.len(),
+                    format_size(size),
                     format_size(usage as f64),
                     err * 100.0,
-                    format_size(swap as f64)
+                    size / usage.max(1) as f64
+                );
+                ctx.checkpoint(&rec)?;
+            }
+            (Verdict::Success, None) => unreachable!("an over-use is never a success"),
+            (Verdict::Inner, _) => {
+                rec.retries.0 += 1;
+                log::warn!(
+                    "storage: memory usage {} is {:+.1}% off the target {}; measuring again",
+                    format_size(usage as f64),
+                    err * 100.0,
+                    format_size(mem.target as f64)
                 );
             }
-            match (verdict, run) {
-                (Verdict::Success, Some(run)) => {
-                    let last = run.sizing.mem_history.last();
-                    let start = last.map_or(rec.period.0, |p| p.start);
-                    rec.final_mem_probe_periods.push((start, now()));
-                    rec.mem_usages.push(usage as f64);
-                    let size = run.knobs.mem_size as f64 * run.knobs.mem_frac;
-                    rec.mem_sizes.push(size);
-                    rec.loops.push(LoopInfo {
-                        mem_frac: run.knobs.mem_frac,
-                        probes: (run.sizing.cpu_history.len() + run.sizing.mem_history.len())
-                            as u32,
-                        secs: run.sizing.measured_secs,
-                        quick: run.sizing.quick,
-                        size: run.sizing.size,
-                        mem_probes: run.sizing.mem_history.clone(),
-                        hint,
-                    });
-                    rec.base_hashd_knobs = run.knobs;
-                    log::info!(
-                        "storage: loop {} done: size {} usage {} ({:+.1}%) MOF {:.3}",
-                        rec.mem_usages.len(),
-                        format_size(size),
-                        format_size(usage as f64),
-                        err * 100.0,
-                        size / usage.max(1) as f64
-                    );
-                    ctx.checkpoint(&rec)?;
-                }
-                (Verdict::Success, None) => unreachable!("an over-use is never a success"),
-                (Verdict::Inner, _) => {
-                    rec.retries.0 += 1;
-                    log::warn!(
-                        "storage: memory usage {} is {:+.1}% off the target {}; measuring again",
-                        format_size(usage as f64),
-                        err * 100.0,
-                        format_size(mem.target as f64)
-                    );
-                }
-                (Verdict::Outer(avail), _) => {
-                    rec.retries.1 += 1;
-                    log::warn!(
-                        "storage: memory usage {} is {:+.1}% off the target {}; available memory \
-                         corrected to {}, starting over",
-                        format_size(usage as f64),
-                        err * 100.0,
-                        format_size(mem.target as f64),
-                        format_size(avail as f64)
-                    );
-                    let mut session = ctx.session().context("storage needs the host session")?;
-                    mem = session.update_mem_avail(avail)?.clone();
-                    retries.inner_left = props.inner_retries;
-                    rec.mem = mem.clone();
-                    rec.mem_usages.clear();
-                    rec.mem_sizes.clear();
-                    rec.final_mem_probe_periods.clear();
-                    rec.loops.clear();
-                    rec.period.0 = now();
-                    ctx.checkpoint(&rec)?;
-                }
+            (Verdict::Outer(avail), _) => {
+                rec.retries.1 += 1;
+                log::warn!(
+                    "storage: memory usage {} is {:+.1}% off the target {}; available memory \
+                     corrected to {}, starting over",
+                    format_size(usage as f64),
+                    err * 100.0,
+                    format_size(mem.target as f64),
+                    format_size(avail as f64)
+                );
+                let mut session = ctx.session().context("storage needs the host session")?;
+                mem = session.update_mem_avail(avail)?.clone();
+                retries.inner_left = props.inner_retries;
+                rec.mem = mem.clone();
+                rec.mem_usages.clear();
+                rec.mem_sizes.clear();
+                rec.final_mem_probe_periods.clear();
+                rec.loops.clear();
+                rec.period.0 = now();
+                ctx.checkpoint(&rec)?;
             }
         }
-        rec.period.1 = now();
-        Ok(serde_json::to_value(&rec)?)
     }
+    rec.period.1 = now();
+    Ok(serde_json::to_value(&rec)?)
+}
 
-    /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
-    /// (spec §4.6).
-    fn applies(&self, props: &Props, record: &RawValue) -> Result<Option<Apply>> {
-        if !props.apply {
-            return Ok(None);
-        }
-        let rec: Record =
-            serde_json::from_str(record.get()).context("parsing the storage record")?;
-        let mut knobs = rec.base_hashd_knobs;
-        if knobs.mem_size == 0 || rec.mem_sizes.is_empty() {
-            anyhow::bail!("the storage record holds no hashd parameters to apply");
-        }
-        knobs.mem_frac = mean_stdev(&rec.mem_sizes).0 / knobs.mem_size as f64;
-        Ok(Some(Apply::Hashd {
-            knobs,
-            commit: props.commit,
-        }))
+/// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
+/// (spec §4.6).
+pub(super) fn applies(props: &Props, record: &RawValue) -> Result<Option<Apply>> {
+    if !props.apply {
+        return Ok(None);
     }
+    let rec: Record = serde_json::from_str(record.get()).context("parsing the storage record")?;
+    let mut knobs = rec.base_hashd_knobs;
+    if knobs.mem_size == 0 || rec.mem_sizes.is_empty() {
+        anyhow::bail!("the storage record holds no hashd parameters to apply");
+    }
+    knobs.mem_frac = mean_stdev(&rec.mem_sizes).0 / knobs.mem_size as f64;
+    Ok(Some(Apply::Hashd {
+        knobs,
+        commit: props.commit,
+    }))
+}
 
-    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-        let rec: Record =
-            serde_json::from_str(record.get()).context("parsing the storage record")?;
-        let mut all = ResourceStatStudy::new(ROOT_SLICE);
-        let mut iolat = IoLatStudy::new();
-        let nr = study_period(&ctx.reports_dir, rec.period, &mut [&mut all, &mut iolat])?;
-        let mut fin = ResourceStatStudy::new(ROOT_SLICE);
-        study_periods(
-            &ctx.reports_dir,
-            &rec.final_mem_probe_periods,
-            &mut [&mut fin],
-        )?;
-        let (usage, usage_sd) = mean_stdev(&rec.mem_usages);
-        let (size, size_sd) = mean_stdev(&rec.mem_sizes);
-        let res = StorageResult {
-            mem_offload_factor: if usage > 0.0 { size / usage } else { 0.0 },
-            mem_usage: usage.round(),
-            mem_usage_stdev: usage_sd.round(),
-            mem_size: size.round(),
-            mem_size_stdev: size_sd.round(),
-            all_rstat: Some(all.result().to_raw()?),
-            final_rstat: Some(fin.result().to_raw()?),
-            iolat: Some(iolat.result().to_raw()?),
-            nr_reports: nr.pair(),
-        };
-        Ok(serde_json::to_value(&res)?)
-    }
+pub(super) fn study(ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
+    let rec: Record = serde_json::from_str(record.get()).context("parsing the storage record")?;
+    let mut all = ResourceStatStudy::new(ROOT_SLICE);
+    let mut iolat = IoLatStudy::new();
+    let nr = study_period(&ctx.reports_dir, rec.period, &mut [&mut all, &mut iolat])?;
+    let mut fin = ResourceStatStudy::new(ROOT_SLICE);
+    study_periods(
+        &ctx.reports_dir,
+        &rec.final_mem_probe_periods,
+        &mut [&mut fin],
+    )?;
+    let (usage, usage_sd) = mean_stdev(&rec.mem_usages);
+    let (size, size_sd) = mean_stdev(&rec.mem_sizes);
+    let res = StorageResult {
+        mem_offload_factor: if usage > 0.0 { size / usage } else { 0.0 },
+        mem_usage: usage.round(),
+        mem_usage_stdev: usage_sd.round(),
+        mem_size: size.round(),
+        mem_size_stdev: size_sd.round(),
+        all_rstat: Some(all.result().to_raw()?),
+        final_rstat: Some(fin.result().to_raw()?),
+        iolat: Some(iolat.result().to_raw()?),
+        nr_reports: nr.pair(),
+    };
+    Ok(serde_json::to_value(&res)?)
+}
 
-    fn format(
-        &self,
-        out: &mut String,
-        entry: &crate::result::Entry,
-        opts: &FormatOpts,
-    ) -> Result<bool> {
-        super::format(out, entry, opts)?;
-        Ok(true)
-    }
-
-    fn headline(&self, entry: &crate::result::Entry) -> Result<Vec<crate::bench::headline::Row>> {
-        super::headline(entry)
-    }
-
-    fn plot(&self, entry: &crate::result::Entry) -> Result<Option<String>> {
-        let rec: Record = crate::format::parse_record(entry)?.unwrap_or_default();
-        let title = format!(
-            "{}: memory search probes (green passed, red failed)",
-            entry.spec.canonical()
-        );
-        super::plot::svg(&rec, &title)
-    }
+pub(super) fn progress(props: &Props, record: &RawValue) -> Option<String> {
+    let rec: Record = serde_json::from_str(record.get()).ok()?;
+    Some(format!(
+        "{} of {} loops done",
+        rec.mem_usages.len(),
+        props.loops
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tests::mem;
+    use super::super::Storage;
     use super::*;
+    use crate::spec::JobSpec;
     use crate::system::bench_json::HashdKnobs;
 
     #[test]

@@ -3,7 +3,7 @@
 //! target RPS it reached, and its latency; each probe is a segment over its duration, green
 //! where it passed and red where it failed, so the search's bracket closing in is visible.
 
-use super::Record;
+use super::record::Record;
 use crate::workload::hashd::sizing::probe::ProbeRecord;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;

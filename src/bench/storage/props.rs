@@ -1,9 +1,12 @@
 //! The storage properties (spec §4.1): their shape, typed values and rules.
 
-use super::{DFL_HASH_SIZE, DFL_LOG_BPS, DFL_LOOPS};
 use crate::bench::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
 use crate::bench::hashd_bench::{positive_knob, HASHD_KNOBS};
 use crate::spec::JobSpec;
+
+pub const DFL_HASH_SIZE: f64 = 1258291.0;
+pub const DFL_LOG_BPS: f64 = 1100794.0;
+pub const DFL_LOOPS: u32 = 3;
 
 pub const PROPS: [PropDesc; 10] = [
     APPLY_COMMIT[0],
@@ -53,7 +56,7 @@ pub struct Props {
     pub stop_agree: Option<f64>,
     /// A footprint a configuration at least as capable failed (iocost-qos's `mof-ceiling`,
     /// not a spec property); used when this run measures with the same memory.
-    pub ceiling: Option<super::Ceiling>,
+    pub ceiling: Option<super::record::Ceiling>,
 }
 
 fn clamp_u32(v: u64) -> u32 {
