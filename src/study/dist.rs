@@ -257,7 +257,7 @@ mod tests {
         let mut flat = Vec::new();
         for (v, c) in pairs {
             w.push_n(v, c);
-            flat.extend(std::iter::repeat(v).take(c as usize));
+            flat.extend(std::iter::repeat_n(v, c as usize));
         }
         assert_eq!(w.len(), flat.len() as u64);
         for l in ["00", "01", "10", "25", "50", "75", "90", "99", "100"] {

@@ -157,7 +157,7 @@ impl Study for IoLatStudy {
             self.nr_with_hist += 1;
         }
         let ms = rep.timestamp.unix_millis();
-        if self.last_cum.as_ref().map_or(true, |(last, _)| ms >= *last) {
+        if self.last_cum.as_ref().is_none_or(|(last, _)| ms >= *last) {
             self.last_cum = Some((ms, rep.iolat_cum.clone()));
         }
     }

@@ -160,8 +160,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         let letter = match u.as_str() {
             "" | "b" => "",
             _ => {
-                let l = &u[..1];
-                let suffix = &u[1..];
+                // By characters: a unit may be any text (`0𖬀`), and a byte index could split one.
+                let first = u.chars().next().map_or(0, char::len_utf8);
+                let (l, suffix) = u.split_at(first);
                 if !(suffix.is_empty() || suffix == "b" || suffix == "ib") {
                     return Err(bad());
                 }

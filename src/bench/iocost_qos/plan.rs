@@ -156,7 +156,7 @@ pub fn reusable<'a>(
     params: &str,
 ) -> Option<&'a QosRun> {
     prev.into_iter()
-        .find(|r| r.done && r.ovr == *ovr && r.params.as_deref().map_or(true, |p| p == params))
+        .find(|r| r.done && r.ovr == *ovr && r.params.as_deref().is_none_or(|p| p == params))
 }
 
 /// What a job measures with: its runs are only comparable with runs measured under the same

@@ -238,7 +238,7 @@ impl SizingTarget for HashdTarget {
         loop {
             if let Ok(st) = self.hashd.status() {
                 let ts = st.timestamp.unix_secs();
-                if self.last_ts.map_or(true, |l| ts > l) {
+                if self.last_ts.is_none_or(|l| ts > l) {
                     self.last_ts = Some(ts);
                     let sample = Sample {
                         rps: st.stat.rps,
