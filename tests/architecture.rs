@@ -650,3 +650,77 @@ fn paths_in_resolves_super_self_and_groups() {
         ]
     );
 }
+
+/// The benches that run others through their entry points: (bench, the benches it composes).
+/// Everything else benches share lives beside them in `bench/` (`api`, `needs`, `headline`,
+/// `hashd_bench`, `runner::ctx`) or lower.
+const COMPOSES: &[(&str, &[&str])] = &[
+    ("iocost_qos", &["storage", "protection", "iocost_params"]),
+    ("protection", &["hashd_params", "iocost_params"]),
+];
+
+/// The bench modules: the `&module::Type` lines of `BENCHES` in `bench/mod.rs`.
+fn bench_modules() -> BTreeSet<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("src/bench/mod.rs")).unwrap();
+    text.lines()
+        .skip_while(|l| !l.contains("static BENCHES"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("];"))
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix('&')?
+                .split("::")
+                .next()
+                .map(String::from)
+        })
+        .collect()
+}
+
+/// The bench a file under `src/bench/` belongs to, if any (`src/bench/storage/props.rs` →
+/// `storage`, `src/bench/io.rs` → `io`).
+fn bench_of(file: &Path, benches: &BTreeSet<String>) -> Option<String> {
+    let rest = file.strip_prefix("src/bench").ok()?;
+    let first = rest.components().next()?.as_os_str().to_string_lossy();
+    let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
+    benches.contains(&name).then_some(name)
+}
+
+/// A bench imports another only where it runs it (`COMPOSES`); shared helpers don't live in
+/// a bench.
+#[test]
+fn benches_import_only_the_benches_they_compose() {
+    let benches = bench_modules();
+    assert!(
+        benches.contains("storage") && benches.len() > 5,
+        "{:?}",
+        benches
+    );
+    let mut bad = Vec::new();
+    for (from, tos) in file_graph() {
+        let Some(fb) = bench_of(&from, &benches) else {
+            continue;
+        };
+        for (to, names) in tos {
+            let Some(tb) = bench_of(&to, &benches) else {
+                continue;
+            };
+            let composes = COMPOSES
+                .iter()
+                .any(|(b, cs)| *b == fb && cs.contains(&tb.as_str()));
+            if tb != fb && !composes {
+                bad.push(format!(
+                    "{} -> {}: {} (move what both use to bench/ or lower)",
+                    from.display(),
+                    to.display(),
+                    names.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "a bench imports one it doesn't run:\n{}",
+        bad.join("\n")
+    );
+}

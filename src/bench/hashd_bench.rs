@@ -318,6 +318,11 @@ pub fn ensure_mem_avail(session: &mut BenchHost) -> Result<()> {
     Ok(())
 }
 
+/// The fake-CPU RPS for a memory share: round(share_GiB × 166.67) (2000 at profile 16).
+pub fn dfl_rps_max(share: u64) -> u32 {
+    ((share as f64 / (1u64 << 30) as f64 * 166.67).round() as u32).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

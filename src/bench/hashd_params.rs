@@ -11,10 +11,10 @@ use crate::bench::api::{
     prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind,
     APPLY_COMMIT,
 };
+use crate::bench::hashd_bench::dfl_rps_max;
 use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
 use crate::bench::needs;
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
-use crate::bench::storage::measure::dfl_rps_max;
 use crate::result::sysinfo::MemProfile;
 use crate::result::Entry;
 use crate::spec::JobSpec;

@@ -224,6 +224,17 @@ impl RatioSel {
     }
 }
 
+/// The share of per-second reports a study missed: `missed / (found + missed)`, 0 without
+/// reports.
+pub fn missing_ratio(nr_reports: (u64, u64)) -> f64 {
+    let total = nr_reports.0 + nr_reports.1;
+    if total == 0 {
+        0.0
+    } else {
+        nr_reports.1 as f64 / total as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,8 @@
 pub mod measure;
 pub mod run;
 
+pub use run::ensure_model;
+
 use crate::bench::api::{
     ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, APPLY_COMMIT,
 };

@@ -9,11 +9,12 @@ use crate::bench::headline::{self, num, Row};
 use crate::bench::protection::{
     self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult,
 };
-use crate::bench::storage::{self, missing_ratio, props::DFL_LOOPS};
+use crate::bench::storage::{self, props::DFL_LOOPS};
 use crate::format::text::{double_underline, underline};
 use crate::format::{job_name, parse_record, parse_result};
 use crate::result::Entry;
 use crate::study::iolat::{format_lat_group, LatMap, SUMMARY_PCTS};
+use crate::study::reports::missing_ratio;
 use crate::system::iocost::QosOverride;
 use crate::units::format_pct;
 use anyhow::Result;

@@ -49,7 +49,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
     let base = {
         let mut host = ctx.session().context("iocost-qos needs the host session")?;
         let (knobs, _) =
-            crate::bench::iocost_params::run::ensure_model(&mut host, &dir, quick, "iocost-qos")?;
+            crate::bench::iocost_params::ensure_model(&mut host, &dir, quick, "iocost-qos")?;
         let profile = host
             .mem()
             .map(|m| m.profile)
@@ -515,7 +515,7 @@ fn run_config(
 
     // Protection: the largest hashd size it keeps isolated, from 4/5 of the share up.
     let share = run.stor.mem.share as f64;
-    let size_max = crate::bench::storage::measure::mean_stdev(&run.stor.mem_sizes).0;
+    let size_max = crate::study::dist::mean_stdev(&run.stor.mem_sizes).0;
     let size_min = (share * 4.0 / 5.0).min(size_max);
     let pprops = crate::bench::protection::props::Props {
         scenarios: vec![Scenario::MemHogTune(tune_props(

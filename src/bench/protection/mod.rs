@@ -155,7 +155,7 @@ pub fn headline(entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
             ("hog_bytes", get(&|r| r.hog_bytes)),
             (
                 "missing_pct",
-                get(&|r| crate::bench::storage::missing_ratio(r.nr_reports) * 100.0),
+                get(&|r| crate::study::reports::missing_ratio(r.nr_reports) * 100.0),
             ),
         ]);
         row
@@ -327,7 +327,7 @@ pub fn format_mem_hog(out: &mut String, res: &MemHogResult, full: bool, rstat: u
         format_pct(res.lat_imp.mean),
         format_pct(res.lat_imp.stdev),
         format_pct(res.work_csv),
-        format_pct(crate::bench::storage::missing_ratio(res.nr_reports))
+        format_pct(crate::study::reports::missing_ratio(res.nr_reports))
     );
     for msg in &res.fail_msgs {
         let _ = writeln!(out, "        [error] {}", msg);

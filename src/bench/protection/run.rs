@@ -143,8 +143,7 @@ fn model_wbps(
     dir: &std::path::Path,
     quick: bool,
 ) -> Result<(u64, String)> {
-    let (knobs, from) =
-        crate::bench::iocost_params::run::ensure_model(host, dir, quick, "protection")?;
+    let (knobs, from) = crate::bench::iocost_params::ensure_model(host, dir, quick, "protection")?;
     Ok((knobs.model.wbps, from.to_string()))
 }
 

@@ -466,7 +466,7 @@ mod tests {
         assert_eq!(out.isol_at("00"), 0.5);
         assert_eq!(out.isol_at("100"), 0.5);
         assert_eq!(out.nr_reports, (29, 1));
-        let missing = crate::bench::storage::missing_ratio(out.nr_reports);
+        let missing = crate::study::reports::missing_ratio(out.nr_reports);
         assert!((missing - 1.0 / 30.0).abs() < 1e-9);
     }
 

@@ -5,9 +5,10 @@
 use super::props::Props;
 use super::record::{LoopInfo, Record, StorageResult};
 use crate::bench::api::Apply;
-use crate::bench::hashd_bench::{self, HashdBenchCfg};
+use crate::bench::hashd_bench::{self, dfl_rps_max, HashdBenchCfg};
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::result::sysinfo::MemProfile;
+use crate::study::dist::mean_stdev;
 use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, study_periods};
 use crate::study::rstat_study::{ResourceStatStudy, ROOT_SLICE};
@@ -19,25 +20,6 @@ use anyhow::{Context, Result};
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-
-/// The fake-CPU RPS for a memory share: round(share_GiB × 166.67) (2000 at profile 16).
-pub fn dfl_rps_max(share: u64) -> u32 {
-    ((share as f64 / (1u64 << 30) as f64 * 166.67).round() as u32).max(1)
-}
-
-/// Arithmetic mean and sample standard deviation (0 for fewer than two values).
-pub fn mean_stdev(v: &[f64]) -> (f64, f64) {
-    if v.is_empty() {
-        return (0.0, 0.0);
-    }
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    if v.len() < 2 {
-        return (mean, 0.0);
-    }
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, var.sqrt())
-}
 
 /// The memory-usage error that ends a final probe early (spec §4.4 "early abort").
 #[derive(Debug, thiserror::Error)]

@@ -9,6 +9,7 @@ use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::format::{parse_record, parse_result, rstat_section};
 use crate::result::Entry;
 use crate::spec::JobSpec;
+use crate::study::reports::missing_ratio;
 use crate::units::{format_pct, format_size};
 use anyhow::Result;
 use props::Props;
@@ -89,16 +90,6 @@ impl Bench for Storage {
             entry.spec.canonical()
         );
         plot::svg(&rec, &title)
-    }
-}
-
-/// `missed / (found + missed)`, 0 without reports.
-pub fn missing_ratio(nr_reports: (u64, u64)) -> f64 {
-    let total = nr_reports.0 + nr_reports.1;
-    if total == 0 {
-        0.0
-    } else {
-        nr_reports.1 as f64 / total as f64
     }
 }
 
