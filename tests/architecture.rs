@@ -724,3 +724,26 @@ fn benches_import_only_the_benches_they_compose() {
         bad.join("\n")
     );
 }
+
+/// Comments point at what a reader of this repository can open (ARCHITECTURE.md,
+/// `benches-doc/`), never at a spec document that isn't in it.
+#[test]
+fn comments_cite_files_in_this_repository() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut bad = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, l) in text.lines().enumerate() {
+            if l.contains("spec §") || l.contains("(§") {
+                bad.push(format!("{}:{}: {}", f.display(), i + 1, l.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "comments citing a spec not in this repository:\n{}",
+        bad.join("\n")
+    );
+}

@@ -188,7 +188,7 @@ fn start(session: &mut BenchHost, dir: &Path, cfg: &HashdBenchCfg) -> Result<Sta
     hashd
         .wait_running(START_TIMEOUT)
         .context("waiting for hashd to start")?;
-    // As upstream: the testfiles' device or the swap device (spec §1.11).
+    // As upstream: the testfiles' device or the swap device (benches-doc/hashd.md).
     let rotational = session.scratch_dev().is_some_and(|d| d.rotational)
         || crate::system::sysreqs::swap_rotational(session.hp());
     Ok(Started {
@@ -258,7 +258,7 @@ impl HogSteps {
 
 /// Measures `avail` when the memory profile only has the `MemAvailable` estimate. Upstream
 /// runs a fake-CPU hashd far beyond memory for it and takes its cgroup's `memory.current`
-/// once saturated (spec §3): what a workload can get once the kernel has pushed out
+/// once saturated (benches-doc/hashd.md): what a workload can get once the kernel has pushed out
 /// everything else it can. We measure the same thing more directly and in seconds: with no
 /// balloon, a memory hog in [`BENCH_CG`] (which may swap) grows step by step until the kernel
 /// starts swapping the hog itself out; the highest `memory.current` of that cgroup is the

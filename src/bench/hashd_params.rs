@@ -1,7 +1,7 @@
-//! `hashd-params` (spec §5): sizes hashd for this machine — the request rate the CPUs sustain
-//! (`rps_max`, by CPU saturation unless given or faked) and the footprint the memory and
-//! storage hold at that rate (`mem_frac` of `mem_size`) — and applies/commits the result as the
-//! hashd parameters later benches run with.
+//! `hashd-params` (benches-doc/hashd-params.md): sizes hashd for this machine — the request rate
+//! the CPUs sustain (`rps_max`, by CPU saturation unless given or faked) and the footprint the
+//! memory and storage hold at that rate (`mem_frac` of `mem_size`) — and applies/commits the result
+//! as the hashd parameters later benches run with.
 //!
 //! Record and result are bench.json's hashd knobs with upstream's field names; the record also
 //! keeps the memory profile and the sizing run (every probe, timings, thresholds) as our own
@@ -63,7 +63,7 @@ pub static DESC: BenchDesc = BenchDesc {
     system: Some(&needs::MEM),
 };
 
-/// The hashd-params properties (spec §5).
+/// The hashd-params properties (benches-doc/hashd-params.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Props {
     pub apply: bool,
@@ -103,7 +103,8 @@ impl Props {
     }
 
     /// rps_max for the bench: the property; with fake CPU load the storage bench's rate for
-    /// the memory share (spec §4.3); otherwise `None`, measured by CPU saturation.
+    /// the memory share (benches-doc/hashd-params.md); otherwise `None`, measured by CPU
+    /// saturation.
     pub fn bench_rps_max(&self, share: u64) -> Option<u32> {
         match (self.rps_max, self.fake_cpu_load) {
             (Some(r), _) => Some(r),

@@ -1,6 +1,7 @@
-//! What `iocost-params` measures and how the model and QoS follow (spec §5.4): six throughput
-//! runs of the IO engine give the model, two rate-limited random runs the latency targets.
-//! Pure: the jobs for a device and the numbers from their results, tested without a device.
+//! What `iocost-params` measures and how the model and QoS follow (benches-doc/iocost-params.md):
+//! six throughput runs of the IO engine give the model, two rate-limited random runs the latency
+//! targets. Pure: the jobs for a device and the numbers from their results, tested without a
+//! device.
 
 use crate::system::iocost::{IoCostModel, IoCostQos};
 use crate::workload::ioengine::hist::LatHist;

@@ -1,7 +1,7 @@
-//! The configurations an iocost-qos job measures (spec §6.2): the iocost-off baseline, the
-//! explicit groups, then the vrate grid (with its dither); the minimum-performance rule that
-//! skips or adjusts vrates too slow for the device (§5.5); and which configurations a
-//! previous record already holds.
+//! The configurations an iocost-qos job measures (benches-doc/iocost-qos.md): the iocost-off
+//! baseline, the explicit groups, then the vrate grid (with its dither); the minimum-performance
+//! rule that skips or adjusts vrates too slow for the device (benches-doc/iocost-qos.md); and which
+//! configurations a previous record already holds.
 
 use super::props::{Dither, Props};
 use super::record::{QosRecord, QosRun};

@@ -1,6 +1,6 @@
-//! What `run` writes (spec §6.7, upstream's field names) plus what this version adds: per run
-//! the sub-bench parameters it was measured with (`params`, so a changed `storage-loops` or
-//! `isol-pct` is not silently reused) and whether it finished (`done`), and the
+//! What `run` writes (upstream's field names; benches-doc/iocost-qos.md) plus what this version
+//! adds: per run the sub-bench parameters it was measured with (`params`, so a changed
+//! `storage-loops` or `isol-pct` is not silently reused) and whether it finished (`done`), and the
 //! configurations that failed under `allow-fail`.
 
 use crate::bench::protection::ProtectionRecord;

@@ -1,5 +1,5 @@
-//! Running `iocost-qos` (spec §6.3, §6.6): the plan of configurations, then per configuration
-//! the QoS applied, `storage` (with retries), hashd sized from it, and `protection`'s
+//! Running `iocost-qos` (benches-doc/iocost-qos.md): the plan of configurations, then per
+//! configuration the QoS applied, `storage` (with retries), hashd sized from it, and `protection`'s
 //! mem-hog-tune from 4/5 of the memory share up to the storage size — both sub-benches
 //! checkpointing into this job's record, so a killed job resumes inside a configuration and
 //! a re-run skips the finished ones.

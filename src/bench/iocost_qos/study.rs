@@ -1,6 +1,6 @@
-//! The iocost-qos study (spec §6.5): per measured configuration the storage and protection
-//! studies of its sub-records, the adjusted MOF from the size the tune protected, and over
-//! the configuration's whole period the vrate distribution and the IO latencies.
+//! The iocost-qos study (benches-doc/iocost-qos.md): per measured configuration the storage and
+//! protection studies of its sub-records, the adjusted MOF from the size the tune protected, and
+//! over the configuration's whole period the vrate distribution and the IO latencies.
 
 use super::record::{QosRecord, QosRun};
 use crate::bench::api::Bench;

@@ -1,7 +1,7 @@
-//! One hog run against hashd (spec §4.3): warm-up to stability, the baseline (the first time),
-//! then the hog in `system.slice/rd-sysload-mem-hog.service`, watched once a second until it
-//! ends — by the host-safety watch, the kernel's OOM killer, its timeout or the scenario's own
-//! verdict — or hashd fails. The phase lengths ([`Timing`]) and what a run needs ([`Env`]).
+//! One hog run against hashd (benches-doc/protection.md): warm-up to stability, the baseline (the
+//! first time), then the hog in `system.slice/rd-sysload-mem-hog.service`, watched once a second
+//! until it ends — by the host-safety watch, the kernel's OOM killer, its timeout or the scenario's
+//! own verdict — or hashd fails. The phase lengths ([`Timing`]) and what a run needs ([`Env`]).
 
 use super::props::{speed_factor, TUNE_PROBE_DUR};
 use super::record::{MemHogRun, HOG_CG};
@@ -398,8 +398,8 @@ fn host_sample(env: &Env) -> watch::Sample {
     }
 }
 
-/// The once-a-second status (spec §4.3): load, latency, swap use, the hog's memory and swap,
-/// workload/system memory and swap, and their full memory pressure.
+/// The once-a-second status (benches-doc/protection.md): load, latency, swap use, the hog's memory
+/// and swap, workload/system memory and swap, and their full memory pressure.
 fn status_line(
     env: &Env,
     s: &Sample,

@@ -1,5 +1,5 @@
-//! The protection properties: one scenario per group from the second on (spec §6), their
-//! shape, typed values and rules.
+//! The protection properties: one scenario per group from the second on
+//! (benches-doc/protection.md), their shape, typed values and rules.
 
 use super::record::{DFL_ISOL_PCT, DFL_ISOL_THR};
 use super::search::Search;

@@ -1,6 +1,6 @@
-//! What a protection run records (spec §4.3–4.5), with upstream's field names so its records
-//! and ours read the same; the fields past upstream's say how the hog ended, how fast it ran and
-//! every tune probe (what a resumed tune continues from).
+//! What a protection run records (benches-doc/protection.md), with upstream's field names so its
+//! records and ours read the same; the fields past upstream's say how the hog ended, how fast it
+//! ran and every tune probe (what a resumed tune continues from).
 
 use crate::workload::memhog::watch::HogEnd;
 use crate::workload::memhog::HogReport;

@@ -1,6 +1,6 @@
-//! Running `protection` (spec §4.2–4.5): hashd with bench.json's parameters (a nested sizing
-//! first when there are none), then each scenario in order, checkpointing after every hog run
-//! and every tune probe so an interrupted job resumes without redoing them. One hog run is
+//! Running `protection` (benches-doc/protection.md): hashd with bench.json's parameters (a nested
+//! sizing first when there are none), then each scenario in order, checkpointing after every hog
+//! run and every tune probe so an interrupted job resumes without redoing them. One hog run is
 //! `hog_run::run_one`.
 
 use super::early::BelowCount;

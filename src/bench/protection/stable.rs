@@ -1,7 +1,7 @@
 //! When hashd has settled at its load: windows of its throughput and memory, each fitted with
 //! a line (x = the second within the window). hashd is stable once both windows are full, both
 //! lines are flat relative to their mean, the values sit close to their line, and the
-//! throughput is at the target load (spec §4.3 step 1).
+//! throughput is at the target load (benches-doc/protection.md).
 //!
 //! Upstream fits a second line through the residuals; we take their RMS relative to the mean,
 //! which says the same ("the values hug a flat line") in one number.

@@ -1,4 +1,5 @@
-//! The mem-hog study (spec §4.4): everything comes from the per-second reports and the record.
+//! The mem-hog study (benches-doc/protection.md): everything comes from the per-second reports and
+//! the record.
 //!
 //! * hog periods: from the hog's first report with swap in use to its last, per run;
 //! * baseline latency: hashd's control latency over the baseline period, time-weighted;
@@ -313,8 +314,8 @@ pub fn pooled_stdev(groups: &[(f64, u64)]) -> f64 {
     (ss / (n - k) as f64).sqrt()
 }
 
-/// The combined "Memory Hog Summary" over a job's mem-hog scenarios (spec §4.4): the
-/// distributions re-derived from the reports with each scenario's baseline; base rate,
+/// The combined "Memory Hog Summary" over a job's mem-hog scenarios (benches-doc/protection.md):
+/// the distributions re-derived from the reports with each scenario's baseline; base rate,
 /// baseline latency, work conservation and vrate as run-weighted means (pooled stdevs).
 pub fn combine(reports_dir: &Path, scns: &[(&MemHogRecord, &MemHogOut)]) -> Result<MemHogOut> {
     let parts: Vec<Part> = scns

@@ -1,6 +1,6 @@
-//! Running `storage` (spec §4): the memory profile, the measurement loops with upstream's
-//! retry logic around the memory-usage error, the record, and the studies that turn it into
-//! the result.
+//! Running `storage` (benches-doc/storage.md): the memory profile, the measurement loops with
+//! upstream's retry logic around the memory-usage error, the record, and the studies that turn it
+//! into the result.
 
 use super::props::Props;
 use super::record::{LoopInfo, Record, StorageResult};
@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-/// The memory-usage error that ends a final probe early (spec §4.4 "early abort").
+/// The memory-usage error that ends a final probe early (benches-doc/storage.md).
 #[derive(Debug, thiserror::Error)]
 #[error("memory usage {usage} is {:.1}% over the target", err * 100.0)]
 struct OverUse {
@@ -79,7 +79,7 @@ fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
 /// Swap use (share of the target) from which a workload counts as short of memory.
 pub const SWAP_SHORT: f64 = 0.02;
 
-/// Retry bookkeeping across measurements (spec §4.4).
+/// Retry bookkeeping across measurements (benches-doc/storage.md).
 struct Retries {
     inner_left: u32,
     outer_left: u32,
@@ -367,7 +367,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
 }
 
 /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
-/// (spec §4.6).
+/// (benches-doc/storage.md).
 pub(super) fn applies(props: &Props, record: &RawValue) -> Result<Option<Apply>> {
     if !props.apply {
         return Ok(None);

@@ -1,4 +1,4 @@
-//! The storage properties (spec §4.1): their shape, typed values and rules.
+//! The storage properties (benches-doc/storage.md): their shape, typed values and rules.
 
 use crate::bench::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
 use crate::bench::hashd_bench::{positive_knob, HASHD_KNOBS};

@@ -28,7 +28,8 @@ pub struct LoopInfo {
     pub hint: Option<f64>,
 }
 
-/// The storage record (spec §4.5), with upstream's field names; `loops` and `retries` are ours.
+/// The storage record (benches-doc/storage.md), with upstream's field names; `loops` and `retries`
+/// are ours.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Record {
@@ -113,9 +114,9 @@ impl Record {
     }
 }
 
-/// The storage result (spec §4.6): written by the study, read by the reports (standalone and
-/// nested in iocost-qos). The study's distributions stay raw JSON: they are large, only read
-/// when printed, and stored as the study wrote them. Sizes read as any number (2.1-layout
+/// The storage result (benches-doc/storage.md): written by the study, read by the reports
+/// (standalone and nested in iocost-qos). The study's distributions stay raw JSON: they are large,
+/// only read when printed, and stored as the study wrote them. Sizes read as any number (2.1-layout
 /// files store floats) and are written as integers, as upstream writes them.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]

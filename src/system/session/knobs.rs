@@ -18,7 +18,7 @@ impl Session {
     }
 
     /// Writes the io.cost parameters of the working copy for the scratch device, through the
-    /// journal, when the current job enforces io (spec §5.2): benchmarked parameters
+    /// journal, when the current job enforces io (benches-doc/common.md): benchmarked parameters
     /// (`iocost_seq > 0`) give the model and QoS lines; without them a `--iocost-qos` goes on
     /// top of the kernel's current QoS; otherwise iocost is only enabled with the kernel's
     /// defaults. Without io.cost in the kernel (the IoCost requirement says so) nothing happens.

@@ -1,5 +1,6 @@
-//! The memory hog (spec §2): a process that grows anonymous memory at a set rate until it is
-//! killed, so a workload's protection can be measured while something else floods memory.
+//! The memory hog (benches-doc/protection.md): a process that grows anonymous memory at a set rate
+//! until it is killed, so a workload's protection can be measured while something else floods
+//! memory.
 //!
 //! `run` is the hog itself (the hidden `__mem-hog` subcommand); `debt` its rate keeping,
 //! `fill` its page contents; `handle` starts and ends it from a bench; `watch` decides when the

@@ -1,4 +1,4 @@
-//! The hidden `__mem-hog` subcommand: the memory hog process (spec §2.2).
+//! The hidden `__mem-hog` subcommand: the memory hog process (benches-doc/protection.md).
 //!
 //! An anonymous area of 32 MiB units, 1 GiB at first and grown a GiB at a time, never shrunk.
 //! A writer dirties fresh pages one after another at `--wbps` (the area only grows); optional

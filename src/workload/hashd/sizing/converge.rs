@@ -1,4 +1,5 @@
-//! The convergence detector every sizing phase runs over hashd's per-second samples (spec §2.2).
+//! The convergence detector every sizing phase runs over hashd's per-second samples
+//! (benches-doc/hashd.md).
 //!
 //! Each second the newest `period` samples of the watched variable (RPS or controlled latency)
 //! get a least-squares line; its slope and the slope of its mean absolute residual, both

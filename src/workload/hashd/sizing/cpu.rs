@@ -1,4 +1,4 @@
-//! CPU saturation (spec §2.4): with real hashing, uniform addresses and no RPS cap, the
+//! CPU saturation (benches-doc/hashd.md): with real hashing, uniform addresses and no RPS cap, the
 //! latency controller alone limits hashd; the converged RPS of a round whose latency sits at
 //! the target is rps_max.
 

@@ -1,4 +1,4 @@
-//! The memory-footprint search (spec §2.6, redesigned as §7 suggests): with rps_target =
+//! The memory-footprint search (benches-doc/hashd.md): with rps_target =
 //! rps_max, the largest mem_frac at which hashd still reaches `pass` × rps_max.
 //!
 //! Sustainability falls monotonically with the footprint, so this is a bisection:

@@ -1,6 +1,6 @@
-//! The sizing bench (spec §2): how many requests per second hashd serves at its latency
-//! target (rps_max, by CPU saturation — skipped with fake CPU load, where rps_max is given),
-//! and how large a memory footprint the machine's memory and IO device sustain at that rate
+//! The sizing bench (benches-doc/hashd.md): how many requests per second hashd serves at its
+//! latency target (rps_max, by CPU saturation — skipped with fake CPU load, where rps_max is
+//! given), and how large a memory footprint the machine's memory and IO device sustain at that rate
 //! (mem_frac, by the memory search).
 //!
 //! * [`converge`] — the convergence detector every phase runs

@@ -1,6 +1,6 @@
-//! Test oracle: upstream's up / bisect (with verification) / refine memory search as spec §2.6
-//! describes it, driven through our probe runner. Used only to check that our search finds the
-//! same footprint.
+//! Test oracle: upstream's up / bisect (with verification) / refine memory search as
+//! benches-doc/hashd.md describes it, driven through our probe runner. Used only to check that our
+//! search finds the same footprint.
 
 use super::converge::ConvergeCfg;
 use super::phase::Phase;

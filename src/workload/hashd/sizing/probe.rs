@@ -21,7 +21,7 @@ pub enum End {
     TooLow,
 }
 
-/// Early-exit rules of a memory probe (spec §2.6), relative to `rps_max`, checked once a
+/// Early-exit rules of a memory probe (benches-doc/hashd.md), relative to `rps_max`, checked once a
 /// window and `after` seconds have passed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Early {

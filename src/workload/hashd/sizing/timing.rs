@@ -55,7 +55,7 @@ const fn rps_cfg(
 }
 
 impl Timing {
-    /// Upstream's phase lengths (spec §2.4, §2.6): 15 s windows, 30–90 s probes, 60–240 s for
+    /// Upstream's phase lengths (benches-doc/hashd.md): 15 s windows, 30–90 s probes, 60–240 s for
     /// the confirming probe, doubled on rotational devices (×4 while stepping up).
     pub const NORMAL: Timing = Timing {
         quick: false,
