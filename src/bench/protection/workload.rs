@@ -6,8 +6,6 @@
 //! completion count with zero throughput rather than an empty entry: a stalled workload then
 //! shows as no progress, which is what it is, instead of as a gap the study would skip.
 
-#[allow(unused_imports)]
-use super::early::BelowCount;
 use super::record::{HASHD_CG, HASHD_SVC};
 use crate::report::model::{HashdReport, RunnerState};
 use crate::report::reporter::SharedReport;
