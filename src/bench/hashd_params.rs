@@ -3,7 +3,7 @@
 //! memory and storage hold at that rate (`mem_frac` of `mem_size`) — and applies/commits the result
 //! as the hashd parameters later benches run with.
 //!
-//! Record and result are bench.json's hashd knobs with upstream's field names; the record also
+//! HashdParamsRecord and result are bench.json's hashd knobs with upstream's field names; the record also
 //! keeps the memory profile and the sizing run (every probe, timings, thresholds) as our own
 //! additions.
 
@@ -65,7 +65,7 @@ pub static DESC: BenchDesc = BenchDesc {
 
 /// The hashd-params properties (benches-doc/hashd-params.md).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Props {
+pub struct HashdParamsProps {
     pub apply: bool,
     pub commit: bool,
     pub fake_cpu_load: bool,
@@ -75,11 +75,11 @@ pub struct Props {
     pub log_bps: Option<u64>,
 }
 
-impl Props {
+impl HashdParamsProps {
     /// `apply` and `commit` default to true. `apply=false` alone turns both off (a commit
     /// implies an apply); `apply=false,commit` contradicts itself and is refused. A hashd knob
     /// given as 0 is refused.
-    pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
+    pub fn check(spec: &JobSpec) -> Result<HashdParamsProps, SpecError> {
         let g = spec.group(0);
         let positive = |k: &str, kind: ValueKind| {
             let otherwise = if k == "rps-max" {
@@ -91,7 +91,7 @@ impl Props {
         };
         let ApplyCommit { apply, commit } = ApplyCommit::check(&g)?;
         let clamp = |v: u64| v.min(u32::MAX as u64) as u32;
-        Ok(Props {
+        Ok(HashdParamsProps {
             apply,
             commit,
             fake_cpu_load: g.flag("fake-cpu-load")?.unwrap_or(false),
@@ -135,7 +135,7 @@ impl Props {
 /// The record: bench.json's hashd knobs with upstream's field names at the top level, plus
 /// our additions — when it ran, the memory profile, and the sizing run behind the knobs.
 #[derive(Debug, Clone, Serialize)]
-pub struct Record {
+pub struct HashdParamsRecord {
     #[serde(flatten)]
     pub knobs: HashdKnobs,
     pub period: (u64, u64),
@@ -171,17 +171,17 @@ fn watch() -> Watch {
 }
 
 impl Bench for HashdParams {
-    type Props = Props;
+    type Props = HashdParamsProps;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
-        Props::check(spec)
+    fn props(&self, spec: &JobSpec) -> Result<HashdParamsProps, SpecError> {
+        HashdParamsProps::check(spec)
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &HashdParamsProps) -> Result<serde_json::Value> {
         let quick = ctx.quick();
         let dir = ctx.dir().to_path_buf();
         let start = now();
@@ -204,7 +204,7 @@ impl Bench for HashdParams {
         crate::logging::progress::phase("sizing hashd");
         let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(watch()))?;
         log::info!("hashd-params: {}", result_line(&run.knobs));
-        let rec = Record {
+        let rec = HashdParamsRecord {
             knobs: run.knobs,
             period: (start, now()),
             mem,
@@ -213,7 +213,7 @@ impl Bench for HashdParams {
         Ok(serde_json::to_value(&rec)?)
     }
 
-    fn applies(&self, props: &Props, record: &RawValue) -> Result<Option<Apply>> {
+    fn applies(&self, props: &HashdParamsProps, record: &RawValue) -> Result<Option<Apply>> {
         if !props.apply {
             return Ok(None);
         }
@@ -329,9 +329,9 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
 mod tests {
     use super::*;
 
-    fn props(spec: &str) -> Result<Props> {
+    fn props(spec: &str) -> Result<HashdParamsProps> {
         let spec = JobSpec::parse(spec).unwrap();
-        Props::check(&spec).map_err(|e| spec.error(e).into())
+        HashdParamsProps::check(&spec).map_err(|e| spec.error(e).into())
     }
 
     #[test]
@@ -339,7 +339,7 @@ mod tests {
         let p = props("hashd-params").unwrap();
         assert_eq!(
             p,
-            Props {
+            HashdParamsProps {
                 apply: true,
                 commit: true,
                 fake_cpu_load: false,
@@ -447,7 +447,7 @@ mod tests {
         }
     }
 
-    fn entry(rec: &Record) -> Entry {
+    fn entry(rec: &HashdParamsRecord) -> Entry {
         let raw = serde_json::value::to_raw_value(rec).unwrap();
         let result = HashdParams
             .study(&StudyCtx::new("/nonexistent".into(), rec.period), &raw)
@@ -462,8 +462,8 @@ mod tests {
         }
     }
 
-    fn record() -> Record {
-        Record {
+    fn record() -> HashdParamsRecord {
+        HashdParamsRecord {
             knobs: knobs(),
             period: (1700000000, 1700001200),
             mem: MemProfile {

@@ -135,14 +135,14 @@ pub static DESC: BenchDesc = BenchDesc {
 pub const DFL_FILE_SIZE: u64 = 1 << 30;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Props {
+pub struct IoProps {
     pub job: IoJob,
     /// `None`: the test file of `file_size` under `<dir>/scratch`.
     pub target: Option<PathBuf>,
     pub file_size: u64,
 }
 
-fn read_props(spec: &JobSpec) -> Result<Props, SpecError> {
+fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
     let g = spec.group(0);
     let mut job = IoJob::new(PathBuf::new());
     let rw = g.text("rw").unwrap_or("randread");
@@ -223,7 +223,7 @@ fn read_props(spec: &JobSpec) -> Result<Props, SpecError> {
         return Err(g.err("file-size is for the test file; target names an existing one"));
     }
     job.check().map_err(|e| g.err(e))?;
-    Ok(Props {
+    Ok(IoProps {
         job,
         target,
         file_size: file_size.unwrap_or(DFL_FILE_SIZE),
@@ -233,24 +233,24 @@ fn read_props(spec: &JobSpec) -> Result<Props, SpecError> {
 /// The record (and result): the engine's document, and whether the test file was written
 /// first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Record {
+pub struct IoRecord {
     pub period: (u64, u64),
     pub testfile_written: bool,
     pub io: IoResult,
 }
 
 impl Bench for Io {
-    type Props = Props;
+    type Props = IoProps;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
+    fn props(&self, spec: &JobSpec) -> Result<IoProps, SpecError> {
         read_props(spec)
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &IoProps) -> Result<serde_json::Value> {
         let start = now();
         let mut job = props.job.clone();
         let (target, written) = match &props.target {
@@ -289,7 +289,7 @@ impl Bench for Io {
                 .map_or(0, |p| p.1 / 1000),
             io.engine
         );
-        Ok(serde_json::to_value(Record {
+        Ok(serde_json::to_value(IoRecord {
             period: (start, now()),
             testfile_written: written,
             io,
@@ -297,7 +297,7 @@ impl Bench for Io {
     }
 
     fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-        let rec: Record = serde_json::from_str(record.get()).context("parsing the io record")?;
+        let rec: IoRecord = serde_json::from_str(record.get()).context("parsing the io record")?;
         if rec.io.version > RESULT_VERSION {
             crate::usage_bail!(
                 "the io record has version {}; this version reads up to {}",
@@ -309,7 +309,7 @@ impl Bench for Io {
     }
 
     fn format(&self, out: &mut String, entry: &Entry, _opts: &FormatOpts) -> Result<bool> {
-        if let Some(rec) = crate::format::parse_result_opt::<Record>(entry)? {
+        if let Some(rec) = crate::format::parse_result_opt::<IoRecord>(entry)? {
             out.push_str(&text(&rec.io));
         }
         Ok(true)
@@ -318,7 +318,7 @@ impl Bench for Io {
     /// Per direction: IOPS, bandwidth and completion-latency percentiles in µs.
     fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
         use serde_json::json;
-        let Some(rec) = crate::format::parse_result_opt::<Record>(entry)? else {
+        let Some(rec) = crate::format::parse_result_opt::<IoRecord>(entry)? else {
             return Ok(Vec::new());
         };
         let io = &rec.io;

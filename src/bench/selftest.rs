@@ -17,7 +17,7 @@ const DFL_STEPS: u64 = 5;
 const DFL_STEP_TIME: f64 = 0.1;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Props {
+pub struct SelfTestProps {
     steps: u64,
     step_time: f64,
     fail_at: Option<u64>,
@@ -43,10 +43,10 @@ pub static DESC: BenchDesc = BenchDesc {
     system: None,
 };
 
-impl Props {
+impl SelfTestProps {
     fn read(spec: &JobSpec) -> Result<Self, SpecError> {
         let g = spec.group(0);
-        Ok(Props {
+        Ok(SelfTestProps {
             steps: g.u64("steps", ValueKind::Int)?.unwrap_or(DFL_STEPS),
             step_time: g
                 .f64("step-time", ValueKind::Duration)?
@@ -96,22 +96,22 @@ fn step_value(step: u64) -> u64 {
 }
 
 impl Bench for SelfTest {
-    type Props = Props;
+    type Props = SelfTestProps;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
-        Props::read(spec)
+    fn props(&self, spec: &JobSpec) -> Result<SelfTestProps, SpecError> {
+        SelfTestProps::read(spec)
     }
 
-    fn progress(&self, props: &Props, record: &RawValue) -> Option<String> {
+    fn progress(&self, props: &SelfTestProps, record: &RawValue) -> Option<String> {
         let rec: Record = serde_json::from_str(record.get()).ok()?;
         Some(format!("{} of {} steps done", rec.steps.len(), props.steps))
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &SelfTestProps) -> Result<serde_json::Value> {
         let mut rec = match ctx.prev_record() {
             Some(raw) => serde_json::from_str::<Record>(raw.get()).unwrap_or_else(|e| {
                 log::warn!("selftest: ignoring unreadable previous record ({})", e);

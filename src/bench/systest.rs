@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 pub struct SysTest;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Record {
+pub struct SysTestRecord {
     /// `MemAvailable` of /proc/meminfo once the job started (bytes).
     pub mem_available: u64,
     /// `memory.current` / `memory.swap.current` of balloon.slice (absent without the slice).
@@ -50,31 +50,31 @@ pub static DESC: BenchDesc = BenchDesc {
 
 /// The systest properties.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Props {
+pub struct SysTestProps {
     /// How long to keep the setup, in seconds.
     pub hold: f64,
 }
 
 impl Bench for SysTest {
-    type Props = Props;
+    type Props = SysTestProps;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
+    fn props(&self, spec: &JobSpec) -> Result<SysTestProps, SpecError> {
         let hold = spec.group(0).f64("hold", ValueKind::Duration)?;
-        Ok(Props {
+        Ok(SysTestProps {
             hold: hold.unwrap_or(0.0),
         })
     }
 
-    fn run(&self, _ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+    fn run(&self, _ctx: &mut RunCtx, props: &SysTestProps) -> Result<serde_json::Value> {
         let hold = props.hold;
         let hp = HostPaths::real();
         let mi = crate::system::sysinfo::read_meminfo(&hp)?;
         let cg = CgroupFs::new(&hp);
-        let mut rec = Record {
+        let mut rec = SysTestRecord {
             mem_available: mi.get("MemAvailable").copied().unwrap_or(0),
             balloon_current: cg.read_memory_current(Slice::Balloon.name()).ok(),
             balloon_swap: cg.read_swap_current(Slice::Balloon.name()).ok(),
@@ -97,7 +97,7 @@ impl Bench for SysTest {
     }
 
     fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-        let rec: Record =
+        let rec: SysTestRecord =
             serde_json::from_str(record.get()).context("parsing the systest record")?;
         serde_json::to_value(&rec).context("serializing the systest result")
     }
@@ -108,7 +108,7 @@ impl Bench for SysTest {
         entry: &crate::result::Entry,
         _opts: &FormatOpts,
     ) -> Result<bool> {
-        let Some(r) = crate::format::parse_result_opt::<Record>(entry)? else {
+        let Some(r) = crate::format::parse_result_opt::<SysTestRecord>(entry)? else {
             return Ok(true);
         };
         let opt = |v: Option<u64>| v.map(|b| format_size(b as f64)).unwrap_or("-".into());

@@ -40,7 +40,7 @@ pub struct StepOut {
 
 /// The record: upstream's (`devnr`, `model`, `qos`) and how it was measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Record {
+pub struct IocostParamsRecord {
     #[serde(flatten)]
     pub knobs: IoCostKnobs,
     pub period: (u64, u64),
@@ -124,7 +124,7 @@ pub fn ensure_model(
 /// The measurements on the scratch device of `host` (also nested, from a bench that needs a
 /// model): io.cost stays off for the rest of the job unless the caller applies the result;
 /// request merging is put back afterwards.
-pub fn measure_on(host: &mut BenchHost, dir: &Path, quick: bool) -> Result<Record> {
+pub fn measure_on(host: &mut BenchHost, dir: &Path, quick: bool) -> Result<IocostParamsRecord> {
     let start = now();
     let dev = host
         .scratch_dev()
@@ -150,7 +150,7 @@ fn measure_dev(
     mem: u64,
     dev: &crate::system::blockdev::DevInfo,
     start: u64,
-) -> Result<Record> {
+) -> Result<IocostParamsRecord> {
     let t = if quick { measure::QUICK } else { measure::FULL };
 
     let dir = dir.to_path_buf();
@@ -231,7 +231,7 @@ fn measure_dev(
         model: measure::model(&values),
         qos: measure::qos(dev.rotational, lat[0], lat[1]),
     };
-    Ok(Record {
+    Ok(IocostParamsRecord {
         knobs,
         period: (start, now()),
         rotational: dev.rotational,

@@ -101,7 +101,7 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
     let rpt = report(entry, opts)?;
 
     // Storage parameters of the baseline run.
-    let stor = storage::props::Props::read_prefixed(&entry.spec, "storage-")
+    let stor = storage::props::StorageProps::read_prefixed(&entry.spec, "storage-")
         .map_err(|e| entry.spec.error(e))?;
     let hash_size = stor.hash_size as f64;
     let rps_max = match stor.rps_max {

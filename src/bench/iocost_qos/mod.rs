@@ -11,7 +11,7 @@ mod run;
 mod study;
 
 pub use format::format;
-use props::Props;
+use props::IocostQosProps;
 
 use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError};
 use crate::bench::needs;
@@ -36,27 +36,31 @@ pub static DESC: BenchDesc = BenchDesc {
 };
 
 impl Bench for IocostQos {
-    type Props = Props;
+    type Props = IocostQosProps;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
+    fn props(&self, spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
         props::check(spec)
     }
 
     fn run(
         &self,
         ctx: &mut crate::bench::runner::ctx::RunCtx,
-        props: &Props,
+        props: &IocostQosProps,
     ) -> Result<serde_json::Value> {
         run::run(ctx, props)
     }
 
     /// Finished configurations of an interrupted job (the skipped ones aren't counted: the
     /// device's model decides them when the job runs again).
-    fn progress(&self, props: &Props, record: &serde_json::value::RawValue) -> Option<String> {
+    fn progress(
+        &self,
+        props: &IocostQosProps,
+        record: &serde_json::value::RawValue,
+    ) -> Option<String> {
         let rec: QosRecord = serde_json::from_str(record.get()).ok()?;
         let nr = plan::configs_of(props, plan::dither_offset(props, rec.dither_dist)).len();
         Some(format!(

@@ -3,7 +3,7 @@
 //! rule that skips or adjusts vrates too slow for the device (benches-doc/iocost-qos.md); and which
 //! configurations a previous record already holds.
 
-use super::props::{Dither, Props};
+use super::props::{Dither, IocostQosProps};
 use super::record::{QosRecord, QosRun};
 use crate::spec::JobSpec;
 use crate::system::iocost::{abs_min_vrate, round2, IoCostModel, IoCostQos, QosOverride};
@@ -13,7 +13,7 @@ use anyhow::Result;
 pub const VRATE_INTVS_MIN: f64 = 1.0;
 
 /// The grid's step and, for `vrate-min=0`, the shift a random dither is centred on.
-fn click_shift(p: &Props) -> (f64, f64) {
+fn click_shift(p: &IocostQosProps) -> (f64, f64) {
     if p.vrate_min == 0.0 {
         let click = p.vrate_max / p.vrate_intvs as f64;
         (click, -click / 2.0)
@@ -28,7 +28,7 @@ fn click_shift(p: &Props) -> (f64, f64) {
 }
 
 /// A random dither offset: uniform in `[−click/2, click/2)` plus the shift.
-pub fn draw_dither(p: &Props, rng: &mut impl rand::Rng) -> f64 {
+pub fn draw_dither(p: &IocostQosProps, rng: &mut impl rand::Rng) -> f64 {
     let (click, shift) = click_shift(p);
     if click <= 0.0 || !click.is_finite() {
         return 0.0;
@@ -37,7 +37,7 @@ pub fn draw_dither(p: &Props, rng: &mut impl rand::Rng) -> f64 {
 }
 
 /// The grid offset a job uses: the spec's `dither=F`, else (random dither) the recorded one.
-pub fn dither_offset(p: &Props, recorded: Option<f64>) -> Option<f64> {
+pub fn dither_offset(p: &IocostQosProps, recorded: Option<f64>) -> Option<f64> {
     match p.dither {
         Dither::Off => None,
         Dither::Random => Some(recorded.unwrap_or(0.0)),
@@ -48,7 +48,7 @@ pub fn dither_offset(p: &Props, recorded: Option<f64>) -> Option<f64> {
 /// Baseline, explicit groups, then the grid from `vrate-max` down, shifted by `offset`; the
 /// grid never goes below [`VRATE_INTVS_MIN`] and has at most `vrate-intvs + 1` points
 /// whatever a stored spec says.
-pub fn configs_of(p: &Props, offset: Option<f64>) -> Vec<QosOverride> {
+pub fn configs_of(p: &IocostQosProps, offset: Option<f64>) -> Vec<QosOverride> {
     let mut cfgs = vec![QosOverride::off()];
     cfgs.extend(p.groups.iter().cloned());
     if p.vrate_intvs == 0 {
@@ -246,7 +246,7 @@ pub fn reuse(
 /// the explicit groups, then the vrate grid. The grid's dither offset comes from the spec
 /// (`dither=F`) or, for a random dither, from the record that stored it.
 pub fn configs(spec: &JobSpec, rec: &QosRecord) -> Result<Vec<QosOverride>> {
-    let props = Props::read(spec).map_err(|e| spec.error(e))?;
+    let props = IocostQosProps::read(spec).map_err(|e| spec.error(e))?;
     Ok(configs_of(&props, dither_offset(&props, rec.dither_dist)))
 }
 
@@ -255,7 +255,7 @@ mod tests {
     use super::*;
     use crate::spec::JobSpec;
 
-    fn props(s: &str) -> Props {
+    fn props(s: &str) -> IocostQosProps {
         super::super::props::check(&JobSpec::parse(s).unwrap()).unwrap()
     }
 

@@ -2,7 +2,7 @@
 //! `storage-*` forwarded to storage), one explicit QoS configuration per later group.
 
 use crate::bench::api::{prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS};
-use crate::bench::storage::props::{Props as StorageProps, PROPS as STORAGE_PROPS};
+use crate::bench::storage::props::{StorageProps, PROPS as STORAGE_PROPS};
 use crate::spec::{Group, JobSpec};
 use crate::system::iocost::QosOverride;
 use crate::units::parse::ParsedValue;
@@ -127,7 +127,7 @@ pub const DFL_RETRIES: u32 = 1;
 
 /// The typed first group and the explicit configurations.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Props {
+pub struct IocostQosProps {
     pub vrate_min: f64,
     pub vrate_max: f64,
     /// Grid points; 0 without a grid.
@@ -177,7 +177,7 @@ pub struct Props {
 /// savers gained elsewhere.)
 pub const EARLY_STOP_TOL: f64 = 0.10;
 
-impl Props {
+impl IocostQosProps {
     /// The isolation percentile the tune judges by.
     pub fn isol_pct(&self) -> &str {
         self.isol_pct
@@ -200,10 +200,10 @@ fn read_group(g: &Group) -> Result<QosOverride, SpecError> {
     })
 }
 
-impl Props {
+impl IocostQosProps {
     /// The values of a stored spec with their defaults (no rules beyond a grid size this
     /// version can hold). Without explicit groups the grid has 5 points by default.
-    pub fn read(spec: &JobSpec) -> Result<Props, SpecError> {
+    pub fn read(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
         let g = spec.group(0);
         let mut vrate_intvs = g.u64("vrate-intvs", ValueKind::Int)?.unwrap_or(0);
         if vrate_intvs == 0 && spec.props.len() <= 1 {
@@ -227,7 +227,7 @@ impl Props {
             Ok(g.u64(k, ValueKind::Int)?
                 .map_or(dfl, |v| v.min(u32::MAX as u64) as u32))
         };
-        Ok(Props {
+        Ok(IocostQosProps {
             vrate_min: g.f64("vrate-min", ValueKind::Float)?.unwrap_or(0.0),
             vrate_max: g
                 .f64("vrate-max", ValueKind::Float)?
@@ -263,7 +263,7 @@ impl Props {
 
 /// The rules of a spec to run: a grid whose bounds are in order, and explicit groups that are
 /// valid QoS overrides.
-pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
+pub fn check(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
     let g = spec.group(0);
     let min = g.f64("vrate-min", ValueKind::Float)?;
     let max = g.f64("vrate-max", ValueKind::Float)?;
@@ -285,7 +285,7 @@ pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
             .map_err(|e| g.err(e))?;
     }
     StorageProps::check_prefixed(spec, "storage-")?;
-    let props = Props::read(spec)?;
+    let props = IocostQosProps::read(spec)?;
     if props.early_stop.is_some_and(|t| !(t > 0.0 && t <= 1.0)) {
         return Err(g.err(format!(
             "early-stop={} is not a tolerance (accepted: more than 0% and at most 100%, \

@@ -5,7 +5,7 @@
 
 use crate::bench::protection::ProtectionRecord;
 use crate::bench::protection::ProtectionResult;
-use crate::bench::storage::Record as StorageRecord;
+use crate::bench::storage::StorageRecord;
 use crate::bench::storage::StorageResult;
 use crate::study::iolat::IoLat;
 use crate::system::iocost::{IoCostModel, IoCostQos, QosOverride};

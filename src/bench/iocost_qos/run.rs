@@ -5,15 +5,15 @@
 //! a re-run skips the finished ones.
 
 use super::plan::{self, Planned};
-use super::props::{Dither, Props};
+use super::props::{Dither, IocostQosProps};
 use super::record::{QosFailure, QosRecord, QosRun};
 use crate::bench::api::{Apply, Bench};
 use crate::bench::protection::props::{Scenario, TuneProps};
 use crate::bench::protection::search::Search;
 use crate::bench::protection::{Protection, ProtectionRecord};
 use crate::bench::runner::ctx::RunCtx;
-use crate::bench::storage::props::Props as StorageProps;
-use crate::bench::storage::{Ceiling, Record as StorageRecord, Storage};
+use crate::bench::storage::props::StorageProps;
+use crate::bench::storage::{Ceiling, Storage, StorageRecord};
 use crate::logging::progress;
 use crate::system::iocost::{self, IoCostKnobs, IoCostQos, QosOverride};
 use crate::units::{format_duration, format_pct, format_size};
@@ -42,7 +42,7 @@ impl Base {
     }
 }
 
-pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<serde_json::Value> {
     ctx.revert_knobs_at_end();
     let quick = ctx.quick();
     let dir = ctx.dir().to_path_buf();
@@ -274,7 +274,7 @@ fn short(o: &QosOverride) -> String {
 
 /// The sub-bench parameters a configuration is measured with: a finished run is only reused
 /// when they are the same.
-fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
+fn params_text(p: &IocostQosProps, baseline: bool, quick: bool) -> String {
     let s = &p.storage;
     format!(
         "storage loops={} rps-max={} hash-size={} chunk-pages={} log-bps={} err-max={} \
@@ -319,7 +319,12 @@ fn params_text(p: &Props, baseline: bool, quick: bool) -> String {
 /// The mem-hog-tune a configuration runs over hashd sizes `size_min`..`size_max`, starting
 /// above `hint` (tune-hint) and bisecting with tune-bisect (from the top without a hint,
 /// below the hint when the walk down to it fails).
-fn tune_props(props: &Props, size_min: f64, size_max: f64, hint: Option<f64>) -> TuneProps {
+fn tune_props(
+    props: &IocostQosProps,
+    size_min: f64,
+    size_max: f64,
+    hint: Option<f64>,
+) -> TuneProps {
     TuneProps {
         load: 1.0,
         speed: TUNE_SPEED.into(),
@@ -410,7 +415,7 @@ struct Config<'a> {
 /// Runs configuration `c.i`, its record the last of `rec.inc_runs` while it runs.
 fn run_config(
     ctx: &mut RunCtx,
-    props: &Props,
+    props: &IocostQosProps,
     base: &Base,
     rec: &mut QosRecord,
     c: Config,
@@ -517,7 +522,7 @@ fn run_config(
     let share = run.stor.mem.share as f64;
     let size_max = crate::study::dist::mean_stdev(&run.stor.mem_sizes).0;
     let size_min = (share * 4.0 / 5.0).min(size_max);
-    let pprops = crate::bench::protection::props::Props {
+    let pprops = crate::bench::protection::props::ProtectionProps {
         scenarios: vec![Scenario::MemHogTune(tune_props(
             props,
             size_min,
@@ -584,7 +589,7 @@ mod tests {
     use super::*;
     use crate::spec::JobSpec;
 
-    fn props(s: &str) -> Props {
+    fn props(s: &str) -> IocostQosProps {
         super::super::props::check(&JobSpec::parse(s).unwrap()).unwrap()
     }
 

@@ -53,21 +53,21 @@ pub static DESC: BenchDesc = BenchDesc {
 };
 
 impl Bench for Protection {
-    type Props = props::Props;
+    type Props = props::ProtectionProps;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn props(&self, spec: &JobSpec) -> Result<props::Props, SpecError> {
+    fn props(&self, spec: &JobSpec) -> Result<props::ProtectionProps, SpecError> {
         props::check(spec)
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &props::Props) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &props::ProtectionProps) -> Result<serde_json::Value> {
         run::run(ctx, props)
     }
 
-    fn progress(&self, props: &props::Props, record: &RawValue) -> Option<String> {
+    fn progress(&self, props: &props::ProtectionProps, record: &RawValue) -> Option<String> {
         let rec: ProtectionRecord = serde_json::from_str(record.get()).ok()?;
         let done = rec
             .scenarios

@@ -137,7 +137,7 @@ pub enum Scenario {
 
 /// The protection properties: its scenarios in run order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Props {
+pub struct ProtectionProps {
     pub scenarios: Vec<Scenario>,
 }
 
@@ -157,7 +157,7 @@ pub fn default_scenarios() -> Vec<Scenario> {
 
 /// The rules of a spec to run: every scenario group names its scenario, holds only the keys
 /// that scenario takes, no zero counts or load, and a tune range that is one.
-pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
+pub fn check(spec: &JobSpec) -> Result<ProtectionProps, SpecError> {
     let mut scenarios = vec![];
     for g in spec.later_groups() {
         let Some(scenario) = g.text("scenario") else {
@@ -200,5 +200,5 @@ pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
     if scenarios.is_empty() {
         scenarios = default_scenarios();
     }
-    Ok(Props { scenarios })
+    Ok(ProtectionProps { scenarios })
 }

@@ -5,7 +5,7 @@
 
 use super::early::BelowCount;
 use super::hog_run::{run_one, Env, HogTick, Timing};
-use super::props::{MemHogProps, Props, Scenario, TuneProps};
+use super::props::{MemHogProps, ProtectionProps, Scenario, TuneProps};
 use super::record::{
     MemHogRecord, MemHogTuneRecord, ProbeOutcome, ProtectionRecord, ScenarioRecord, TuneProbe,
     HOG_CG,
@@ -23,7 +23,7 @@ use crate::units::{format_duration, format_pct, format_size};
 use crate::util::now;
 use anyhow::{Context, Result};
 use std::time::Duration;
-pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+pub(super) fn run(ctx: &mut RunCtx, props: &ProtectionProps) -> Result<serde_json::Value> {
     let mut rec: ProtectionRecord = match ctx.prev_record() {
         Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
         None => ProtectionRecord::default(),
@@ -113,7 +113,7 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
         .context("protection runs under the memory profile")?;
     // `--hashd-cpu-load fake` is on the working copy even before any sizing: size for it.
     let fake_cpu_load = host.bench_knobs().is_some_and(|k| k.hashd.fake_cpu_load);
-    let props = crate::bench::hashd_params::Props {
+    let props = crate::bench::hashd_params::HashdParamsProps {
         apply: true,
         commit: true,
         fake_cpu_load,

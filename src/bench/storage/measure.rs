@@ -2,8 +2,8 @@
 //! upstream's retry logic around the memory-usage error, the record, and the studies that turn it
 //! into the result.
 
-use super::props::Props;
-use super::record::{LoopInfo, Record, StorageResult};
+use super::props::StorageProps;
+use super::record::{LoopInfo, StorageRecord, StorageResult};
 use crate::bench::api::Apply;
 use crate::bench::hashd_bench::{self, dfl_rps_max, HashdBenchCfg};
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
@@ -104,7 +104,7 @@ impl Retries {
     /// short probe), which says nothing about `avail`, and retrying can't change it.
     fn judge(
         &mut self,
-        props: &Props,
+        props: &StorageProps,
         mem: &MemProfile,
         usage: u64,
         swap: u64,
@@ -141,7 +141,7 @@ impl Retries {
 
 /// Where a loop's memory search starts: next to the mean footprint of the loops before it
 /// with `hint_loops`, else at the hint the caller gave (if any).
-fn loop_hint(props: &Props, loops: &[LoopInfo]) -> Option<f64> {
+fn loop_hint(props: &StorageProps, loops: &[LoopInfo]) -> Option<f64> {
     if props.hint_loops && !loops.is_empty() {
         Some(loops.iter().map(|l| l.mem_frac).sum::<f64>() / loops.len() as f64)
     } else {
@@ -160,11 +160,11 @@ fn last_two_agree(sizes: &[f64], tol: f64) -> bool {
     }
 }
 
-pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> {
+pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<serde_json::Value> {
     let quick = ctx.quick();
-    let mut rec: Record = match ctx.prev_record() {
+    let mut rec: StorageRecord = match ctx.prev_record() {
         Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
-        None => Record::default(),
+        None => StorageRecord::default(),
     };
     let dir = ctx.dir().to_path_buf();
     let mut session = ctx.session().context("storage needs the host session")?;
@@ -368,11 +368,12 @@ pub(super) fn run(ctx: &mut RunCtx, props: &Props) -> Result<serde_json::Value> 
 
 /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
 /// (benches-doc/storage.md).
-pub(super) fn applies(props: &Props, record: &RawValue) -> Result<Option<Apply>> {
+pub(super) fn applies(props: &StorageProps, record: &RawValue) -> Result<Option<Apply>> {
     if !props.apply {
         return Ok(None);
     }
-    let rec: Record = serde_json::from_str(record.get()).context("parsing the storage record")?;
+    let rec: StorageRecord =
+        serde_json::from_str(record.get()).context("parsing the storage record")?;
     let mut knobs = rec.base_hashd_knobs;
     if knobs.mem_size == 0 || rec.mem_sizes.is_empty() {
         anyhow::bail!("the storage record holds no hashd parameters to apply");
@@ -385,7 +386,8 @@ pub(super) fn applies(props: &Props, record: &RawValue) -> Result<Option<Apply>>
 }
 
 pub(super) fn study(ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-    let rec: Record = serde_json::from_str(record.get()).context("parsing the storage record")?;
+    let rec: StorageRecord =
+        serde_json::from_str(record.get()).context("parsing the storage record")?;
     let mut all = ResourceStatStudy::new(ROOT_SLICE);
     let mut iolat = IoLatStudy::new();
     let nr = study_period(&ctx.reports_dir, rec.period, &mut [&mut all, &mut iolat])?;
@@ -411,8 +413,8 @@ pub(super) fn study(ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Val
     Ok(serde_json::to_value(&res)?)
 }
 
-pub(super) fn progress(props: &Props, record: &RawValue) -> Option<String> {
-    let rec: Record = serde_json::from_str(record.get()).ok()?;
+pub(super) fn progress(props: &StorageProps, record: &RawValue) -> Option<String> {
+    let rec: StorageRecord = serde_json::from_str(record.get()).ok()?;
     Some(format!(
         "{} of {} loops done",
         rec.mem_usages.len(),
@@ -476,7 +478,7 @@ mod tests {
 
     #[test]
     fn progress_counts_finished_loops_against_the_spec() {
-        let rec = Record {
+        let rec = StorageRecord {
             mem_usages: vec![1.0],
             mem_sizes: vec![2.0],
             ..Default::default()
@@ -504,11 +506,11 @@ mod tests {
             chunk_pages: 25,
             fake_cpu_load: true,
         };
-        let rec = Record {
+        let rec = StorageRecord {
             base_hashd_knobs: base.clone(),
             mem_sizes: vec![1.0 * (1 << 30) as f64, 2.0 * (1 << 30) as f64],
             mem_usages: vec![1e9, 1e9],
-            ..Record::default()
+            ..StorageRecord::default()
         };
         let raw = serde_json::value::to_raw_value(&rec).unwrap();
         let applies = |spec: &str| {
@@ -534,13 +536,13 @@ mod tests {
                 commit: true
             })
         );
-        let empty = serde_json::value::to_raw_value(&Record::default()).unwrap();
+        let empty = serde_json::value::to_raw_value(&StorageRecord::default()).unwrap();
         let spec = JobSpec::parse("storage:apply").unwrap();
         assert!(crate::bench::AnyBench::applies(&Storage, &spec, &empty).is_err());
     }
 
-    fn props() -> Props {
-        Props::check(&crate::spec::JobSpec::parse("storage").unwrap()).unwrap()
+    fn props() -> StorageProps {
+        StorageProps::check(&crate::spec::JobSpec::parse("storage").unwrap()).unwrap()
     }
 
     #[test]
@@ -553,17 +555,19 @@ mod tests {
         assert_eq!((p.err_max, p.inner_retries, p.outer_retries), (0.1, 2, 2));
         let s =
             crate::spec::JobSpec::parse("storage:loops=1,commit,rps-max=300,hash-size=2M").unwrap();
-        let p = Props::check(&s).unwrap();
+        let p = StorageProps::check(&s).unwrap();
         assert_eq!(
             (p.loops, p.rps_max, p.apply, p.commit),
             (1, Some(300), true, true)
         );
         assert_eq!(p.hash_size, 2 << 20);
-        assert!(Props::check(&crate::spec::JobSpec::parse("storage:loops=0").unwrap()).is_err());
+        assert!(
+            StorageProps::check(&crate::spec::JobSpec::parse("storage:loops=0").unwrap()).is_err()
+        );
         // A zero hashd knob is refused, as in hashd-params, not silently replaced.
         for bad in ["rps-max=0", "chunk-pages=0", "hash-size=0"] {
             let s = crate::spec::JobSpec::parse(&format!("storage:{}", bad)).unwrap();
-            let e = s.error(Props::check(&s).unwrap_err());
+            let e = s.error(StorageProps::check(&s).unwrap_err());
             assert!(e.to_string().contains("=0 can't be used"), "{}", e);
         }
     }

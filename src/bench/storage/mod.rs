@@ -12,7 +12,7 @@ use crate::spec::JobSpec;
 use crate::study::reports::missing_ratio;
 use crate::units::{format_pct, format_size};
 use anyhow::Result;
-use props::Props;
+use props::StorageProps;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -23,7 +23,7 @@ pub mod plot;
 pub mod props;
 pub mod record;
 
-pub use record::{Ceiling, LoopInfo, Record, StorageResult, REFUTED_BY};
+pub use record::{Ceiling, LoopInfo, StorageRecord, StorageResult, REFUTED_BY};
 
 pub static DESC: BenchDesc = BenchDesc {
     kind: "storage",
@@ -48,25 +48,25 @@ pub static DESC: BenchDesc = BenchDesc {
 pub struct Storage;
 
 impl Bench for Storage {
-    type Props = Props;
+    type Props = StorageProps;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
     }
 
-    fn props(&self, spec: &JobSpec) -> Result<Props, SpecError> {
-        Props::check(spec)
+    fn props(&self, spec: &JobSpec) -> Result<StorageProps, SpecError> {
+        StorageProps::check(spec)
     }
 
-    fn progress(&self, props: &Props, record: &RawValue) -> Option<String> {
+    fn progress(&self, props: &StorageProps, record: &RawValue) -> Option<String> {
         measure::progress(props, record)
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &Props) -> Result<Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &StorageProps) -> Result<Value> {
         measure::run(ctx, props)
     }
 
-    fn applies(&self, props: &Props, record: &RawValue) -> Result<Option<Apply>> {
+    fn applies(&self, props: &StorageProps, record: &RawValue) -> Result<Option<Apply>> {
         measure::applies(props, record)
     }
 
@@ -84,7 +84,7 @@ impl Bench for Storage {
     }
 
     fn plot(&self, entry: &Entry) -> Result<Option<String>> {
-        let rec: Record = parse_record(entry)?.unwrap_or_default();
+        let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
         let title = format!(
             "{}: memory search probes (green passed, red failed)",
             entry.spec.canonical()
@@ -190,9 +190,9 @@ pub fn params_line(hash_size: f64, rps_max: u64, log_bps: f64) -> String {
 
 /// A standalone `storage` entry.
 pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-    let rec: Record = parse_record(entry)?.unwrap_or_default();
+    let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
     let res: StorageResult = parse_result(entry)?;
-    let props = props::Props::read(&entry.spec).map_err(|e| entry.spec.error(e))?;
+    let props = props::StorageProps::read(&entry.spec).map_err(|e| entry.spec.error(e))?;
     let hash_size = props.hash_size as f64;
     let rps_max = match props.rps_max {
         Some(v) => v as u64,
@@ -236,7 +236,7 @@ pub fn headline_of(res: &StorageResult, mem_profile: u32, loops: usize) -> Resul
 
 /// [`headline_of`] for a standalone entry.
 pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
-    let rec: Record = parse_record(entry)?.unwrap_or_default();
+    let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
     let res: StorageResult = parse_result(entry)?;
     let loops = rec.mem_sizes.len().max(rec.mem_usages.len());
     Ok(vec![headline_of(&res, rec.mem.profile, loops)?])
@@ -314,7 +314,7 @@ mod tests {
                 (0.3587, 0.982, true),
             ],
         );
-        let mut rec = Record {
+        let mut rec = StorageRecord {
             loops: vec![one.clone()],
             mem: mem(),
             ..Default::default()
@@ -336,7 +336,7 @@ mod tests {
         rec.loops
             .push(at(1.0, &[(0.8, 1.0, true), (1.0, 0.99, true)]));
         assert_eq!(rec.ceiling(), None);
-        assert_eq!(Record::default().ceiling(), None);
+        assert_eq!(StorageRecord::default().ceiling(), None);
     }
 
     #[test]
@@ -350,7 +350,7 @@ mod tests {
                 &[(0.2, 1.0, true), (answer, 0.98, true), (fail, 0.9, false)],
             )
         };
-        let rec = Record {
+        let rec = StorageRecord {
             loops: vec![cold.clone(), warm(0.27, 0.2835), warm(0.268, 0.2814)],
             mem: mem(),
             ..Default::default()
@@ -358,14 +358,14 @@ mod tests {
         assert_eq!(rec.ceiling().unwrap().mem_frac, 0.2814);
         // Loops within the loops' usual scatter keep the lowest fail, even one just below
         // another loop's answer (sata-ssd run 10: loop 2 failed 37.8 %, loop 1 found 38.8 %).
-        let rec = Record {
+        let rec = StorageRecord {
             loops: vec![warm(0.388, 0.407), warm(0.359, 0.378)],
             mem: mem(),
             ..Default::default()
         };
         assert_eq!(rec.ceiling().unwrap().mem_frac, 0.378);
         // Refuted by 10 % and a hair more; not by 10 % less a hair.
-        let rec = |top: f64| Record {
+        let rec = |top: f64| StorageRecord {
             loops: vec![warm(0.19, 0.2), warm(top, top + 0.01)],
             mem: mem(),
             ..Default::default()

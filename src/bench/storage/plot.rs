@@ -3,7 +3,7 @@
 //! target RPS it reached, and its latency; each probe is a segment over its duration, green
 //! where it passed and red where it failed, so the search's bracket closing in is visible.
 
-use super::record::Record;
+use super::record::StorageRecord;
 use crate::workload::hashd::sizing::probe::ProbeRecord;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
@@ -24,7 +24,7 @@ struct Seg {
     pass: bool,
 }
 
-fn segments(rec: &Record) -> Vec<Seg> {
+fn segments(rec: &StorageRecord) -> Vec<Seg> {
     let probes: Vec<(&ProbeRecord, u64)> = rec
         .loops
         .iter()
@@ -51,7 +51,7 @@ fn segments(rec: &Record) -> Vec<Seg> {
 
 /// The SVG of a storage record's probes; `None` when the record has none (upstream's and
 /// older records keep only the results).
-pub fn svg(rec: &Record, title: &str) -> Result<Option<String>> {
+pub fn svg(rec: &StorageRecord, title: &str) -> Result<Option<String>> {
     let segs = segments(rec);
     if segs.is_empty() {
         return Ok(None);

@@ -34,7 +34,7 @@ pub const PROPS: [PropDesc; 10] = [
 ];
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Props {
+pub struct StorageProps {
     pub apply: bool,
     pub commit: bool,
     pub loops: u32,
@@ -63,16 +63,16 @@ fn clamp_u32(v: u64) -> u32 {
     v.min(u32::MAX as u64) as u32
 }
 
-impl Props {
+impl StorageProps {
     /// The values of `spec` with their defaults, as a stored spec is reported (no rules).
     /// `prefix` reads them from a parent bench's forwarded keys (`storage-` in iocost-qos).
-    pub fn read_prefixed(spec: &JobSpec, prefix: &str) -> Result<Props, SpecError> {
+    pub fn read_prefixed(spec: &JobSpec, prefix: &str) -> Result<StorageProps, SpecError> {
         let g = spec.group(0);
         let key = |k: &str| format!("{}{}", prefix, k);
         let int = |k: &str| g.u64(&key(k), ValueKind::Int);
         let size = |k: &str| g.u64(&key(k), ValueKind::Size);
         let commit = g.flag(&key("commit"))?.unwrap_or(false);
-        Ok(Props {
+        Ok(StorageProps {
             apply: g.flag(&key("apply"))?.unwrap_or(false) || commit,
             commit,
             loops: int("loops")?.map_or(DFL_LOOPS, clamp_u32),
@@ -92,18 +92,18 @@ impl Props {
         })
     }
 
-    pub fn read(spec: &JobSpec) -> Result<Props, SpecError> {
+    pub fn read(spec: &JobSpec) -> Result<StorageProps, SpecError> {
         Self::read_prefixed(spec, "")
     }
 
     /// The values of a spec to run: at least one loop, and no hashd knob given as zero.
-    pub fn check(spec: &JobSpec) -> Result<Props, SpecError> {
+    pub fn check(spec: &JobSpec) -> Result<StorageProps, SpecError> {
         spec.group(0).nonzero("loops", ValueKind::Int)?;
         Self::check_prefixed(spec, "")
     }
 
     /// The hashd knobs' rules for keys forwarded with `prefix` (iocost-qos's `storage-`).
-    pub fn check_prefixed(spec: &JobSpec, prefix: &str) -> Result<Props, SpecError> {
+    pub fn check_prefixed(spec: &JobSpec, prefix: &str) -> Result<StorageProps, SpecError> {
         let g = spec.group(0);
         for (k, kind) in [
             ("rps-max", ValueKind::Int),

@@ -32,7 +32,7 @@ pub struct LoopInfo {
 /// are ours.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct Record {
+pub struct StorageRecord {
     pub period: (u64, u64),
     pub final_mem_probe_periods: Vec<(u64, u64)>,
     pub base_hashd_knobs: HashdKnobs,
@@ -72,7 +72,7 @@ pub struct Ceiling {
     pub mem: MemProfile,
 }
 
-impl Record {
+impl StorageRecord {
     /// The lowest footprint above each loop's answer that its search judged failing, the
     /// lowest of those over the loops that another loop's answer does not refute; `None` when
     /// a loop found no failing footprint above its answer (or recorded no probes). Each loop's
