@@ -21,7 +21,7 @@ pub struct RunCtx<'a> {
     pub(super) spec: JobSpec,
     pub(super) prev_record: Option<Box<RawValue>>,
     pub(super) dir: PathBuf,
-    pub(super) file: ResultFile,
+    pub(super) file: &'a mut ResultFile,
     pub(super) idx: usize,
     pub(super) period_start: u64,
     pub(super) sysinfo: SysinfoSrc<'a>,

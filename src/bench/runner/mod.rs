@@ -131,21 +131,16 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
     let mut summaries = String::new();
     let mut shown: Vec<String> = Vec::new();
     let mut outcome = Ok(());
+    let inv = Invocation {
+        cfg,
+        mode: &mode,
+        reports_dir,
+        sysinfo,
+    };
     for ((spec, bench), idx) in specs.into_iter().zip(benches).zip(idxs) {
         let label = format_spec_of(&spec);
-        match run_job(
-            cfg,
-            &mode,
-            file,
-            spec,
-            bench,
-            idx,
-            &reports_dir,
-            &sysinfo,
-            session.as_mut(),
-        ) {
-            Ok(f) => {
-                file = f;
+        match run_job(&inv, &mut file, Job { spec, bench, idx }, session.as_mut()) {
+            Ok(()) => {
                 summaries += &summary_of(&file.entries[idx])?;
                 shown.push(label);
             }
@@ -291,18 +286,32 @@ fn no_stored_run(file: &ResultFile, spec: &JobSpec, mode: &Mode) -> UsageError {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_job(
-    cfg: &RunConfig,
-    mode: &Mode,
-    mut file: ResultFile,
+/// What every job of one invocation shares.
+struct Invocation<'a> {
+    cfg: &'a RunConfig,
+    mode: &'a Mode,
+    /// Where `study` reads the per-second reports.
+    reports_dir: PathBuf,
+    /// The sysinfo of jobs that don't touch the host.
+    sysinfo: Box<RawValue>,
+}
+
+/// One job: its spec, its bench and the entry it writes.
+struct Job {
     spec: JobSpec,
     bench: &'static dyn AnyBench,
     idx: usize,
-    reports_dir: &Path,
-    sysinfo: &RawValue,
+}
+
+/// Runs, studies or solves one job into its entry of `file`, saved when it is done.
+fn run_job(
+    inv: &Invocation,
+    file: &mut ResultFile,
+    job: Job,
     mut host: Option<&mut RunHost>,
-) -> Result<ResultFile> {
+) -> Result<()> {
+    let Job { spec, bench, idx } = job;
+    let (cfg, mode) = (inv.cfg, inv.mode);
     let name = job_name(&spec);
     let desc = bench.desc();
     let prev = file.entries[idx].record.clone();
@@ -315,7 +324,7 @@ fn run_job(
 
     let mut to_apply = None;
     if *mode != Mode::Run && prev.is_none() {
-        return Err(no_stored_run(&file, &spec, mode).into());
+        return Err(no_stored_run(file, &spec, mode).into());
     }
     if *mode == Mode::Solve {
         let Some(old) = file.entries[idx].result.as_deref().filter(|_| complete) else {
@@ -354,14 +363,12 @@ fn run_job(
                             needs,
                         }
                     }
-                    _ => SysinfoSrc::Fixed(sysinfo.to_owned()),
+                    _ => SysinfoSrc::Fixed(inv.sysinfo.clone()),
                 };
-                let (file_back, record) = execute(file, &spec, bench, idx, prev, cfg, src)?;
-                file = file_back;
-                record
+                execute(file, &spec, bench, idx, prev, cfg, src)?
             }
         };
-        let sctx = StudyCtx::new(reports_dir.to_path_buf(), file.entries[idx].period);
+        let sctx = StudyCtx::new(inv.reports_dir.clone(), file.entries[idx].period);
         let result = bench
             .study(&sctx, &record)
             .and_then(|r| bench.solve(r))
@@ -395,7 +402,7 @@ fn run_job(
             reused,
         )?;
     }
-    Ok(file)
+    Ok(())
 }
 
 /// Applies what a finished record hands to the later jobs (see [`bench::Bench::applies`]), after its
@@ -445,16 +452,16 @@ fn apply_record(
 /// What a re-run of a job whose record is already complete logs, incremental or not.
 const REUSING: &str = "already complete, reusing the record in the result file";
 
-/// Runs one job; returns the result file back and the final record (stored in the entry).
+/// Runs one job; returns the final record (stored in the entry).
 fn execute(
-    file: ResultFile,
+    file: &mut ResultFile,
     spec: &JobSpec,
     bench: &'static dyn AnyBench,
     idx: usize,
     prev: Option<Box<RawValue>>,
     cfg: &RunConfig,
     sysinfo: SysinfoSrc,
-) -> Result<(ResultFile, Box<RawValue>)> {
+) -> Result<Box<RawValue>> {
     let name = job_name(spec);
     let start = now();
     let old_period = file.entries[idx].period;
@@ -508,7 +515,7 @@ fn execute(
         .sysinfo
         .current()
         .with_context(|| format!("{}: reading the host's sysinfo", name))?;
-    let mut file = ctx.file;
+    let file = ctx.file;
     let unchanged = match &ctx.prev_record {
         Some(prev) => {
             serde_json::from_str::<serde_json::Value>(prev.get()).ok() == Some(record.clone())
@@ -532,7 +539,7 @@ fn execute(
         .record
         .clone()
         .ok_or_else(|| UsageError::new(format!("{}: no record", name)))?;
-    Ok((file, raw))
+    Ok(raw)
 }
 
 /// The short report of a finished job: exactly what `summary` prints for the entry

@@ -44,16 +44,16 @@ fn rerun_finished_hashd_params(spec: &str, with_session: bool) -> (tempfile::Tem
         quick: false,
     };
     let bench = bench::find("hashd-params").unwrap();
-    let sysinfo = to_raw(&serde_json::json!({})).unwrap();
-    let file = run_job(
-        &cfg,
-        &Mode::Run,
-        file,
-        spec,
-        bench,
-        idx,
-        &hp.path("work/report.d"),
-        &sysinfo,
+    let inv = Invocation {
+        cfg: &cfg,
+        mode: &Mode::Run,
+        reports_dir: hp.path("work/report.d"),
+        sysinfo: to_raw(&serde_json::json!({})).unwrap(),
+    };
+    run_job(
+        &inv,
+        &mut file,
+        Job { spec, bench, idx },
         with_session.then_some(&mut host),
     )
     .unwrap();
@@ -111,7 +111,7 @@ fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
         spec,
         prev_record: Some(to_raw(&serde_json::json!({"outer": true})).unwrap()),
         dir: t.path().to_path_buf(),
-        file,
+        file: &mut file,
         idx,
         period_start: 1,
         sysinfo: ctx::SysinfoSrc::Fixed(empty),

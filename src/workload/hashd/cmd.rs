@@ -215,17 +215,23 @@ pub fn run(a: &HashdArgs) -> Result<()> {
         }
         None => (None, Params::default()),
     };
-    run_workload(
-        a,
+    let w = Workload {
         size,
         log_size,
         nr_cpus,
         files,
         params,
-        watcher.as_mut(),
-        sf,
-        &stop,
-    )
+    };
+    run_workload(a, w, watcher.as_mut(), sf, &stop)
+}
+
+/// What the request loop runs on: the sizes, the prepared testfiles and the first params.
+struct Workload {
+    size: u64,
+    log_size: u64,
+    nr_cpus: usize,
+    files: TestFiles,
+    params: Params,
 }
 
 fn prepare(files: &TestFiles, sf: &mut StatusFile, stop: &AtomicBool) -> Result<()> {
@@ -290,18 +296,20 @@ fn preload(files: &TestFiles, bytes: u64, sf: &mut StatusFile, stop: &AtomicBool
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_workload(
     a: &HashdArgs,
-    size: u64,
-    log_size: u64,
-    nr_cpus: usize,
-    files: TestFiles,
-    params: Params,
+    w: Workload,
     mut watcher: Option<&mut ParamsWatcher>,
     mut sf: StatusFile,
     stop: &AtomicBool,
 ) -> Result<()> {
+    let Workload {
+        size,
+        log_size,
+        nr_cpus,
+        files,
+        params,
+    } = w;
     raise_nofile();
     let files = Arc::new(files);
     let fp = Footprint::new(&params, size, a.file_max_frac, files.size());
