@@ -65,8 +65,22 @@ fn local_time(ts: u64, fmt: &str) -> String {
     }
 }
 
-/// The header block of one entry, ending with a blank line.
+/// The header block of one entry, ending with a blank line: the title line, then — when the
+/// entry records the host — the system, the IO device, hashd's parameters and the requirements
+/// missed.
 pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
+    title(out, entry, si);
+    let Some(rep) = &si.sysreqs_report else {
+        return;
+    };
+    system_info(out, rep, si);
+    io_info(out, rep, si);
+    hashd_params(out, si);
+    missed_sysreqs(out, si);
+}
+
+/// `[KIND VERSION result] [quick] ["ID"] START - END`.
+fn title(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
     let _ = write!(
         out,
         "[{} {} result] ",
@@ -85,11 +99,9 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
         local_time(entry.period.0, "%Y-%m-%d %T"),
         local_time(entry.period.1, "%T")
     );
+}
 
-    let Some(rep) = &si.sysreqs_report else {
-        return;
-    };
-
+fn system_info(out: &mut String, rep: &SysReqsReport, si: &HeaderSysInfo) {
     let _ = writeln!(out, "System info: kernel=\"{}\"", rep.kernel_version);
     let _ = writeln!(
         out,
@@ -115,7 +127,9 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
         let _ = writeln!(out, "             passive={}", passive);
     }
     out.push('\n');
+}
 
+fn io_info(out: &mut String, rep: &SysReqsReport, si: &HeaderSysInfo) {
     let missed = |name: &str| rep.missed.contains(name);
     let onoff = |b: bool| if b { "on" } else { "off" };
     let iocost_on = si.iocost.qos.enable > 0;
@@ -144,7 +158,9 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
         let _ = writeln!(out, "         iocost QoS: {}", si.iocost.qos.line());
     }
     out.push('\n');
+}
 
+fn hashd_params(out: &mut String, si: &HeaderSysInfo) {
     if let Some(h) = &si.hashd {
         let _ = writeln!(
             out,
@@ -160,7 +176,9 @@ pub fn format_header(out: &mut String, entry: &Entry, si: &HeaderSysInfo) {
             }
         );
     }
+}
 
+fn missed_sysreqs(out: &mut String, si: &HeaderSysInfo) {
     let all_missed: Vec<&(String, Vec<String>)> = si
         .sysreqs_missed
         .0
