@@ -61,113 +61,16 @@ impl Config {
 
     /// Validates the options exactly as given (no args file).
     pub(crate) fn validate(o: &GlobalOpts) -> anyhow::Result<Config> {
-        let dir = match o.dir.as_deref() {
-            None | Some("") => PathBuf::from(DFL_DIR),
-            Some(d) => PathBuf::from(d),
-        };
-        let dev = match o.dev.as_deref() {
-            None => None,
-            Some(d) => {
-                let name = d.trim().strip_prefix("/dev/").unwrap_or(d.trim());
-                if name.is_empty() || name.contains('/') || name.contains(char::is_whitespace) {
-                    return Err(bad(
-                        "dev",
-                        format!("{:?} is not a block device name (accepted: a name like nvme0n1 or sda, optionally with /dev/)", d),
-                    ));
-                }
-                Some(name.to_string())
-            }
-        };
-        let rep_retention = match o.rep_retention.as_deref() {
-            None => DFL_REP_RETENTION,
-            Some(s) => {
-                let secs = parse_duration(s).map_err(|e| bad("rep-retention", e))?;
-                if secs < 1.0 {
-                    return Err(bad("rep-retention", format!("{:?} is shorter than 1s", s)));
-                }
-                secs.round() as u64
-            }
-        };
-        let mem_profile = match o.mem_profile.as_deref() {
-            None => Some(DFL_MEM_PROFILE),
-            Some("off") => None,
-            Some(s) => {
-                let accepted = "accepted: a power of two like 4, 8, 16, 32, or off";
-                let n = parse_int(s)
-                    .ok()
-                    .filter(|n| n.is_power_of_two() && *n <= 1 << 20)
-                    .ok_or_else(|| {
-                        bad(
-                            "mem-profile",
-                            format!("{:?} is not a power of two ({})", s, accepted),
-                        )
-                    })?;
-                Some(n as u32)
-            }
-        };
-        let mem_avail = match o.mem_avail.as_deref() {
-            None => None,
-            Some(s) => Some(parse_size(s).map_err(|e| bad("mem-avail", e))?).filter(|v| *v > 0),
-        };
-        let mem_margin = match o.mem_margin.as_deref() {
-            None => DFL_MEM_MARGIN,
-            Some(s) => {
-                let v = parse_frac(s).map_err(|e| bad("mem-margin", e))?;
-                if v > 1.0 {
-                    return Err(bad(
-                        "mem-margin",
-                        format!("{:?} is above 100% (accepted: 0 to 1, or 0% to 100%)", s),
-                    ));
-                }
-                v
-            }
-        };
-        let iocost_qos = match o.iocost_qos.as_deref() {
-            None => None,
-            Some(s) => Some(
-                QosOverride::parse(s)
-                    .map_err(|e| UsageError::new(format!("--iocost-qos {:?}: {}", s, e)))?,
-            ),
-        };
-        let swappiness = match o.swappiness.as_deref() {
-            None => None,
-            Some(s) => {
-                let v = parse_int(s).ok().filter(|v| *v <= 200).ok_or_else(|| {
-                    bad(
-                        "swappiness",
-                        format!("{:?} is not an integer from 0 to 200", s),
-                    )
-                })?;
-                Some(v as u32)
-            }
-        };
-        let hashd_size = match o.hashd_size.as_deref() {
-            None => None,
-            Some(s) => {
-                let v = parse_size(s).map_err(|e| bad("hashd-size", e))?;
-                if v < 4096 {
-                    return Err(bad(
-                        "hashd-size",
-                        format!(
-                            "{:?} is smaller than a page (accepted: a size of 4K or more, like 2G)",
-                            s
-                        ),
-                    ));
-                }
-                Some(v)
-            }
-        };
-        let hashd_fake_cpu_load = match o.hashd_cpu_load.as_deref() {
-            None | Some("keep") => None,
-            Some("fake") => Some(true),
-            Some("real") => Some(false),
-            Some(s) => {
-                return Err(bad(
-                    "hashd-cpu-load",
-                    format!("{:?} is not a choice (accepted: keep, fake, real)", s),
-                ))
-            }
-        };
+        let dir = dir_of(o.dir.as_deref())?;
+        let dev = dev_of(o.dev.as_deref())?;
+        let rep_retention = rep_retention_of(o.rep_retention.as_deref())?;
+        let mem_profile = mem_profile_of(o.mem_profile.as_deref())?;
+        let mem_avail = mem_avail_of(o.mem_avail.as_deref())?;
+        let mem_margin = mem_margin_of(o.mem_margin.as_deref())?;
+        let iocost_qos = iocost_qos_of(o.iocost_qos.as_deref())?;
+        let swappiness = swappiness_of(o.swappiness.as_deref())?;
+        let hashd_size = hashd_size_of(o.hashd_size.as_deref())?;
+        let hashd_fake_cpu_load = hashd_fake_cpu_load_of(o.hashd_cpu_load.as_deref())?;
         Ok(Config {
             result: o.result.clone(),
             dir,
@@ -233,6 +136,153 @@ impl crate::system::session::SessionOpts {
             },
         }
     }
+}
+
+/// `--dir`.
+fn dir_of(v: Option<&str>) -> anyhow::Result<PathBuf> {
+    Ok(match v {
+        None | Some("") => PathBuf::from(DFL_DIR),
+        Some(d) => PathBuf::from(d),
+    })
+}
+
+/// `--dev`.
+fn dev_of(v: Option<&str>) -> anyhow::Result<Option<String>> {
+    Ok(match v {
+        None => None,
+        Some(d) => {
+            let name = d.trim().strip_prefix("/dev/").unwrap_or(d.trim());
+            if name.is_empty() || name.contains('/') || name.contains(char::is_whitespace) {
+                return Err(bad(
+                    "dev",
+                    format!("{:?} is not a block device name (accepted: a name like nvme0n1 or sda, optionally with /dev/)", d),
+                ));
+            }
+            Some(name.to_string())
+        }
+    })
+}
+
+/// `--rep-retention`.
+fn rep_retention_of(v: Option<&str>) -> anyhow::Result<u64> {
+    Ok(match v {
+        None => DFL_REP_RETENTION,
+        Some(s) => {
+            let secs = parse_duration(s).map_err(|e| bad("rep-retention", e))?;
+            if secs < 1.0 {
+                return Err(bad("rep-retention", format!("{:?} is shorter than 1s", s)));
+            }
+            secs.round() as u64
+        }
+    })
+}
+
+/// `--mem-profile`.
+fn mem_profile_of(v: Option<&str>) -> anyhow::Result<Option<u32>> {
+    Ok(match v {
+        None => Some(DFL_MEM_PROFILE),
+        Some("off") => None,
+        Some(s) => {
+            let accepted = "accepted: a power of two like 4, 8, 16, 32, or off";
+            let n = parse_int(s)
+                .ok()
+                .filter(|n| n.is_power_of_two() && *n <= 1 << 20)
+                .ok_or_else(|| {
+                    bad(
+                        "mem-profile",
+                        format!("{:?} is not a power of two ({})", s, accepted),
+                    )
+                })?;
+            Some(n as u32)
+        }
+    })
+}
+
+/// `--mem-avail`.
+fn mem_avail_of(v: Option<&str>) -> anyhow::Result<Option<u64>> {
+    Ok(match v {
+        None => None,
+        Some(s) => Some(parse_size(s).map_err(|e| bad("mem-avail", e))?).filter(|v| *v > 0),
+    })
+}
+
+/// `--mem-margin`.
+fn mem_margin_of(v: Option<&str>) -> anyhow::Result<f64> {
+    Ok(match v {
+        None => DFL_MEM_MARGIN,
+        Some(s) => {
+            let v = parse_frac(s).map_err(|e| bad("mem-margin", e))?;
+            if v > 1.0 {
+                return Err(bad(
+                    "mem-margin",
+                    format!("{:?} is above 100% (accepted: 0 to 1, or 0% to 100%)", s),
+                ));
+            }
+            v
+        }
+    })
+}
+
+/// `--iocost-qos`.
+fn iocost_qos_of(v: Option<&str>) -> anyhow::Result<Option<QosOverride>> {
+    Ok(match v {
+        None => None,
+        Some(s) => Some(
+            QosOverride::parse(s)
+                .map_err(|e| UsageError::new(format!("--iocost-qos {:?}: {}", s, e)))?,
+        ),
+    })
+}
+
+/// `--swappiness`.
+fn swappiness_of(v: Option<&str>) -> anyhow::Result<Option<u32>> {
+    Ok(match v {
+        None => None,
+        Some(s) => {
+            let v = parse_int(s).ok().filter(|v| *v <= 200).ok_or_else(|| {
+                bad(
+                    "swappiness",
+                    format!("{:?} is not an integer from 0 to 200", s),
+                )
+            })?;
+            Some(v as u32)
+        }
+    })
+}
+
+/// `--hashd-size`.
+fn hashd_size_of(v: Option<&str>) -> anyhow::Result<Option<u64>> {
+    Ok(match v {
+        None => None,
+        Some(s) => {
+            let v = parse_size(s).map_err(|e| bad("hashd-size", e))?;
+            if v < 4096 {
+                return Err(bad(
+                    "hashd-size",
+                    format!(
+                        "{:?} is smaller than a page (accepted: a size of 4K or more, like 2G)",
+                        s
+                    ),
+                ));
+            }
+            Some(v)
+        }
+    })
+}
+
+/// `--hashd-cpu-load`.
+fn hashd_fake_cpu_load_of(v: Option<&str>) -> anyhow::Result<Option<bool>> {
+    Ok(match v {
+        None | Some("keep") => None,
+        Some("fake") => Some(true),
+        Some("real") => Some(false),
+        Some(s) => {
+            return Err(bad(
+                "hashd-cpu-load",
+                format!("{:?} is not a choice (accepted: keep, fake, real)", s),
+            ))
+        }
+    })
 }
 
 #[cfg(test)]
