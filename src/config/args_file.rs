@@ -23,6 +23,7 @@ use crate::spec::JobSpec;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The largest args file we read (real ones are well under a KB).
@@ -62,19 +63,25 @@ fn canonical_key(key: &str) -> Option<&'static str> {
 /// writes them all), they are dropped.
 const DROPPED_KEYS: &[&str] = &["linux_tar", "linux", "systemd_timeout"];
 
-/// The stored options in command-line syntax (what `GlobalOpts` carries); `None` = not stored.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct StoredOpts {
-    dir: Option<String>,
-    dev: Option<String>,
-    rep_retention: Option<String>,
-    mem_profile: Option<String>,
-    mem_avail: Option<String>,
-    mem_margin: Option<String>,
-    iocost_qos: Option<String>,
-    swappiness: Option<String>,
-    hashd_size: Option<String>,
-    hashd_cpu_load: Option<String>,
+/// The stored options in command-line syntax (what `GlobalOpts` carries), by key; a key
+/// that isn't there is not stored.
+type StoredOpts = BTreeMap<&'static str, String>;
+
+/// The options the file tracks, by key, and where each sits in the command line's options:
+/// the one list that loading, overlaying and clearing go through.
+fn tracked(o: &mut GlobalOpts) -> [(&'static str, &mut Option<String>); 10] {
+    [
+        ("dir", &mut o.dir),
+        ("dev", &mut o.dev),
+        ("rep_retention", &mut o.rep_retention),
+        ("mem_profile", &mut o.mem_profile),
+        ("mem_avail", &mut o.mem_avail),
+        ("mem_margin", &mut o.mem_margin),
+        ("iocost_qos", &mut o.iocost_qos),
+        ("swappiness", &mut o.swappiness),
+        ("hashd_size", &mut o.hashd_size),
+        ("hashd_cpu_load", &mut o.hashd_cpu_load),
+    ]
 }
 
 /// An args file as loaded.
@@ -263,8 +270,7 @@ impl ArgsFile {
             }
             seen.push((key, raw_key));
             let keyed = |e: String| format!("{}: {}", raw_key, e);
-            let o = &mut self.opts;
-            let slot = match key {
+            match key {
                 "mode" => {
                     self.mode = match v {
                         Value::Null => None,
@@ -298,18 +304,12 @@ impl ArgsFile {
                         .collect::<Result<_, String>>()?;
                     continue;
                 }
-                "dir" => &mut o.dir,
-                "dev" => &mut o.dev,
-                "rep_retention" => &mut o.rep_retention,
-                "mem_profile" => &mut o.mem_profile,
-                "mem_avail" => &mut o.mem_avail,
-                "mem_margin" => &mut o.mem_margin,
-                "iocost_qos" => &mut o.iocost_qos,
-                "hashd_size" => &mut o.hashd_size,
-                "hashd_cpu_load" => &mut o.hashd_cpu_load,
-                _ => &mut o.swappiness,
+                _ => {}
+            }
+            match option_text(key, v).map_err(keyed)? {
+                Some(text) => self.opts.insert(key, text),
+                None => self.opts.remove(key),
             };
-            *slot = option_text(key, v).map_err(keyed)?;
         }
         Ok(())
     }
@@ -321,21 +321,11 @@ impl ArgsFile {
     /// `base` with each stored option put where `keep` says the command line didn't give one.
     fn overlay(&self, base: &GlobalOpts, keep_argv: bool) -> GlobalOpts {
         let mut o = base.clone();
-        let s = &self.opts;
-        let pick = |argv: &Option<String>, stored: &Option<String>| match (keep_argv, argv) {
-            (true, Some(a)) => Some(a.clone()),
-            _ => stored.clone(),
-        };
-        o.dir = pick(&base.dir, &s.dir);
-        o.dev = pick(&base.dev, &s.dev);
-        o.rep_retention = pick(&base.rep_retention, &s.rep_retention);
-        o.mem_profile = pick(&base.mem_profile, &s.mem_profile);
-        o.mem_avail = pick(&base.mem_avail, &s.mem_avail);
-        o.mem_margin = pick(&base.mem_margin, &s.mem_margin);
-        o.iocost_qos = pick(&base.iocost_qos, &s.iocost_qos);
-        o.swappiness = pick(&base.swappiness, &s.swappiness);
-        o.hashd_size = pick(&base.hashd_size, &s.hashd_size);
-        o.hashd_cpu_load = pick(&base.hashd_cpu_load, &s.hashd_cpu_load);
+        for (key, slot) in tracked(&mut o) {
+            if !(keep_argv && slot.is_some()) {
+                *slot = self.opts.get(key).cloned();
+            }
+        }
         o
     }
 
@@ -343,23 +333,10 @@ impl ArgsFile {
     /// (those the command line doesn't override; errors name the file), then the merge.
     pub fn into_config(mut self, argv: &GlobalOpts) -> Result<Config> {
         let mut not_overridden = self.clone();
-        {
-            let (s, a) = (&mut not_overridden.opts, argv);
-            let clear = |slot: &mut Option<String>, given: bool| {
-                if given {
-                    *slot = None;
-                }
-            };
-            clear(&mut s.dir, a.dir.is_some());
-            clear(&mut s.dev, a.dev.is_some());
-            clear(&mut s.rep_retention, a.rep_retention.is_some());
-            clear(&mut s.mem_profile, a.mem_profile.is_some());
-            clear(&mut s.mem_avail, a.mem_avail.is_some());
-            clear(&mut s.mem_margin, a.mem_margin.is_some());
-            clear(&mut s.iocost_qos, a.iocost_qos.is_some());
-            clear(&mut s.swappiness, a.swappiness.is_some());
-            clear(&mut s.hashd_size, a.hashd_size.is_some());
-            clear(&mut s.hashd_cpu_load, a.hashd_cpu_load.is_some());
+        for (key, given) in tracked(&mut argv.clone()) {
+            if given.is_some() {
+                not_overridden.opts.remove(key);
+            }
         }
         Config::validate(&not_overridden.overlay(argv, false))
             .map_err(|e| UsageError::new(format!("args file {}: {:#}", self.path.display(), e)))?;
