@@ -119,110 +119,16 @@ pub(super) fn host_reports_dir(args: &[String], cwd: &Path, scratch_dir: &Path) 
 impl Opts {
     /// `dir` is the `--dir` given to `vm` itself (passed on to the command).
     pub fn new(dir: Option<&str>, a: &VmArgs, cwd: &Path) -> Result<Self> {
-        let mem = parse::parse_size(&a.mem).map_err(|e| bad("mem", e))? / MIB * MIB;
-        if mem < 256 * MIB {
-            crate::usage_bail!("--mem {:?} is too small (at least 256M)", a.mem);
-        }
-        let cpus = match &a.cpus {
-            Some(s) => match s.trim().parse::<u32>() {
-                Ok(n) if (1..=256).contains(&n) => n,
-                _ => crate::usage_bail!("--cpus {:?} is not a CPU count (accepted: 1-256)", s),
-            },
-            None => std::thread::available_parallelism()
-                .map(|n| n.get() as u32)
-                .unwrap_or(1),
-        };
-        let disk_size =
-            parse::parse_size(&a.disk_size).map_err(|e| bad("disk-size", e))? / MIB * MIB;
-        let swap_size = match &a.swap_size {
-            Some(s) => parse::parse_size(s).map_err(|e| bad("swap-size", e))? / MIB * MIB,
-            None => mem / 2 / MIB * MIB,
-        };
-        if swap_size > 0 && swap_size < MIB {
-            crate::usage_bail!("--swap-size is too small (0 for none, or at least 1M)");
-        }
-        if disk_size < swap_size + 256 * MIB {
-            crate::usage_bail!(
-                "--disk-size {:?} is too small: it must hold the {} MiB swap file plus at least 256M",
-                a.disk_size,
-                swap_size / MIB
-            );
-        }
-        let iops = a
-            .disk_iops
-            .as_deref()
-            .map(|s| parse::parse_int(s).map_err(|e| bad("disk-iops", e)))
-            .transpose()?;
-        let bps = a
-            .disk_bps
-            .as_deref()
-            .map(|s| parse::parse_size(s).map_err(|e| bad("disk-bps", e)))
-            .transpose()?;
-        let latency_ms = a
-            .disk_latency
-            .as_deref()
-            .map(|s| disk_latency_ms(s).map_err(|e| bad("disk-latency", e)))
-            .transpose()?;
-        let limits = DiskLimits::resolve(a.disk_profile.as_deref(), iops, bps, latency_ms)?;
+        let (mem, cpus, disk_size, swap_size) = machine(a)?;
+        let limits = disk_limits(a)?;
         if !["auto", "kvm", "tcg"].contains(&a.accel.as_str()) {
             crate::usage_bail!(
                 "--accel {:?} is not an accelerator (accepted: auto, kvm, tcg)",
                 a.accel
             );
         }
-        let dur = |opt: &str, s: &str| -> Result<Duration> {
-            let secs = parse::parse_duration(s).map_err(|e| bad(opt, e))?;
-            if secs <= 0.0 {
-                return Err(bad(opt, format!("{:?} must be longer than 0", s)));
-            }
-            Ok(Duration::from_secs_f64(secs.min(1e9)))
-        };
-        let boot_timeout = dur("boot-timeout", &a.boot_timeout)?;
-        let timeout = a
-            .timeout
-            .as_deref()
-            .map(|s| dur("timeout", s))
-            .transpose()?;
-        let stall_timeout = match parse::parse_duration(&a.stall_timeout) {
-            Ok(0.0) => None,
-            Ok(secs) if secs >= 2.0 * crate::vm::protocol::HEARTBEAT_EVERY.as_secs_f64() && secs < 1e9 => {
-                Some(Duration::from_secs_f64(secs))
-            }
-            Ok(_) => {
-                return Err(bad(
-                    "stall-timeout",
-                    format!(
-                        "{:?} is too short: the guest sends a heartbeat every {}s (accepted: 10s or more, or 0 for off)",
-                        a.stall_timeout,
-                        crate::vm::protocol::HEARTBEAT_EVERY.as_secs()
-                    ),
-                ))
-            }
-            Err(e) => return Err(bad("stall-timeout", e)),
-        };
-
-        // The scratch disk goes where the guest command's --dir points.
-        let mut args = a.args.clone();
-        let dir = match (dir_arg(&args), dir) {
-            (Some(d), _) => d,
-            (None, Some(d)) => {
-                args.splice(0..0, ["--dir".to_string(), d.to_string()]);
-                d.to_string()
-            }
-            (None, None) => String::new(),
-        };
-        let scratch_dir = if dir.is_empty() {
-            PathBuf::from(DFL_DIR)
-        } else {
-            cwd.join(dir)
-        };
-        if scratch_dir == Path::new("/") || scratch_dir == cwd {
-            crate::usage_bail!(
-                "--dir {}: the scratch disk can't be mounted over / or the shared working directory",
-                scratch_dir.display()
-            );
-        }
-        let reports_dir = host_reports_dir(&args, cwd, &scratch_dir);
+        let (boot_timeout, timeout, stall_timeout) = timeouts(a)?;
+        let (args, scratch_dir, reports_dir) = placement(dir, a, cwd)?;
         Ok(Self {
             mem,
             cpus,
@@ -238,4 +144,124 @@ impl Opts {
             reports_dir,
         })
     }
+}
+
+/// Memory, CPUs, scratch disk and swap file sizes (whole MiB).
+fn machine(a: &VmArgs) -> Result<(u64, u32, u64, u64)> {
+    let mem = parse::parse_size(&a.mem).map_err(|e| bad("mem", e))? / MIB * MIB;
+    if mem < 256 * MIB {
+        crate::usage_bail!("--mem {:?} is too small (at least 256M)", a.mem);
+    }
+    let cpus = match &a.cpus {
+        Some(s) => match s.trim().parse::<u32>() {
+            Ok(n) if (1..=256).contains(&n) => n,
+            _ => crate::usage_bail!("--cpus {:?} is not a CPU count (accepted: 1-256)", s),
+        },
+        None => std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
+    };
+    let disk_size = parse::parse_size(&a.disk_size).map_err(|e| bad("disk-size", e))? / MIB * MIB;
+    let swap_size = match &a.swap_size {
+        Some(s) => parse::parse_size(s).map_err(|e| bad("swap-size", e))? / MIB * MIB,
+        None => mem / 2 / MIB * MIB,
+    };
+    if swap_size > 0 && swap_size < MIB {
+        crate::usage_bail!("--swap-size is too small (0 for none, or at least 1M)");
+    }
+    if disk_size < swap_size + 256 * MIB {
+        crate::usage_bail!(
+            "--disk-size {:?} is too small: it must hold the {} MiB swap file plus at least 256M",
+            a.disk_size,
+            swap_size / MIB
+        );
+    }
+    Ok((mem, cpus, disk_size, swap_size))
+}
+
+/// The scratch disk's limits: a profile, or explicit IOPS, bandwidth and latency.
+fn disk_limits(a: &VmArgs) -> Result<DiskLimits> {
+    let iops = a
+        .disk_iops
+        .as_deref()
+        .map(|s| parse::parse_int(s).map_err(|e| bad("disk-iops", e)))
+        .transpose()?;
+    let bps = a
+        .disk_bps
+        .as_deref()
+        .map(|s| parse::parse_size(s).map_err(|e| bad("disk-bps", e)))
+        .transpose()?;
+    let latency_ms = a
+        .disk_latency
+        .as_deref()
+        .map(|s| disk_latency_ms(s).map_err(|e| bad("disk-latency", e)))
+        .transpose()?;
+    DiskLimits::resolve(a.disk_profile.as_deref(), iops, bps, latency_ms)
+}
+
+/// The boot timeout, the command's timeout and the heartbeat's stall timeout.
+fn timeouts(a: &VmArgs) -> Result<(Duration, Option<Duration>, Option<Duration>)> {
+    let dur = |opt: &str, s: &str| -> Result<Duration> {
+        let secs = parse::parse_duration(s).map_err(|e| bad(opt, e))?;
+        if secs <= 0.0 {
+            return Err(bad(opt, format!("{:?} must be longer than 0", s)));
+        }
+        Ok(Duration::from_secs_f64(secs.min(1e9)))
+    };
+    let boot_timeout = dur("boot-timeout", &a.boot_timeout)?;
+    let timeout = a
+        .timeout
+        .as_deref()
+        .map(|s| dur("timeout", s))
+        .transpose()?;
+    let stall_timeout = match parse::parse_duration(&a.stall_timeout) {
+        Ok(0.0) => None,
+        Ok(secs) if secs >= 2.0 * crate::vm::protocol::HEARTBEAT_EVERY.as_secs_f64() && secs < 1e9 => {
+            Some(Duration::from_secs_f64(secs))
+        }
+        Ok(_) => {
+            return Err(bad(
+                "stall-timeout",
+                format!(
+                    "{:?} is too short: the guest sends a heartbeat every {}s (accepted: 10s or more, or 0 for off)",
+                    a.stall_timeout,
+                    crate::vm::protocol::HEARTBEAT_EVERY.as_secs()
+                ),
+            ))
+        }
+        Err(e) => return Err(bad("stall-timeout", e)),
+    };
+    Ok((boot_timeout, timeout, stall_timeout))
+}
+
+/// The guest command's arguments (with `--dir` where the scratch disk goes), the scratch
+/// directory and where the per-second reports land on the host.
+fn placement(
+    dir: Option<&str>,
+    a: &VmArgs,
+    cwd: &Path,
+) -> Result<(Vec<String>, PathBuf, Option<PathBuf>)> {
+    // The scratch disk goes where the guest command's --dir points.
+    let mut args = a.args.clone();
+    let dir = match (dir_arg(&args), dir) {
+        (Some(d), _) => d,
+        (None, Some(d)) => {
+            args.splice(0..0, ["--dir".to_string(), d.to_string()]);
+            d.to_string()
+        }
+        (None, None) => String::new(),
+    };
+    let scratch_dir = if dir.is_empty() {
+        PathBuf::from(DFL_DIR)
+    } else {
+        cwd.join(dir)
+    };
+    if scratch_dir == Path::new("/") || scratch_dir == cwd {
+        crate::usage_bail!(
+            "--dir {}: the scratch disk can't be mounted over / or the shared working directory",
+            scratch_dir.display()
+        );
+    }
+    let reports_dir = host_reports_dir(&args, cwd, &scratch_dir);
+    Ok((args, scratch_dir, reports_dir))
 }
