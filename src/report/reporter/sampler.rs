@@ -237,7 +237,26 @@ impl Sampler {
         };
         let mut issues = Vec::new();
         let root_io = self.fill_usages(&mut rep, &shared.units, &mut issues);
+        self.fill_slice_stats(&mut rep, root_io.as_ref(), &mut issues);
+        self.fill_vmstat(&mut rep, &mut issues);
+        self.fill_iocost(&mut rep, root_io.as_ref(), &mut issues);
+        rep.swappiness = sysinfo::swappiness(&self.hp).unwrap_or(0);
+        rep.zswap_enabled = sysinfo::zswap_enabled(&self.hp);
+        self.fill_iolat(&mut rep);
+        for i in issues {
+            self.log.issue(i);
+        }
+        rep
+    }
 
+    /// memory.stat and io.stat of the slices that exist (the root's io.stat read once, in
+    /// `fill_usages`).
+    fn fill_slice_stats(
+        &mut self,
+        rep: &mut Report,
+        root_io: Option<&IoStat>,
+        issues: &mut Vec<ReadIssue>,
+    ) {
         if self.cgroup2 {
             for slice in STAT_SLICES {
                 if !rep.usages.contains_key(*slice) {
@@ -256,7 +275,7 @@ impl Sampler {
                     }
                 }
                 let stat = if *slice == STAT_SLICES[0] {
-                    root_io.clone().map(Ok)
+                    root_io.cloned().map(Ok)
                 } else if self.dev.is_some() {
                     Some(self.rd.read_io_stat(&self.cgfs.path(slice).join("io.stat")))
                 } else {
@@ -275,7 +294,9 @@ impl Sampler {
                 }
             }
         }
+    }
 
+    fn fill_vmstat(&mut self, rep: &mut Report, issues: &mut Vec<ReadIssue>) {
         let path = self.hp.path("proc/vmstat");
         match self.rd.read(&path) {
             Ok(t) => {
@@ -289,10 +310,17 @@ impl Sampler {
             }
             Err(e) => issues.push(ReadIssue::from_kfe("vmstat", &e)),
         }
+    }
 
+    /// The vrate io.cost used (from the root's io.stat), and the model and QoS it has.
+    fn fill_iocost(
+        &mut self,
+        rep: &mut Report,
+        root_io: Option<&IoStat>,
+        issues: &mut Vec<ReadIssue>,
+    ) {
         if let (true, Some(dev)) = (self.cgroup2, &self.dev) {
             rep.iocost.vrate = root_io
-                .as_ref()
                 .and_then(|s| s.get(&dev.devnr))
                 .and_then(|kv| kv.get("cost.vrate"))
                 .copied()
@@ -316,9 +344,10 @@ impl Sampler {
                 Err(e) => issues.push(ReadIssue::from_kfe("io.cost.qos", &e)),
             }
         }
-        rep.swappiness = sysinfo::swappiness(&self.hp).unwrap_or(0);
-        rep.zswap_enabled = sysinfo::zswap_enabled(&self.hp);
+    }
 
+    /// This second's IO latencies from the source, or the marker that there are none.
+    fn fill_iolat(&mut self, rep: &mut Report) {
         match self.iolat.as_mut().map(|s| (s.name(), s.sample())) {
             Some((_, Ok(s))) => {
                 rep.iolat = s.pcts;
@@ -331,15 +360,10 @@ impl Sampler {
                 self.log.warn(&format!("iolat-{}", name), || {
                     format!("IO latency source {}: {:#}", name, e)
                 });
-                mark_iolat_unavailable(&mut rep);
+                mark_iolat_unavailable(rep);
             }
-            None => mark_iolat_unavailable(&mut rep),
+            None => mark_iolat_unavailable(rep),
         }
-
-        for i in issues {
-            self.log.issue(i);
-        }
-        rep
     }
 }
 
