@@ -135,7 +135,12 @@ fn imports_point_down_the_layers() {
         .unwrap()
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("cycle "))
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with('#')
+                && !l.starts_with("cycle ")
+                && !l.starts_with("long ")
+        })
         .map(String::from)
         .collect();
 
@@ -765,4 +770,84 @@ fn no_function_is_allowed_too_many_arguments() {
         .map(|f| f.display().to_string())
         .collect();
     assert!(bad.is_empty(), "too_many_arguments allowed in: {:?}", bad);
+}
+
+/// Functions over this many lines don't fit on a screen; split them along their phases.
+const MAX_FN_LINES: usize = 100;
+
+/// The functions of `text` (outside its test code) longer than [`MAX_FN_LINES`], as
+/// (name, lines): a `fn` line up to the closing brace at its indentation.
+fn long_fns(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        if l.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let t = l.trim_start();
+        let ind = l.len() - t.len();
+        let t = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        let Some(rest) = t.strip_prefix("fn ") else {
+            i += 1;
+            continue;
+        };
+        if l.trim_end().ends_with(';') {
+            i += 1;
+            continue;
+        }
+        let name = ident_at(rest, 0).to_string();
+        let close = " ".repeat(ind) + "}";
+        let end = (i + 1..lines.len())
+            .find(|&k| {
+                lines[k].starts_with(&close) && lines[k].len() - lines[k].trim_start().len() == ind
+            })
+            .unwrap_or(lines.len() - 1);
+        if end + 1 - i > MAX_FN_LINES {
+            out.push((name, end + 1 - i));
+        }
+        i = end + 1;
+    }
+    out
+}
+
+/// No function over [`MAX_FN_LINES`] lines but those listed as `long FILE::NAME` in
+/// `tests/architecture-debt.txt`, which may only shrink.
+#[test]
+fn functions_fit_on_a_screen() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let debt: BTreeSet<String> = std::fs::read_to_string(root.join("tests/architecture-debt.txt"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("long "))
+        .map(String::from)
+        .collect();
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    files.sort();
+    let (mut new, mut seen) = (Vec::new(), BTreeSet::new());
+    for f in &files {
+        let rel = f.strip_prefix(&root).unwrap().display().to_string();
+        for (name, n) in long_fns(&std::fs::read_to_string(f).unwrap()) {
+            let key = format!("{}::{}", rel, name);
+            if debt.contains(&key) {
+                seen.insert(key);
+            } else {
+                new.push(format!("{} ({} lines)", key, n));
+            }
+        }
+    }
+    let gone: Vec<&String> = debt.difference(&seen).collect();
+    assert!(
+        new.is_empty() && gone.is_empty(),
+        "functions over {} lines: {:?}; no longer long, remove from the debt list: {:?}",
+        MAX_FN_LINES,
+        new,
+        gone
+    );
 }
