@@ -222,18 +222,33 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
-/// Modules reachable from `from` (itself included).
-fn reachable(graph: &BTreeMap<String, BTreeSet<String>>, from: &str) -> BTreeSet<String> {
-    let mut seen = BTreeSet::from([from.to_string()]);
-    let mut todo = vec![from.to_string()];
-    while let Some(m) = todo.pop() {
-        for n in graph.get(&m).into_iter().flatten() {
-            if seen.insert(n.clone()) {
-                todo.push(n.clone());
+/// The import cycles of a graph (node → the nodes it imports): its strongly connected
+/// components of more than one node, each sorted.
+fn cycles_of<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> BTreeSet<Vec<N>> {
+    let reachable = |from: &N| {
+        let mut seen = BTreeSet::from([from.clone()]);
+        let mut todo = vec![from.clone()];
+        while let Some(m) = todo.pop() {
+            for n in graph.get(&m).into_iter().flatten() {
+                if seen.insert(n.clone()) {
+                    todo.push(n.clone());
+                }
             }
         }
-    }
-    seen
+        seen
+    };
+    let reach: BTreeMap<&N, BTreeSet<N>> = graph.keys().map(|m| (m, reachable(m))).collect();
+    graph
+        .keys()
+        .map(|m| {
+            reach[m]
+                .iter()
+                .filter(|n| reach.get(n).is_some_and(|r| r.contains(m)))
+                .cloned()
+                .collect::<Vec<N>>()
+        })
+        .filter(|c| c.len() > 1)
+        .collect()
 }
 
 /// No import cycle between top-level modules (a strongly connected component of more than one
@@ -241,19 +256,7 @@ fn reachable(graph: &BTreeMap<String, BTreeSet<String>>, from: &str) -> BTreeSet
 #[test]
 fn no_import_cycles_between_top_level_modules() {
     let graph = module_graph();
-    let reach: BTreeMap<&String, BTreeSet<String>> =
-        graph.keys().map(|m| (m, reachable(&graph, m))).collect();
-    let mut components: BTreeSet<Vec<String>> = BTreeSet::new();
-    for m in graph.keys() {
-        let comp: Vec<String> = reach[m]
-            .iter()
-            .filter(|n| reach.get(n).is_some_and(|r| r.contains(m)))
-            .cloned()
-            .collect();
-        if comp.len() > 1 {
-            components.insert(comp);
-        }
-    }
+    let components = cycles_of(&graph);
     println!(
         "{} top-level modules, {} imports between them",
         graph.len(),
@@ -545,31 +548,11 @@ fn no_import_cycles_between_files() {
     let allowed = allowed_cycle_folders();
     let debt = cycle_debt();
     let mut debt_seen = BTreeSet::new();
-    let reach = |from: &PathBuf| {
-        let mut seen = BTreeSet::from([from.clone()]);
-        let mut todo = vec![from.clone()];
-        while let Some(f) = todo.pop() {
-            for n in graph.get(&f).into_iter().flat_map(|m| m.keys()) {
-                if seen.insert(n.clone()) {
-                    todo.push(n.clone());
-                }
-            }
-        }
-        seen
-    };
-    let reaches: BTreeMap<&PathBuf, BTreeSet<PathBuf>> =
-        graph.keys().map(|f| (f, reach(f))).collect();
-    let mut cycles: BTreeSet<Vec<PathBuf>> = BTreeSet::new();
-    for f in graph.keys() {
-        let comp: Vec<PathBuf> = reaches[f]
-            .iter()
-            .filter(|n| reaches.get(n).is_some_and(|r| r.contains(f)))
-            .cloned()
-            .collect();
-        if comp.len() > 1 {
-            cycles.insert(comp);
-        }
-    }
+    let edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = graph
+        .iter()
+        .map(|(f, tos)| (f.clone(), tos.keys().cloned().collect()))
+        .collect();
+    let cycles = cycles_of(&edges);
     println!(
         "{} files, {} imports between them",
         graph.len(),
@@ -730,16 +713,27 @@ fn benches_import_only_the_benches_they_compose() {
     );
 }
 
+/// Every source file under `src/`, sorted, as (path relative to the crate, text).
+fn src_texts() -> Vec<(PathBuf, String)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).unwrap();
+            (f.strip_prefix(&root).unwrap().to_path_buf(), text)
+        })
+        .collect()
+}
+
 /// Comments point at what a reader of this repository can open (ARCHITECTURE.md,
 /// `benches-doc/`), never at a spec document that isn't in it.
 #[test]
 fn comments_cite_files_in_this_repository() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
     let mut bad = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
+    for (f, text) in src_texts() {
         for (i, l) in text.lines().enumerate() {
             if l.contains("spec §") || l.contains("(§") {
                 bad.push(format!("{}:{}: {}", f.display(), i + 1, l.trim()));
@@ -757,17 +751,10 @@ fn comments_cite_files_in_this_repository() {
 /// arguments holds everywhere, without an `allow`.
 #[test]
 fn no_function_is_allowed_too_many_arguments() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    let bad: Vec<String> = files
-        .iter()
-        .filter(|f| {
-            std::fs::read_to_string(f)
-                .unwrap()
-                .contains("clippy::too_many_arguments")
-        })
-        .map(|f| f.display().to_string())
+    let bad: Vec<String> = src_texts()
+        .into_iter()
+        .filter(|(_, text)| text.contains("clippy::too_many_arguments"))
+        .map(|(f, _)| f.display().to_string())
         .collect();
     assert!(bad.is_empty(), "too_many_arguments allowed in: {:?}", bad);
 }
@@ -827,14 +814,10 @@ fn functions_fit_on_a_screen() {
         .filter_map(|l| l.trim().strip_prefix("long "))
         .map(String::from)
         .collect();
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    files.sort();
     let (mut new, mut seen) = (Vec::new(), BTreeSet::new());
-    for f in &files {
-        let rel = f.strip_prefix(&root).unwrap().display().to_string();
-        for (name, n) in long_fns(&std::fs::read_to_string(f).unwrap()) {
-            let key = format!("{}::{}", rel, name);
+    for (rel, text) in src_texts() {
+        for (name, n) in long_fns(&text) {
+            let key = format!("{}::{}", rel.display(), name);
             if debt.contains(&key) {
                 seen.insert(key);
             } else {
