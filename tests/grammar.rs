@@ -539,7 +539,7 @@ fn error_lines_snapshot() {
     let mut out = String::new();
     for (spec, _) in INVALID {
         let err = match JobSpec::parse(spec).and_then(|s| resctl_bench::bench::validate_run(&s)) {
-            Ok(()) => panic!("{:?} should be rejected", spec),
+            Ok(_) => panic!("{:?} should be rejected", spec),
             Err(e) => e.to_string(),
         };
         out += &format!("{:?}\n    {}\n", spec, err);

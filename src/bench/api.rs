@@ -1,6 +1,8 @@
 //! What a bench is to the rest of the program: its descriptor ([`BenchDesc`]), the [`Bench`]
-//! trait it implements against its typed properties, the object-safe [`AnyBench`] the registry
-//! holds, and the vocabulary of properties and `apply`/`commit` the benches share.
+//! trait it implements against its typed properties, record and result, the object-safe
+//! [`AnyBench`] the registry holds and the [`BenchJob`] the runner carries (where the typed
+//! model meets the result file's JSON), and the vocabulary of properties and `apply`/`commit`
+//! the benches share.
 
 pub use crate::format::FormatOpts;
 pub use crate::spec::{prop, Forward, PropDesc, Shape, SpecError};
@@ -9,7 +11,13 @@ pub use crate::units::{ValueKind, PCT_LABELS};
 use super::headline::Row;
 use super::needs::SystemNeeds;
 use super::runner::ctx::{RunCtx, StudyCtx};
+use crate::result::Entry;
 use crate::spec::JobSpec;
+use anyhow::Context;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 /// What a bench is and accepts.
 #[derive(Debug)]
@@ -103,14 +111,22 @@ pub enum Apply {
     },
 }
 
-/// A bench implementation, written against its own typed properties: the registry reads them
-/// from the spec once, under the rules of a new run, and every stage that needs them gets the
-/// struct, never the spec's strings. `run` touches the system and returns the record; `study`
-/// turns a record plus per-second reports into the result; `solve` post-processes a result;
-/// `format` renders an entry's result (after the common header).
-pub trait Bench: Sync {
+/// A bench implementation, written against its own typed model: its properties (read from the
+/// spec once, when the job is validated), its record (what `run` returns and checkpoints) and
+/// its result (what `study` makes of the record and the reports render). Only [`AnyBench`], at
+/// the runner's edge, turns them into the JSON of the result file and back.
+///
+/// `run` touches the system and returns the record; `study` turns a record plus per-second
+/// reports into the result; `solve` post-processes a result; `format` renders an entry's result
+/// (after the common header).
+pub trait Bench: Sync + 'static {
     /// What the bench's spec says, typed, with the defaults filled in.
-    type Props;
+    type Props: Send + 'static;
+    /// What a run records: checkpointed while it runs, read back to resume, to report progress,
+    /// to apply and to study. Reads the records of every version the reports accept.
+    type Record: Serialize + DeserializeOwned;
+    /// What the study makes of a record: what `format`, `headline` and `plot` read.
+    type Result: Serialize + DeserializeOwned;
 
     fn desc(&self) -> &'static BenchDesc;
 
@@ -122,42 +138,34 @@ pub trait Bench: Sync {
 
     /// Runs the bench and returns its record. Only called when the descriptor says it is
     /// `runnable`.
-    fn run(&self, _ctx: &mut RunCtx, _props: &Self::Props) -> anyhow::Result<serde_json::Value> {
+    fn run(&self, _ctx: &mut RunCtx, _props: &Self::Props) -> anyhow::Result<Self::Record> {
         crate::usage_bail!("{} can't run in this version", self.desc().kind)
     }
 
     /// What a finished record applies for the later jobs, as the spec's `apply`/`commit` ask.
-    /// `run` calls it after the bench ran and again when it reuses the finished record, so the
-    /// parameters reach later jobs either way (upstream applies in its study stage, which a
-    /// reused record goes through too).
+    /// The runner calls it after the bench ran and again when it reuses the finished record,
+    /// so the parameters reach later jobs either way (upstream applies in its study stage,
+    /// which a reused record goes through too).
     fn applies(
         &self,
         _props: &Self::Props,
-        _record: &serde_json::value::RawValue,
+        _record: &Self::Record,
     ) -> anyhow::Result<Option<Apply>> {
         Ok(None)
     }
 
     /// Turns a record plus the per-second reports into the result (runnable benches).
-    fn study(
-        &self,
-        _ctx: &StudyCtx,
-        _record: &serde_json::value::RawValue,
-    ) -> anyhow::Result<serde_json::Value> {
+    fn study(&self, _ctx: &StudyCtx, _record: &Self::Record) -> anyhow::Result<Self::Result> {
         crate::usage_bail!("{} can't study in this version", self.desc().kind)
     }
 
-    fn solve(&self, result: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+    fn solve(&self, result: Self::Result) -> anyhow::Result<Self::Result> {
         Ok(result)
     }
 
     /// How far the checkpointed `record` of an unfinished run got, e.g. "1 of 3 loops done";
     /// `None` when the bench can't tell.
-    fn progress(
-        &self,
-        _props: &Self::Props,
-        _record: &serde_json::value::RawValue,
-    ) -> Option<String> {
+    fn progress(&self, _props: &Self::Props, _record: &Self::Record) -> Option<String> {
         None
     }
 
@@ -166,53 +174,94 @@ pub trait Bench: Sync {
     fn format(
         &self,
         out: &mut String,
-        entry: &crate::result::Entry,
+        stored: &Stored<Self>,
         opts: &FormatOpts,
     ) -> anyhow::Result<bool>;
 
     /// The headline numbers of an entry that has a result, for `summary --output-format
-    /// json|csv` (see [`export`]): one row, or one per configuration; none: nothing to add to
-    /// the entry's identity.
-    fn headline(&self, _entry: &crate::result::Entry) -> anyhow::Result<Vec<Row>> {
+    /// json|csv` and `compare`: one row, or one per configuration; none: nothing to add to the
+    /// entry's identity.
+    fn headline(&self, _stored: &Stored<Self>) -> anyhow::Result<Vec<Row>> {
         Ok(Vec::new())
     }
 
     /// An SVG picture of the entry for `format --plot`; `None`: nothing to draw.
-    fn plot(&self, _entry: &crate::result::Entry) -> anyhow::Result<Option<String>> {
+    fn plot(&self, _stored: &Stored<Self>) -> anyhow::Result<Option<String>> {
         Ok(None)
     }
 }
 
-/// A [`Bench`] as the registry holds it: handed a spec, it reads the bench's typed properties
-/// and passes them on. Implemented for every [`Bench`]; nothing implements it directly.
+/// An entry of a bench as the reports see it: the typed result, and the record read when a
+/// report asks for it (a summary rarely needs it, and records can be large).
+pub struct Stored<'a, B: Bench + ?Sized> {
+    pub entry: &'a Entry,
+    pub result: B::Result,
+}
+
+impl<B: Bench + ?Sized> Stored<'_, B> {
+    /// The entry's record; `None` when it has none.
+    pub fn record(&self) -> anyhow::Result<Option<B::Record>> {
+        crate::format::parse_record(self.entry)
+    }
+}
+
+/// The model of a bench this version only lists: whatever is stored, left unread.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Unread;
+
+impl Serialize for Unread {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_unit()
+    }
+}
+
+impl<'de> Deserialize<'de> for Unread {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Unread)
+    }
+}
+
+/// A [`Bench`] as the registry holds it: the typed model erased to the result file's JSON.
+/// Implemented for every [`Bench`]; nothing implements it directly.
 pub trait AnyBench: Sync {
     fn desc(&self) -> &'static BenchDesc;
-    /// [`Bench::props`] without the value: whether a new run may take this spec.
-    fn check(&self, spec: &JobSpec) -> Result<(), SpecError>;
-    /// [`Bench::run`] with the spec's properties.
-    fn run(&self, spec: &JobSpec, ctx: &mut RunCtx) -> anyhow::Result<serde_json::Value>;
-    /// [`Bench::applies`] with the spec's properties.
-    fn applies(
-        &self,
-        spec: &JobSpec,
-        record: &serde_json::value::RawValue,
-    ) -> anyhow::Result<Option<Apply>>;
-    fn study(
-        &self,
-        ctx: &StudyCtx,
-        record: &serde_json::value::RawValue,
-    ) -> anyhow::Result<serde_json::Value>;
-    fn solve(&self, result: serde_json::Value) -> anyhow::Result<serde_json::Value>;
-    /// [`Bench::progress`]; `None` also when a stored spec no longer reads.
-    fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String>;
-    fn format(
-        &self,
-        out: &mut String,
-        entry: &crate::result::Entry,
-        opts: &FormatOpts,
-    ) -> anyhow::Result<bool>;
-    fn headline(&self, entry: &crate::result::Entry) -> anyhow::Result<Vec<Row>>;
-    fn plot(&self, entry: &crate::result::Entry) -> anyhow::Result<Option<String>>;
+    /// Reads the spec's properties ([`Bench::props`]) into the job the runner carries.
+    fn job(&'static self, spec: &JobSpec) -> Result<Box<dyn BenchJob>, SpecError>;
+    /// [`Bench::study`] then [`Bench::solve`] of a stored record.
+    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value>;
+    /// [`Bench::solve`] of a stored result; `None` when it changes nothing, so the stored
+    /// JSON (with any fields this version doesn't model) stays as it is.
+    fn solve(&self, result: &RawValue) -> anyhow::Result<Option<Value>>;
+    /// [`Bench::progress`]; `None` also when a stored spec or record no longer reads.
+    fn progress(&self, spec: &JobSpec, record: &RawValue) -> Option<String>;
+    /// [`Bench::format`] of an entry that has a result.
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> anyhow::Result<bool>;
+    /// [`Bench::headline`] of an entry that has a result.
+    fn headline(&self, entry: &Entry) -> anyhow::Result<Vec<Row>>;
+    /// [`Bench::plot`] of an entry that has a result.
+    fn plot(&self, entry: &Entry) -> anyhow::Result<Option<String>>;
+}
+
+/// A job whose properties are read: what the runner carries from validation to the save.
+pub trait BenchJob: Send {
+    fn bench(&self) -> &'static dyn AnyBench;
+    /// [`Bench::run`]; the record as the result file stores it.
+    fn run(&self, ctx: &mut RunCtx) -> anyhow::Result<Value>;
+    /// [`Bench::applies`] to a stored record.
+    fn applies(&self, record: &RawValue) -> anyhow::Result<Option<Apply>>;
+}
+
+/// A stored record or result read into a bench's model; `what` names it in the error.
+fn read<T: DeserializeOwned>(kind: &str, what: &str, raw: &RawValue) -> anyhow::Result<T> {
+    serde_json::from_str(raw.get()).with_context(|| format!("parsing the {} {}", kind, what))
+}
+
+/// The entry's result in the bench's model, as the reports read it.
+fn stored<B: Bench>(entry: &Entry) -> anyhow::Result<Stored<'_, B>> {
+    Ok(Stored {
+        entry,
+        result: crate::format::parse_result(entry)?,
+    })
 }
 
 impl<B: Bench> AnyBench for B {
@@ -220,54 +269,62 @@ impl<B: Bench> AnyBench for B {
         Bench::desc(self)
     }
 
-    fn check(&self, spec: &JobSpec) -> Result<(), SpecError> {
-        self.props(spec).map(|_| ())
+    fn job(&'static self, spec: &JobSpec) -> Result<Box<dyn BenchJob>, SpecError> {
+        Ok(Box::new(TypedJob {
+            bench: self,
+            props: self.props(spec)?,
+        }))
     }
 
-    fn run(&self, spec: &JobSpec, ctx: &mut RunCtx) -> anyhow::Result<serde_json::Value> {
-        let props = self.props(spec).map_err(|e| spec.error(e))?;
-        Bench::run(self, ctx, &props)
+    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value> {
+        let record: B::Record = read(self.desc().kind, "record", record)?;
+        let result = Bench::solve(self, Bench::study(self, ctx, &record)?)?;
+        Ok(serde_json::to_value(&result)?)
     }
 
-    fn applies(
-        &self,
-        spec: &JobSpec,
-        record: &serde_json::value::RawValue,
-    ) -> anyhow::Result<Option<Apply>> {
-        let props = self.props(spec).map_err(|e| spec.error(e))?;
-        Bench::applies(self, &props, record)
+    fn solve(&self, result: &RawValue) -> anyhow::Result<Option<Value>> {
+        let result: B::Result = read(self.desc().kind, "result", result)?;
+        let before = serde_json::to_value(&result)?;
+        let after = serde_json::to_value(Bench::solve(self, result)?)?;
+        Ok((after != before).then_some(after))
     }
 
-    fn study(
-        &self,
-        ctx: &StudyCtx,
-        record: &serde_json::value::RawValue,
-    ) -> anyhow::Result<serde_json::Value> {
-        Bench::study(self, ctx, record)
+    fn progress(&self, spec: &JobSpec, record: &RawValue) -> Option<String> {
+        let record: B::Record = serde_json::from_str(record.get()).ok()?;
+        Bench::progress(self, &self.props(spec).ok()?, &record)
     }
 
-    fn solve(&self, result: serde_json::Value) -> anyhow::Result<serde_json::Value> {
-        Bench::solve(self, result)
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> anyhow::Result<bool> {
+        Bench::format(self, out, &stored::<B>(entry)?, opts)
     }
 
-    fn progress(&self, spec: &JobSpec, record: &serde_json::value::RawValue) -> Option<String> {
-        Bench::progress(self, &self.props(spec).ok()?, record)
+    fn headline(&self, entry: &Entry) -> anyhow::Result<Vec<Row>> {
+        Bench::headline(self, &stored::<B>(entry)?)
     }
 
-    fn format(
-        &self,
-        out: &mut String,
-        entry: &crate::result::Entry,
-        opts: &FormatOpts,
-    ) -> anyhow::Result<bool> {
-        Bench::format(self, out, entry, opts)
+    fn plot(&self, entry: &Entry) -> anyhow::Result<Option<String>> {
+        Bench::plot(self, &stored::<B>(entry)?)
+    }
+}
+
+/// A bench with its properties read.
+struct TypedJob<B: Bench> {
+    bench: &'static B,
+    props: B::Props,
+}
+
+impl<B: Bench> BenchJob for TypedJob<B> {
+    fn bench(&self) -> &'static dyn AnyBench {
+        self.bench
     }
 
-    fn headline(&self, entry: &crate::result::Entry) -> anyhow::Result<Vec<Row>> {
-        Bench::headline(self, entry)
+    fn run(&self, ctx: &mut RunCtx) -> anyhow::Result<Value> {
+        let record = Bench::run(self.bench, ctx, &self.props)?;
+        Ok(serde_json::to_value(&record)?)
     }
 
-    fn plot(&self, entry: &crate::result::Entry) -> anyhow::Result<Option<String>> {
-        Bench::plot(self, entry)
+    fn applies(&self, record: &RawValue) -> anyhow::Result<Option<Apply>> {
+        let record: B::Record = read(self.bench.desc().kind, "record", record)?;
+        Bench::applies(self.bench, &self.props, &record)
     }
 }

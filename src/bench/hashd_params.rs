@@ -8,24 +8,21 @@
 //! additions.
 
 use crate::bench::api::{
-    prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind,
-    APPLY_COMMIT,
+    prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored,
+    ValueKind, APPLY_COMMIT,
 };
 use crate::bench::hashd_bench::dfl_rps_max;
 use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
 use crate::bench::needs;
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::result::sysinfo::MemProfile;
-use crate::result::Entry;
 use crate::spec::JobSpec;
 use crate::system::bench_json::HashdKnobs;
 use crate::units::{format_duration, format_size};
 use crate::util::now;
 use crate::workload::hashd::sizing::{SizingResult, Tick, Watch};
 use anyhow::{Context, Result};
-use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use std::fmt::Write;
 
 pub struct HashdParams;
@@ -133,33 +130,18 @@ impl HashdParamsProps {
 }
 
 /// The record: bench.json's hashd knobs with upstream's field names at the top level, plus
-/// our additions — when it ran, the memory profile, and the sizing run behind the knobs.
-#[derive(Debug, Clone, Serialize)]
+/// our additions — when it ran, the memory profile, and the sizing run behind the knobs
+/// (upstream's records have the knobs alone).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HashdParamsRecord {
     #[serde(flatten)]
     pub knobs: HashdKnobs,
+    #[serde(default)]
     pub period: (u64, u64),
+    #[serde(default)]
     pub mem: MemProfile,
-    pub sizing: SizingResult,
-}
-
-/// What the record holds beyond the knobs, read leniently for `format`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct RecordExtra {
-    mem: MemProfile,
-    sizing: Option<SizingSummary>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct SizingSummary {
-    rps_max_measured: bool,
-    quick: bool,
-    measured_secs: u64,
-    size: f64,
-    cpu_history: Vec<IgnoredAny>,
-    mem_history: Vec<IgnoredAny>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizing: Option<SizingResult>,
 }
 
 /// The once-a-second status of the probe running: throughput and latency.
@@ -172,6 +154,9 @@ fn watch() -> Watch {
 
 impl Bench for HashdParams {
     type Props = HashdParamsProps;
+    type Record = HashdParamsRecord;
+    /// The knobs alone, as upstream stores them.
+    type Result = HashdKnobs;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -181,7 +166,7 @@ impl Bench for HashdParams {
         HashdParamsProps::check(spec)
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &HashdParamsProps) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &HashdParamsProps) -> Result<HashdParamsRecord> {
         let quick = ctx.quick();
         let dir = ctx.dir().to_path_buf();
         let start = now();
@@ -204,21 +189,19 @@ impl Bench for HashdParams {
         crate::logging::progress::phase("sizing hashd");
         let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(watch()))?;
         log::info!("hashd-params: {}", result_line(&run.knobs));
-        let rec = HashdParamsRecord {
+        Ok(HashdParamsRecord {
             knobs: run.knobs,
             period: (start, now()),
             mem,
-            sizing: run.sizing,
-        };
-        Ok(serde_json::to_value(&rec)?)
+            sizing: Some(run.sizing),
+        })
     }
 
-    fn applies(&self, props: &HashdParamsProps, record: &RawValue) -> Result<Option<Apply>> {
+    fn applies(&self, props: &HashdParamsProps, rec: &HashdParamsRecord) -> Result<Option<Apply>> {
         if !props.apply {
             return Ok(None);
         }
-        let knobs: HashdKnobs =
-            serde_json::from_str(record.get()).context("parsing the hashd-params record")?;
+        let knobs = rec.knobs.clone();
         if knobs.hash_size == 0 || knobs.rps_max == 0 || knobs.mem_size == 0 {
             anyhow::bail!(
                 "the hashd-params record holds no hashd parameters: {:?}",
@@ -231,28 +214,23 @@ impl Bench for HashdParams {
         }))
     }
 
-    /// The result is the knobs alone, as upstream stores it.
-    fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-        let knobs: HashdKnobs =
-            serde_json::from_str(record.get()).context("parsing the hashd-params record")?;
-        Ok(serde_json::to_value(&knobs)?)
+    fn study(&self, _ctx: &StudyCtx, rec: &HashdParamsRecord) -> Result<HashdKnobs> {
+        Ok(rec.knobs.clone())
     }
 
-    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
-        format(out, entry, opts)?;
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+        format(out, stored, opts)?;
         Ok(true)
     }
 
     /// hashd's parameters: what the result line shows, sizes in bytes.
-    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
+    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
         use serde_json::json;
-        let Some(k) = crate::format::parse_result_opt::<HashdKnobs>(entry)? else {
-            return Ok(Vec::new());
-        };
+        let k = &stored.result;
         Ok(vec![vec![
             ("hash_size", json!(k.hash_size)),
             ("rps_max", json!(k.rps_max)),
-            ("mem_actual", json!(mem_actual(&k))),
+            ("mem_actual", json!(mem_actual(k))),
             ("chunk_pages", json!(k.chunk_pages)),
             ("fake_cpu_load", json!(k.fake_cpu_load)),
         ]])
@@ -282,21 +260,19 @@ pub fn result_line(k: &HashdKnobs) -> String {
 
 /// A hashd-params entry: the result line; `format` adds how the sizing went when the record
 /// has it (ours; upstream records have only the knobs).
-pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-    let Some(knobs) = crate::format::parse_result_opt::<HashdKnobs>(entry)? else {
-        return Ok(());
-    };
-    let _ = writeln!(out, "{}", result_line(&knobs));
+pub fn format(out: &mut String, stored: &Stored<HashdParams>, opts: &FormatOpts) -> Result<()> {
+    let knobs = &stored.result;
+    let _ = writeln!(out, "{}", result_line(knobs));
     if opts.full {
-        let extra: RecordExtra = crate::format::parse_record(entry)?.unwrap_or_default();
+        let extra = stored.record()?.unwrap_or_default();
         if let Some(s) = &extra.sizing {
             let rps = if s.rps_max_measured {
                 format!("measured ({} probes)", s.cpu_history.len())
             } else {
                 "given".to_string()
             };
-            let size = if s.size > 0.0 {
-                s.size
+            let size = if s.size > 0 {
+                s.size as f64
             } else {
                 knobs.mem_size as f64
             };
@@ -328,6 +304,7 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::Entry;
 
     fn props(spec: &str) -> Result<HashdParamsProps> {
         let spec = JobSpec::parse(spec).unwrap();
@@ -450,7 +427,7 @@ mod tests {
     fn entry(rec: &HashdParamsRecord) -> Entry {
         let raw = serde_json::value::to_raw_value(rec).unwrap();
         let result = HashdParams
-            .study(&StudyCtx::new("/nonexistent".into(), rec.period), &raw)
+            .study(&StudyCtx::new("/nonexistent".into(), rec.period), rec)
             .unwrap();
         Entry {
             spec: JobSpec::parse("hashd-params").unwrap(),
@@ -472,7 +449,7 @@ mod tests {
                 share: 12 << 30,
                 target: 11 << 30,
             },
-            sizing: sizing(),
+            sizing: Some(sizing()),
         }
     }
 
@@ -502,7 +479,7 @@ mod tests {
             full,
             ..FormatOpts::default()
         };
-        HashdParams.format(&mut out, e, &opts).unwrap();
+        crate::bench::AnyBench::format(&HashdParams, &mut out, e, &opts).unwrap();
         out
     }
 
@@ -532,7 +509,9 @@ mod tests {
     fn the_record_applies_and_commits_its_knobs_unless_told_not_to() {
         let raw = serde_json::value::to_raw_value(&record()).unwrap();
         let applies = |spec: &str| {
-            crate::bench::AnyBench::applies(&HashdParams, &JobSpec::parse(spec).unwrap(), &raw)
+            crate::bench::AnyBench::job(&HashdParams, &JobSpec::parse(spec).unwrap())
+                .unwrap()
+                .applies(&raw)
         };
         assert_eq!(
             applies("hashd-params").unwrap(),
@@ -552,13 +531,10 @@ mod tests {
         // An upstream record is the knobs alone.
         let upstream = serde_json::value::to_raw_value(&knobs()).unwrap();
         let spec = JobSpec::parse("hashd-params").unwrap();
-        assert!(
-            crate::bench::AnyBench::applies(&HashdParams, &spec, &upstream)
-                .unwrap()
-                .is_some()
-        );
+        let job = crate::bench::AnyBench::job(&HashdParams, &spec).unwrap();
+        assert!(job.applies(&upstream).unwrap().is_some());
         let empty = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
-        let e = crate::bench::AnyBench::applies(&HashdParams, &spec, &empty).unwrap_err();
+        let e = job.applies(&empty).unwrap_err();
         assert!(e.to_string().contains("no hashd parameters"), "{}", e);
     }
 

@@ -3,9 +3,10 @@
 //! the file or block device `target=` names. The record is the engine's result document; the
 //! report is its fio-style text.
 
-use crate::bench::api::{prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, ValueKind};
+use crate::bench::api::{
+    prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, ValueKind,
+};
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
-use crate::result::Entry;
 use crate::spec::JobSpec;
 use crate::units::format_size;
 use crate::util::now;
@@ -14,7 +15,6 @@ use crate::workload::ioengine::pace::Arrivals;
 use crate::workload::ioengine::result::{text, IoResult, RESULT_VERSION};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -241,6 +241,9 @@ pub struct IoRecord {
 
 impl Bench for Io {
     type Props = IoProps;
+    type Record = IoRecord;
+    /// The record, once its version is known to be readable.
+    type Result = IoRecord;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -250,7 +253,7 @@ impl Bench for Io {
         read_props(spec)
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &IoProps) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &IoProps) -> Result<IoRecord> {
         let start = now();
         let mut job = props.job.clone();
         let (target, written) = match &props.target {
@@ -289,15 +292,14 @@ impl Bench for Io {
                 .map_or(0, |p| p.1 / 1000),
             io.engine
         );
-        Ok(serde_json::to_value(IoRecord {
+        Ok(IoRecord {
             period: (start, now()),
             testfile_written: written,
             io,
-        })?)
+        })
     }
 
-    fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-        let rec: IoRecord = serde_json::from_str(record.get()).context("parsing the io record")?;
+    fn study(&self, _ctx: &StudyCtx, rec: &IoRecord) -> Result<IoRecord> {
         if rec.io.version > RESULT_VERSION {
             crate::usage_bail!(
                 "the io record has version {}; this version reads up to {}",
@@ -305,23 +307,18 @@ impl Bench for Io {
                 RESULT_VERSION
             );
         }
-        Ok(serde_json::to_value(rec)?)
+        Ok(rec.clone())
     }
 
-    fn format(&self, out: &mut String, entry: &Entry, _opts: &FormatOpts) -> Result<bool> {
-        if let Some(rec) = crate::format::parse_result_opt::<IoRecord>(entry)? {
-            out.push_str(&text(&rec.io));
-        }
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+        out.push_str(&text(&stored.result.io));
         Ok(true)
     }
 
     /// Per direction: IOPS, bandwidth and completion-latency percentiles in µs.
-    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
+    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
         use serde_json::json;
-        let Some(rec) = crate::format::parse_result_opt::<IoRecord>(entry)? else {
-            return Ok(Vec::new());
-        };
-        let io = &rec.io;
+        let io = &stored.result.io;
         // From the buckets, whatever percentiles the job listed.
         let p = |d: &crate::workload::ioengine::stats::DirOut, pct: f64| {
             crate::workload::ioengine::hist::LatHist::from_out(&d.clat)

@@ -1,8 +1,9 @@
 //! `iocost-tune`: io.cost QoS solutions derived from `iocost-qos` results. Listed so its specs
 //! are recognised; neither running nor formatting it is available in this version.
 
-use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError, NO_PROPS};
-use crate::result::Entry;
+use crate::bench::api::{
+    Bench, BenchDesc, DocPage, FormatOpts, SpecError, Stored, Unread, NO_PROPS,
+};
 use crate::spec::JobSpec;
 use anyhow::Result;
 
@@ -25,6 +26,9 @@ pub static DESC: BenchDesc = BenchDesc {
 impl Bench for IocostTune {
     /// It takes no properties.
     type Props = ();
+    /// Its records and results are only listed in this version.
+    type Record = Unread;
+    type Result = Unread;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -34,7 +38,12 @@ impl Bench for IocostTune {
         Ok(())
     }
 
-    fn format(&self, _out: &mut String, _entry: &Entry, _opts: &FormatOpts) -> Result<bool> {
+    fn format(
+        &self,
+        _out: &mut String,
+        _stored: &Stored<Self>,
+        _opts: &FormatOpts,
+    ) -> Result<bool> {
         Ok(false)
     }
 }

@@ -23,8 +23,8 @@ pub mod storage;
 pub mod systest;
 
 pub use api::{
-    prop, AnyBench, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Forward, PropDesc,
-    Shape, SpecError, ValueKind, APPLY_COMMIT, NO_PROPS, PCT_LABELS,
+    prop, AnyBench, Apply, ApplyCommit, Bench, BenchDesc, BenchJob, DocPage, FormatOpts, Forward,
+    PropDesc, Shape, SpecError, ValueKind, APPLY_COMMIT, NO_PROPS, PCT_LABELS,
 };
 pub use needs::SystemNeeds;
 
@@ -84,11 +84,12 @@ fn lookup(spec: &JobSpec) -> Result<&'static dyn AnyBench, UsageError> {
 }
 
 /// Checks a spec given to `run`/`study`/`solve`: the bench exists, the spec fits its shape,
-/// and the bench's own rules hold.
-pub fn validate_run(spec: &JobSpec) -> Result<(), UsageError> {
+/// and the bench's own rules hold. Returns the job with its properties read, which the runner
+/// carries to the save.
+pub fn validate_run(spec: &JobSpec) -> Result<Box<dyn BenchJob>, UsageError> {
     let bench = lookup(spec)?;
     spec.check_run_shape(&bench.desc().shape)?;
-    bench.check(spec).map_err(|e| spec.error(e))
+    bench.job(spec).map_err(|e| spec.error(e))
 }
 
 /// Checks a spec given to `format`/`summary`.
@@ -114,7 +115,7 @@ mod tests {
 
     fn run_err(text: &str) -> String {
         match JobSpec::parse(text).and_then(|s| validate_run(&s)) {
-            Ok(()) => panic!("{} should be rejected", text),
+            Ok(_) => panic!("{} should be rejected", text),
             Err(e) => e.to_string(),
         }
     }

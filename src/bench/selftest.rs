@@ -3,12 +3,11 @@
 //! checkpoints after every step and, being incremental, resumes after the last checkpointed step
 //! when re-run. `fail-at=N` makes step N fail, to test failure handling.
 
-use super::api::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
+use super::api::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, Stored, ValueKind};
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use std::time::{Duration, Instant};
 
 pub struct SelfTest;
@@ -57,7 +56,7 @@ impl SelfTestProps {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Step {
+pub struct Step {
     /// 1-based step number.
     step: u64,
     /// Unix time the step finished.
@@ -69,7 +68,7 @@ struct Step {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-struct Record {
+pub struct SelfTestRecord {
     steps_total: u64,
     step_time: f64,
     steps: Vec<Step>,
@@ -78,7 +77,7 @@ struct Record {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct StudyResult {
+pub struct SelfTestResult {
     steps: u64,
     checksum: u64,
     mean_step_secs: f64,
@@ -97,6 +96,8 @@ fn step_value(step: u64) -> u64 {
 
 impl Bench for SelfTest {
     type Props = SelfTestProps;
+    type Record = SelfTestRecord;
+    type Result = SelfTestResult;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -106,18 +107,17 @@ impl Bench for SelfTest {
         SelfTestProps::read(spec)
     }
 
-    fn progress(&self, props: &SelfTestProps, record: &RawValue) -> Option<String> {
-        let rec: Record = serde_json::from_str(record.get()).ok()?;
+    fn progress(&self, props: &SelfTestProps, rec: &SelfTestRecord) -> Option<String> {
         Some(format!("{} of {} steps done", rec.steps.len(), props.steps))
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &SelfTestProps) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &SelfTestProps) -> Result<SelfTestRecord> {
         let mut rec = match ctx.prev_record() {
-            Some(raw) => serde_json::from_str::<Record>(raw.get()).unwrap_or_else(|e| {
+            Some(raw) => serde_json::from_str::<SelfTestRecord>(raw.get()).unwrap_or_else(|e| {
                 log::warn!("selftest: ignoring unreadable previous record ({})", e);
-                Record::default()
+                SelfTestRecord::default()
             }),
-            None => Record::default(),
+            None => SelfTestRecord::default(),
         };
         rec.steps_total = props.steps;
         rec.step_time = props.step_time;
@@ -150,14 +150,12 @@ impl Bench for SelfTest {
             ctx.checkpoint(&rec)?;
             log::info!("selftest: step {}/{} done", step, props.steps);
         }
-        serde_json::to_value(&rec).context("serializing the selftest record")
+        Ok(rec)
     }
 
-    fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-        let rec: Record =
-            serde_json::from_str(record.get()).context("parsing the selftest record")?;
+    fn study(&self, _ctx: &StudyCtx, rec: &SelfTestRecord) -> Result<SelfTestResult> {
         let n = rec.steps.len() as u64;
-        let res = StudyResult {
+        let res = SelfTestResult {
             steps: n,
             checksum: rec
                 .steps
@@ -168,20 +166,13 @@ impl Bench for SelfTest {
             } else {
                 0.0
             },
-            resumed_at: rec.resumed_at,
+            resumed_at: rec.resumed_at.clone(),
         };
-        serde_json::to_value(&res).context("serializing the selftest result")
+        Ok(res)
     }
 
-    fn format(
-        &self,
-        out: &mut String,
-        entry: &crate::result::Entry,
-        _opts: &FormatOpts,
-    ) -> Result<bool> {
-        let Some(res) = crate::format::parse_result_opt::<StudyResult>(entry)? else {
-            return Ok(true);
-        };
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+        let res = &stored.result;
         out.push_str(&format!(
             "Selftest: {} steps, checksum {}, mean step time {}\n",
             res.steps,
@@ -210,7 +201,7 @@ mod tests {
 
     #[test]
     fn study_summarizes_the_record() {
-        let rec = Record {
+        let rec = SelfTestRecord {
             steps_total: 2,
             step_time: 0.1,
             steps: vec![
@@ -229,10 +220,8 @@ mod tests {
             ],
             resumed_at: vec![2],
         };
-        let raw = crate::result::to_raw(&rec).unwrap();
         let ctx = StudyCtx::new(Default::default(), (10, 11));
-        let v = SelfTest.study(&ctx, &raw).unwrap();
-        let res: StudyResult = serde_json::from_value(v).unwrap();
+        let res = SelfTest.study(&ctx, &rec).unwrap();
         assert_eq!(res.steps, 2);
         assert_eq!(res.checksum, 12);
         assert!((res.mean_step_secs - 0.2).abs() < 1e-9);

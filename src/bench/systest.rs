@@ -4,15 +4,14 @@
 //! what `balloon.slice` holds. `hold=DUR` keeps it running (and the host changed) that long. The
 //! VM tests drive it to check the system layer end to end.
 
-use super::api::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, ValueKind};
+use super::api::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, Stored, ValueKind};
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::system::cgroup::{CgroupFs, Slice};
 use crate::system::HostPaths;
 use crate::units::format_size;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use std::time::{Duration, Instant};
 
 pub struct SysTest;
@@ -57,6 +56,9 @@ pub struct SysTestProps {
 
 impl Bench for SysTest {
     type Props = SysTestProps;
+    type Record = SysTestRecord;
+    /// The record as it is.
+    type Result = SysTestRecord;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -69,7 +71,7 @@ impl Bench for SysTest {
         })
     }
 
-    fn run(&self, _ctx: &mut RunCtx, props: &SysTestProps) -> Result<serde_json::Value> {
+    fn run(&self, _ctx: &mut RunCtx, props: &SysTestProps) -> Result<SysTestRecord> {
         let hold = props.hold;
         let hp = HostPaths::real();
         let mi = crate::system::sysinfo::read_meminfo(&hp)?;
@@ -93,24 +95,15 @@ impl Bench for SysTest {
             std::thread::sleep(Duration::from_millis(50));
         }
         rec.held = start.elapsed().as_secs_f64();
-        serde_json::to_value(&rec).context("serializing the systest record")
+        Ok(rec)
     }
 
-    fn study(&self, _ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-        let rec: SysTestRecord =
-            serde_json::from_str(record.get()).context("parsing the systest record")?;
-        serde_json::to_value(&rec).context("serializing the systest result")
+    fn study(&self, _ctx: &StudyCtx, record: &SysTestRecord) -> Result<SysTestRecord> {
+        Ok(record.clone())
     }
 
-    fn format(
-        &self,
-        out: &mut String,
-        entry: &crate::result::Entry,
-        _opts: &FormatOpts,
-    ) -> Result<bool> {
-        let Some(r) = crate::format::parse_result_opt::<SysTestRecord>(entry)? else {
-            return Ok(true);
-        };
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+        let r = &stored.result;
         let opt = |v: Option<u64>| v.map(|b| format_size(b as f64)).unwrap_or("-".into());
         out.push_str(&format!(
             "Systest: MemAvailable={} balloon.slice memory={} swap={} held={:.1}s\n",

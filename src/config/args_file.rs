@@ -391,12 +391,12 @@ impl ArgsFile {
 /// The job specs of a `run`/`study`/`solve` (`mode`) invocation: from `-f` files and the
 /// command line; without any, the args file's when it stored them for the same subcommand.
 /// Then the args file (if any) is saved with them.
-pub fn collect_job_specs(
+pub fn collect_job_specs<T>(
     cfg: &Config,
     mode: &str,
     args: &crate::cli::SpecArgs,
-    validate: fn(&JobSpec) -> Result<(), UsageError>,
-) -> Result<Vec<JobSpec>> {
+    validate: fn(&JobSpec) -> Result<T, UsageError>,
+) -> Result<Vec<(JobSpec, T)>> {
     let Some(file) = &cfg.args_file else {
         return crate::spec::collect_specs(&args.file, &args.specs, validate);
     };
@@ -404,12 +404,12 @@ pub fn collect_job_specs(
     if specs.is_empty() {
         if let Some(stored) = file.specs_for(mode) {
             for text in stored {
-                let spec = JobSpec::parse(text)
-                    .and_then(|s| validate(&s).map(|_| s))
+                let checked = JobSpec::parse(text)
+                    .and_then(|s| validate(&s).map(|t| (s, t)))
                     .map_err(|e| {
                         UsageError::new(format!("args file {}: {}", file.path.display(), e))
                     })?;
-                specs.push(spec);
+                specs.push(checked);
             }
             log::info!(
                 "args file {}: using the job specs stored by `{}`: {}",
@@ -422,7 +422,8 @@ pub fn collect_job_specs(
     if specs.is_empty() {
         return Err(crate::spec::no_specs_error(Some(&file.path)).into());
     }
-    file.save(cfg, Some((mode, &specs)))?;
+    let texts: Vec<JobSpec> = specs.iter().map(|(s, _)| s.clone()).collect();
+    file.save(cfg, Some((mode, &texts)))?;
     Ok(specs)
 }
 

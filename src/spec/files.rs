@@ -66,13 +66,14 @@ pub fn spec_text(v: &serde_json::Value) -> Result<String, String> {
 }
 
 /// The specs of a `run`/`study`/`solve` command: those of every `-f` file (`files`) first, in
-/// the order given, then those on the command line (`texts`); each parsed and checked with `validate` (e.g.
-/// `JobSpec::validate_run`). Errors if there are none.
-pub fn collect_specs(
+/// the order given, then those on the command line (`texts`); each parsed and checked with
+/// `validate`, which also returns what the caller keeps of the check (e.g. the bench's typed
+/// job). Errors if there are none.
+pub fn collect_specs<T>(
     files: &[std::path::PathBuf],
     texts: &[String],
-    validate: fn(&JobSpec) -> Result<(), UsageError>,
-) -> anyhow::Result<Vec<JobSpec>> {
+    validate: fn(&JobSpec) -> Result<T, UsageError>,
+) -> anyhow::Result<Vec<(JobSpec, T)>> {
     let specs = gather_specs(files, texts, validate)?;
     if specs.is_empty() {
         return Err(no_specs_error(None).into());
@@ -81,24 +82,24 @@ pub fn collect_specs(
 }
 
 /// `collect_specs` without the check for none.
-pub fn gather_specs(
+pub fn gather_specs<T>(
     files: &[std::path::PathBuf],
     texts: &[String],
-    validate: fn(&JobSpec) -> Result<(), UsageError>,
-) -> anyhow::Result<Vec<JobSpec>> {
+    validate: fn(&JobSpec) -> Result<T, UsageError>,
+) -> anyhow::Result<Vec<(JobSpec, T)>> {
     let mut specs = Vec::new();
     for path in files {
         for text in load_spec_file(path)? {
-            let spec = JobSpec::parse(&text)
-                .and_then(|s| validate(&s).map(|_| s))
+            let checked = JobSpec::parse(&text)
+                .and_then(|s| validate(&s).map(|t| (s, t)))
                 .map_err(|e| UsageError::new(format!("spec file {}: {}", path.display(), e)))?;
-            specs.push(spec);
+            specs.push(checked);
         }
     }
     for text in texts {
         let spec = JobSpec::parse(text)?;
-        validate(&spec)?;
-        specs.push(spec);
+        let t = validate(&spec)?;
+        specs.push((spec, t));
     }
     Ok(specs)
 }

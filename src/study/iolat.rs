@@ -106,6 +106,20 @@ pub type LatMap = BTreeMap<String, TimeDist>;
 pub struct IoLat(pub LatMap, pub LatMap);
 
 impl IoLat {
+    /// Reads the study's stored JSON; none (or `null`) reads as empty tables. `what` names the
+    /// distributions in the error.
+    pub fn from_raw(
+        raw: Option<&serde_json::value::RawValue>,
+        what: &str,
+    ) -> anyhow::Result<IoLat> {
+        match raw {
+            Some(raw) if raw.get() != "null" => {
+                serde_json::from_str(raw.get()).map_err(|e| anyhow::anyhow!("{}: {}", what, e))
+            }
+            _ => Ok(IoLat::default()),
+        }
+    }
+
     pub fn read(&self) -> &LatMap {
         &self.0
     }

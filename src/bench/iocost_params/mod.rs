@@ -9,16 +9,17 @@ pub mod run;
 pub use run::ensure_model;
 
 use crate::bench::api::{
-    ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, APPLY_COMMIT,
+    Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored,
+    APPLY_COMMIT,
 };
 use crate::bench::headline::{num, Row};
 use crate::bench::needs;
-use crate::format::header::{IoCostModel, IoCostQos};
-use crate::format::parse_record;
-use crate::result::Entry;
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
+use crate::system::iocost::IoCostKnobs;
 use anyhow::Result;
-use serde::Deserialize;
+use run::IocostParamsRecord;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::fmt::Write;
 
@@ -45,6 +46,8 @@ pub static DESC: BenchDesc = BenchDesc {
 
 impl Bench for IocostParams {
     type Props = ApplyCommit;
+    type Record = IocostParamsRecord;
+    type Result = IocostParamsResult;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -54,57 +57,41 @@ impl Bench for IocostParams {
         ApplyCommit::check(&spec.group(0))
     }
 
-    fn run(
-        &self,
-        ctx: &mut crate::bench::runner::ctx::RunCtx,
-        _props: &ApplyCommit,
-    ) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, _props: &ApplyCommit) -> Result<IocostParamsRecord> {
         run::run(ctx)
     }
 
-    fn applies(
-        &self,
-        props: &ApplyCommit,
-        record: &serde_json::value::RawValue,
-    ) -> Result<Option<crate::bench::api::Apply>> {
+    fn applies(&self, props: &ApplyCommit, rec: &IocostParamsRecord) -> Result<Option<Apply>> {
         if !props.apply {
             return Ok(None);
         }
-        let knobs: crate::system::iocost::IoCostKnobs = serde_json::from_str(record.get())
-            .map_err(|e| anyhow::anyhow!("parsing the iocost-params record: {}", e))?;
+        let knobs = &rec.knobs;
         if knobs.model.rbps == 0 || knobs.model.wbps == 0 {
             anyhow::bail!("the iocost-params record holds no model: {:?}", knobs.model);
         }
-        Ok(Some(crate::bench::api::Apply::IoCost {
-            knobs,
+        Ok(Some(Apply::IoCost {
+            knobs: knobs.clone(),
             commit: props.commit,
         }))
     }
 
-    /// The result is the parameters, as upstream stores them.
-    fn study(
-        &self,
-        _ctx: &crate::bench::runner::ctx::StudyCtx,
-        record: &serde_json::value::RawValue,
-    ) -> Result<serde_json::Value> {
-        let knobs: crate::system::iocost::IoCostKnobs = serde_json::from_str(record.get())
-            .map_err(|e| anyhow::anyhow!("parsing the iocost-params record: {}", e))?;
-        Ok(serde_json::to_value(&knobs)?)
+    fn study(&self, _ctx: &StudyCtx, rec: &IocostParamsRecord) -> Result<IocostParamsResult> {
+        Ok(IocostParamsResult::Knobs(rec.knobs.clone()))
     }
 
-    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
-        format(out, entry, opts)?;
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+        format(out, stored, opts)?;
         Ok(true)
     }
 
     /// The model (bytes and IOs per second) and the QoS targets (percentiles, µs, vrate %).
-    fn headline(&self, entry: &Entry) -> Result<Vec<Row>> {
-        let Some(rec) = parse_record::<IoCostParamsRecord>(entry)? else {
+    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<Row>> {
+        let Some(rec) = stored.record()? else {
             return Ok(Vec::new());
         };
-        let (m, q) = (&rec.model, &rec.qos);
+        let (m, q) = (&rec.knobs.model, &rec.knobs.qos);
         Ok(vec![vec![
-            ("devnr", json!(rec.devnr)),
+            ("devnr", json!(rec.knobs.devnr)),
             ("rbps", json!(m.rbps)),
             ("rseqiops", json!(m.rseqiops)),
             ("rrandiops", json!(m.rrandiops)),
@@ -121,23 +108,26 @@ impl Bench for IocostParams {
     }
 }
 
-/// The recorded io.cost knobs.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct IoCostParamsRecord {
-    pub devnr: String,
-    pub model: IoCostModel,
-    pub qos: IoCostQos,
+/// The result: ours stores the parameters; upstream's is a bare `true`. The reports read the
+/// record, which both have.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum IocostParamsResult {
+    Knobs(IoCostKnobs),
+    Upstream(bool),
 }
 
-pub fn format(out: &mut String, entry: &Entry, _opts: &FormatOpts) -> Result<()> {
-    let Some(rec) = parse_record::<IoCostParamsRecord>(entry)? else {
+/// The parameters' lines; they come from the record, which upstream's entries always have.
+pub fn format(out: &mut String, stored: &Stored<IocostParams>, _opts: &FormatOpts) -> Result<()> {
+    let entry = stored.entry;
+    let Some(rec) = stored.record()? else {
         crate::usage_bail!(
             "job[{}:{}]: the entry has a result but no record to print",
             entry.spec.kind,
             entry.spec.id.as_deref().unwrap_or("-")
         );
     };
+    let rec = &rec.knobs;
     let (r, w) = rec.model.lines();
     let _ = writeln!(out, "iocost model: {}", r);
     let _ = writeln!(out, "              {}", w);

@@ -38,14 +38,19 @@ pub struct StepOut {
     pub value: u64,
 }
 
-/// The record: upstream's (`devnr`, `model`, `qos`) and how it was measured.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The record: upstream's (`devnr`, `model`, `qos`) and how it was measured (ours; absent
+/// from upstream's records).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct IocostParamsRecord {
     #[serde(flatten)]
     pub knobs: IoCostKnobs,
+    #[serde(default)]
     pub period: (u64, u64),
+    #[serde(default)]
     pub rotational: bool,
+    #[serde(default)]
     pub testfile_size: u64,
+    #[serde(default)]
     pub steps: Vec<StepOut>,
 }
 
@@ -78,12 +83,11 @@ fn step_out(step: Step, r: &IoResult, value: u64) -> StepOut {
     }
 }
 
-pub fn run(ctx: &mut RunCtx) -> Result<serde_json::Value> {
+pub fn run(ctx: &mut RunCtx) -> Result<IocostParamsRecord> {
     let quick = ctx.quick();
     let dir = ctx.dir().to_path_buf();
     let (mut host, _) = ctx.host().context("iocost-params needs the host session")?;
-    let rec = measure_on(&mut host, &dir, quick)?;
-    Ok(serde_json::to_value(&rec)?)
+    measure_on(&mut host, &dir, quick)
 }
 
 /// bench.json's io.cost parameters; without a measured model, a nested `iocost-params`

@@ -10,10 +10,10 @@ use crate::bench::protection::{
     self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult,
 };
 use crate::bench::storage::{self, props::DFL_LOOPS};
+use crate::format::job_name;
 use crate::format::text::{double_underline, underline};
-use crate::format::{job_name, parse_record, parse_result};
 use crate::result::Entry;
-use crate::study::iolat::{format_lat_group, LatMap, SUMMARY_PCTS};
+use crate::study::iolat::{format_lat_group, IoLat, LatMap, SUMMARY_PCTS};
 use crate::study::reports::missing_ratio;
 use crate::system::iocost::QosOverride;
 use crate::units::format_pct;
@@ -24,7 +24,9 @@ use std::fmt::Write;
 /// Everything the report needs, parsed once.
 struct Report<'a> {
     rec: QosRecord,
-    res: IoCostQosResult,
+    res: &'a IoCostQosResult,
+    /// Each run's IO latencies, read from the result's JSON.
+    iolats: Vec<IoLat>,
     cfgs: Vec<QosOverride>,
     isol_pct: String,
     opts: &'a FormatOpts,
@@ -97,8 +99,15 @@ fn tune_final_run(run: &RunResult) -> Option<&MemHogResult> {
     })
 }
 
-pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-    let rpt = report(entry, opts)?;
+/// The report of `entry`, whose result and record are `res` and `rec`.
+pub fn format(
+    out: &mut String,
+    entry: &Entry,
+    res: &IoCostQosResult,
+    rec: Option<QosRecord>,
+    opts: &FormatOpts,
+) -> Result<()> {
+    let rpt = report(entry, res, rec, opts)?;
 
     // Storage parameters of the baseline run.
     let stor = storage::props::StorageProps::read_prefixed(&entry.spec, "storage-")
@@ -132,9 +141,9 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
 /// One row per finished configuration: its QoS, the storage numbers (with the run's IO
 /// latencies), MOF and aMOF against the baseline, isolation, latency impact, work
 /// conservation and vrate.
-pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
+pub fn headline(entry: &Entry, res: &IoCostQosResult, rec: Option<QosRecord>) -> Result<Vec<Row>> {
     let opts = FormatOpts::default();
-    let rpt = report(entry, &opts)?;
+    let rpt = report(entry, res, rec, &opts)?;
     let base_mof = rpt.baseline_mof();
     let mut rows = Vec::new();
     for (i, run) in rpt.res.runs.iter().enumerate() {
@@ -186,16 +195,20 @@ pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
                 run.vrate.get("stdev").map_or(Value::Null, |v| num(*v)),
             ),
         ]);
-        row.extend(headline::iolat_row(&run.iolat));
+        row.extend(headline::iolat_row(&rpt.iolats[i]));
         rows.push(row);
     }
     Ok(rows)
 }
 
 /// The entry parsed for its report, with the checks a report needs.
-fn report<'a>(entry: &Entry, opts: &'a FormatOpts) -> Result<Report<'a>> {
-    let res: IoCostQosResult = parse_result(entry)?;
-    let Some(rec) = parse_record::<QosRecord>(entry)? else {
+fn report<'a>(
+    entry: &Entry,
+    res: &'a IoCostQosResult,
+    rec: Option<QosRecord>,
+    opts: &'a FormatOpts,
+) -> Result<Report<'a>> {
+    let Some(rec) = rec else {
         crate::usage_bail!(
             "{}: the entry has a result but no record; can't tell its QoS configurations",
             job_name(&entry.spec)
@@ -233,9 +246,15 @@ fn report<'a>(entry: &Entry, opts: &'a FormatOpts) -> Result<Report<'a>> {
         .or_else(|| entry.spec.group(0).text("isol-pct").map(str::to_string))
         .unwrap_or_else(|| protection::DFL_ISOL_PCT.to_string());
     let cfgs = configs(&entry.spec, &rec)?;
+    let iolats = res
+        .runs
+        .iter()
+        .map(|r| r.as_ref().map_or(Ok(IoLat::default()), RunResult::iolat))
+        .collect::<Result<_>>()?;
     Ok(Report {
         rec,
         res,
+        iolats,
         cfgs,
         isol_pct,
         opts,
@@ -295,7 +314,7 @@ fn format_run(out: &mut String, rpt: &Report, i: usize, run: &RunResult) -> Resu
     }
 
     underline(out, &format!("{} - Result", title));
-    run.iolat.format(out, true);
+    rpt.iolats[i].format(out, true);
     out.push('\n');
 
     if i > 0 {
@@ -426,23 +445,23 @@ fn format_summary(out: &mut String, rpt: &Report) {
         }
     }
 
-    lat_table(out, rpt, "RLAT", |r| r.iolat.read());
-    lat_table(out, rpt, "WLAT", |r| r.iolat.write());
+    lat_table(out, rpt, "RLAT", IoLat::read);
+    lat_table(out, rpt, "WLAT", IoLat::write);
     out.push('\n');
 }
 
-fn lat_table(out: &mut String, rpt: &Report, title: &str, sel: impl Fn(&RunResult) -> &LatMap) {
+fn lat_table(out: &mut String, rpt: &Report, title: &str, sel: impl Fn(&IoLat) -> &LatMap) {
     let _ = writeln!(
         out,
         "\n{:<17}  p50                p90                p99                max",
         title
     );
     for (i, run) in rpt.res.runs.iter().enumerate() {
-        let Some(run) = run else {
+        if run.is_none() {
             let _ = writeln!(out, "[{:02}]  Skipped", i);
             continue;
-        };
-        let map = sel(run);
+        }
+        let map = sel(&rpt.iolats[i]);
         let groups: Vec<String> = SUMMARY_PCTS
             .iter()
             .map(|(key, _)| format_lat_group(&map.get(*key).cloned().unwrap_or_default()))

@@ -13,9 +13,9 @@ mod study;
 pub use format::format;
 use props::IocostQosProps;
 
-use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError};
+use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError, Stored};
 use crate::bench::needs;
-use crate::result::Entry;
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use anyhow::Result;
 
@@ -37,6 +37,8 @@ pub static DESC: BenchDesc = BenchDesc {
 
 impl Bench for IocostQos {
     type Props = IocostQosProps;
+    type Record = QosRecord;
+    type Result = IoCostQosResult;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -46,22 +48,13 @@ impl Bench for IocostQos {
         props::check(spec)
     }
 
-    fn run(
-        &self,
-        ctx: &mut crate::bench::runner::ctx::RunCtx,
-        props: &IocostQosProps,
-    ) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord> {
         run::run(ctx, props)
     }
 
     /// Finished configurations of an interrupted job (the skipped ones aren't counted: the
     /// device's model decides them when the job runs again).
-    fn progress(
-        &self,
-        props: &IocostQosProps,
-        record: &serde_json::value::RawValue,
-    ) -> Option<String> {
-        let rec: QosRecord = serde_json::from_str(record.get()).ok()?;
+    fn progress(&self, props: &IocostQosProps, rec: &QosRecord) -> Option<String> {
         let nr = plan::configs_of(props, plan::dither_offset(props, rec.dither_dist)).len();
         Some(format!(
             "{} of {} configurations done",
@@ -70,21 +63,17 @@ impl Bench for IocostQos {
         ))
     }
 
-    fn study(
-        &self,
-        ctx: &crate::bench::runner::ctx::StudyCtx,
-        record: &serde_json::value::RawValue,
-    ) -> Result<serde_json::Value> {
-        study::study(ctx, record)
+    fn study(&self, ctx: &StudyCtx, rec: &QosRecord) -> Result<IoCostQosResult> {
+        study::study(ctx, rec)
     }
 
-    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
-        format(out, entry, opts)?;
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+        format(out, stored.entry, &stored.result, stored.record()?, opts)?;
         Ok(true)
     }
 
-    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
-        format::headline(entry)
+    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+        format::headline(stored.entry, &stored.result, stored.record()?)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::bench::storage::StorageResult;
 use crate::study::iolat::IoLat;
 use crate::system::iocost::{IoCostModel, IoCostQos, QosOverride};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 fn yes() -> bool {
@@ -95,7 +96,10 @@ impl QosRecord {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The study of one configuration: its storage and protection studies, the adjusted MOF from
+/// the size the tune protected, and over the configuration's period vrate and IO latencies
+/// (raw JSON as the study wrote them, read by [`RunResult::iolat`]).
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunResult {
     pub stor: StorageResult,
@@ -104,11 +108,19 @@ pub struct RunResult {
     pub adjusted_mem_offload_factor: Option<f64>,
     pub adjusted_mem_offload_delta: Option<f64>,
     pub vrate: BTreeMap<String, f64>,
-    pub iolat: IoLat,
+    pub iolat: Option<Box<RawValue>>,
     pub nr_reports: (u64, u64),
 }
 
-#[derive(Debug, Default, Deserialize)]
+impl RunResult {
+    /// The configuration's IO latency distributions (empty when the result has none).
+    pub fn iolat(&self) -> anyhow::Result<IoLat> {
+        IoLat::from_raw(self.iolat.as_deref(), "iocost-qos IO latencies")
+    }
+}
+
+/// One study per configuration of the plan; `None` for a skipped one.
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct IoCostQosResult {
     pub runs: Vec<Option<RunResult>>,

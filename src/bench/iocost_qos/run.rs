@@ -42,7 +42,7 @@ impl Base {
     }
 }
 
-pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<serde_json::Value> {
+pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord> {
     ctx.revert_knobs_at_end();
     let quick = ctx.quick();
     let dir = ctx.dir().to_path_buf();
@@ -199,7 +199,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<serde_json
     progress::context("", 0.0);
     rec.runs = runs;
     rec.inc_runs.clear();
-    Ok(serde_json::to_value(&rec)?)
+    Ok(rec)
 }
 
 /// The footprint (mem_frac) a run's storage loops found, on average.
@@ -487,7 +487,7 @@ fn run_config(
         let at = format!("/inc_runs/{}/stor", k);
         let r = ctx.nested(outer, &at, prev, |c| Storage.run(c, &sprops));
         match r {
-            Ok(v) => break serde_json::from_value(v).context("the storage record")?,
+            Ok(stor) => break stor,
             Err(e) if attempt < props.retries => {
                 attempt += 1;
                 log::warn!(
@@ -507,10 +507,9 @@ fn run_config(
     ctx.checkpoint(rec)?;
 
     // hashd at the size storage found, for this job.
-    let stor_raw = serde_json::value::to_raw_value(&run.stor)?;
     let mut aprops = sprops.clone();
     aprops.apply = true;
-    let knobs = match Storage.applies(&aprops, &stor_raw)? {
+    let knobs = match Storage.applies(&aprops, &run.stor)? {
         Some(Apply::Hashd { knobs, .. }) => knobs,
         _ => bail!("storage gave no hashd parameters"),
     };
@@ -549,7 +548,7 @@ fn run_config(
     let outer = serde_json::to_value(&*rec)?;
     let at = format!("/inc_runs/{}/prot", k);
     match ctx.nested(outer, &at, prev, |c| Protection.run(c, &pprops)) {
-        Ok(v) => run.prot = serde_json::from_value(v).context("the protection record")?,
+        Ok(prot) => run.prot = prot,
         Err(e) => {
             // Upstream's rule: a failed protection costs the configuration its aMOF only.
             log::warn!(

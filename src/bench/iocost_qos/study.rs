@@ -2,7 +2,7 @@
 //! protection studies of its sub-records, the adjusted MOF from the size the tune protected, and
 //! over the configuration's whole period the vrate distribution and the IO latencies.
 
-use super::record::{QosRecord, QosRun};
+use super::record::{IoCostQosResult, QosRecord, QosRun, RunResult};
 use crate::bench::api::Bench;
 use crate::bench::protection::{Protection, ScenarioRecord};
 use crate::bench::runner::ctx::StudyCtx;
@@ -11,7 +11,6 @@ use crate::study::dist::MeanPcts;
 use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, SelArg, Study};
 use anyhow::{Context, Result};
-use serde_json::{json, value::RawValue, Value};
 use std::path::Path;
 
 /// The vrate percentiles upstream's result lists.
@@ -29,50 +28,44 @@ impl Study for VrateStudy {
     }
 }
 
-pub fn study(ctx: &StudyCtx, record: &RawValue) -> Result<Value> {
-    let rec: QosRecord =
-        serde_json::from_str(record.get()).context("parsing the iocost-qos record")?;
+pub fn study(ctx: &StudyCtx, rec: &QosRecord) -> Result<IoCostQosResult> {
     let runs = rec
         .runs
         .iter()
         .enumerate()
         .map(|(i, r)| match r {
-            None => Ok(Value::Null),
-            Some(r) => study_run(&ctx.reports_dir, r).with_context(|| format!("run [{:02}]", i)),
+            None => Ok(None),
+            Some(r) => study_run(&ctx.reports_dir, r)
+                .map(Some)
+                .with_context(|| format!("run [{:02}]", i)),
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(json!({ "runs": runs }))
+    Ok(IoCostQosResult { runs })
 }
 
-fn study_run(dir: &Path, r: &QosRun) -> Result<Value> {
-    use serde_json::value::to_raw_value;
-    let stor = Storage.study(
-        &StudyCtx::new(dir.to_path_buf(), r.stor.period),
-        &to_raw_value(&r.stor)?,
-    )?;
-    let prot = Protection.study(
-        &StudyCtx::new(dir.to_path_buf(), r.period),
-        &to_raw_value(&r.prot)?,
-    )?;
+fn study_run(dir: &Path, r: &QosRun) -> Result<RunResult> {
+    let stor = Storage.study(&StudyCtx::new(dir.to_path_buf(), r.stor.period), &r.stor)?;
+    let prot = Protection.study(&StudyCtx::new(dir.to_path_buf(), r.period), &r.prot)?;
     let final_size = r.prot.scenarios.iter().find_map(|s| match s {
         ScenarioRecord::MemHogTune(t) => t.final_size,
         ScenarioRecord::MemHog(_) => None,
     });
-    let mof = stor["mem_offload_factor"].as_f64().unwrap_or(0.0);
-    let usage = stor["mem_usage"].as_f64().unwrap_or(0.0);
+    let mof = stor.mem_offload_factor;
+    // As stored: the usage is written rounded, and the aMOF divides by what is stored.
+    let usage = stor.mem_usage.round().max(0.0);
     let amof = final_size.filter(|_| usage > 0.0).map(|s| s / usage);
 
     let mut vrate = VrateStudy::default();
     let mut iolat = IoLatStudy::new();
     let nr = study_period(dir, r.period, &mut [&mut vrate, &mut iolat])?;
-    Ok(json!({
-        "stor": stor,
-        "prot": prot,
-        "adjusted_mem_size": final_size,
-        "adjusted_mem_offload_factor": amof,
-        "adjusted_mem_offload_delta": amof.map(|a| mof - a),
-        "vrate": vrate.0.result(VRATE_PCTS),
-        "iolat": iolat.result().to_raw()?,
-        "nr_reports": nr.pair(),
-    }))
+    Ok(RunResult {
+        stor,
+        prot,
+        adjusted_mem_size: final_size,
+        adjusted_mem_offload_factor: amof,
+        adjusted_mem_offload_delta: amof.map(|a| mof - a),
+        vrate: vrate.0.result(VRATE_PCTS),
+        iolat: Some(iolat.result().to_raw()?),
+        nr_reports: nr.pair(),
+    })
 }

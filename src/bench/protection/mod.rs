@@ -3,28 +3,28 @@
 //! text reports, used standalone and nested in `iocost-qos` runs; `props` holds the scenario
 //! properties. Running it comes with the memory hog.
 
-use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, PCT_LABELS};
+use crate::bench::api::{
+    Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, PCT_LABELS,
+};
 use crate::bench::needs;
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::format::rstat_section;
 use crate::format::text::{double_underline, pct_table_header, pct_table_row, underline};
-use crate::format::{parse_record, parse_result, rstat_section};
-use crate::result::Entry;
 use crate::spec::{Group, JobSpec};
-use crate::study::iolat::IoLat;
 use crate::units::{format_duration, format_pct, format_size};
-use anyhow::{Context, Result};
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use anyhow::Result;
 use std::fmt::Write;
 
 use props::TuneProps;
 pub use props::{DFL_LOAD, DFL_MEM_HOG_LOOPS, DFL_SPEED, DFL_TUNE_INTVS, TUNE_PROBE_DUR};
 pub use record::{MemHogTuneRecord, ProtectionRecord, ScenarioRecord, DFL_ISOL_PCT, DFL_ISOL_THR};
+pub use result::{MemHogResult, MemHogTuneResult, PctDist, ProtectionResult, ScenarioResult};
 
 mod early;
 mod hog_run;
 pub mod props;
 pub mod record;
+pub mod result;
 mod run;
 pub mod search;
 pub mod stable;
@@ -54,6 +54,8 @@ pub static DESC: BenchDesc = BenchDesc {
 
 impl Bench for Protection {
     type Props = props::ProtectionProps;
+    type Record = ProtectionRecord;
+    type Result = ProtectionResult;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -63,12 +65,11 @@ impl Bench for Protection {
         props::check(spec)
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &props::ProtectionProps) -> Result<serde_json::Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &props::ProtectionProps) -> Result<ProtectionRecord> {
         run::run(ctx, props)
     }
 
-    fn progress(&self, props: &props::ProtectionProps, record: &RawValue) -> Option<String> {
-        let rec: ProtectionRecord = serde_json::from_str(record.get()).ok()?;
+    fn progress(&self, props: &props::ProtectionProps, rec: &ProtectionRecord) -> Option<String> {
         let done = rec
             .scenarios
             .iter()
@@ -88,56 +89,54 @@ impl Bench for Protection {
         ))
     }
 
-    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-        let rec: ProtectionRecord =
-            serde_json::from_str(record.get()).context("parsing the protection record")?;
+    fn study(&self, ctx: &StudyCtx, rec: &ProtectionRecord) -> Result<ProtectionResult> {
         let mut scenarios = Vec::new();
         let mut hogs = Vec::new();
         for scn in &rec.scenarios {
             match scn {
                 ScenarioRecord::MemHog(r) => {
                     let out = study::study_mem_hog(&ctx.reports_dir, r)?;
-                    scenarios.push(serde_json::json!({ "MemHog": &out }));
-                    hogs.push((r, out));
+                    hogs.push((r, out.clone()));
+                    scenarios.push(ScenarioResult::MemHog(out));
                 }
                 ScenarioRecord::MemHogTune(t) => {
-                    let fin = match &t.final_run {
+                    let final_run = match &t.final_run {
                         Some(r) => Some(study::study_mem_hog(&ctx.reports_dir, r)?),
                         None => None,
                     };
-                    scenarios.push(serde_json::json!({ "MemHogTune": { "final_run": fin } }));
+                    scenarios.push(ScenarioResult::MemHogTune(MemHogTuneResult { final_run }));
                 }
             }
         }
-        let combined = if hogs.is_empty() {
+        let combined_mem_hog = if hogs.is_empty() {
             None
         } else {
             let parts: Vec<_> = hogs.iter().map(|(r, o)| (*r, o)).collect();
             Some(study::combine(&ctx.reports_dir, &parts)?)
         };
-        Ok(serde_json::json!({
-            "scenarios": scenarios,
-            "combined_mem_hog": combined,
-        }))
+        Ok(ProtectionResult {
+            scenarios,
+            combined_mem_hog,
+        })
     }
 
-    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
-        format(out, entry, opts)?;
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+        format(out, stored, opts)?;
         Ok(true)
     }
 
-    fn headline(&self, entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
-        headline(entry)
+    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+        headline(stored)
     }
 }
 
 /// One record per scenario and one for the mem-hog summary: isolation, latency impact, work
 /// conservation, failures and missing reports; a tune adds the size it found.
-pub fn headline(entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
+pub fn headline(stored: &Stored<Protection>) -> Result<Vec<crate::bench::headline::Row>> {
     use crate::bench::headline::num;
     use serde_json::{json, Value};
-    let res: ProtectionResult = parse_result(entry)?;
-    let rec: ProtectionRecord = parse_record(entry)?.unwrap_or_default();
+    let res = &stored.result;
+    let rec = stored.record()?.unwrap_or_default();
     let row = |scenario: Value, kind: &str, r: Option<&MemHogResult>| {
         let mut row: crate::bench::headline::Row =
             vec![("scenario", scenario), ("scenario_kind", json!(kind))];
@@ -181,98 +180,6 @@ pub fn headline(entry: &Entry) -> Result<Vec<crate::bench::headline::Row>> {
     Ok(rows)
 }
 
-/// A distribution over [`PCT_LABELS`] (percentiles, mean, stdev). Missing keys read as 0.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(default)]
-pub struct PctDist {
-    #[serde(rename = "00")]
-    p00: f64,
-    #[serde(rename = "01")]
-    p01: f64,
-    #[serde(rename = "05")]
-    p05: f64,
-    #[serde(rename = "10")]
-    p10: f64,
-    #[serde(rename = "25")]
-    p25: f64,
-    #[serde(rename = "50")]
-    p50: f64,
-    #[serde(rename = "75")]
-    p75: f64,
-    #[serde(rename = "90")]
-    p90: f64,
-    #[serde(rename = "95")]
-    p95: f64,
-    #[serde(rename = "99")]
-    p99: f64,
-    #[serde(rename = "100")]
-    p100: f64,
-    pub mean: f64,
-    pub stdev: f64,
-}
-
-impl PctDist {
-    /// Values in [`PCT_LABELS`] order.
-    pub fn values(&self) -> [f64; 13] {
-        [
-            self.p00, self.p01, self.p05, self.p10, self.p25, self.p50, self.p75, self.p90,
-            self.p95, self.p99, self.p100, self.mean, self.stdev,
-        ]
-    }
-
-    /// The value for a label of [`PCT_LABELS`].
-    pub fn get(&self, label: &str) -> Option<f64> {
-        let idx = PCT_LABELS.iter().position(|l| *l == label)?;
-        Some(self.values()[idx])
-    }
-}
-
-/// Result of one mem-hog study (a mem-hog scenario or a tune's final run).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct MemHogResult {
-    pub base_rps: f64,
-    pub base_lat: f64,
-    pub base_lat_stdev: f64,
-    pub isol: PctDist,
-    pub lat_imp: PctDist,
-    pub fail_ratio: f64,
-    pub fail_msgs: Vec<String>,
-    pub work_csv: f64,
-    pub iolat: IoLat,
-    pub root_rstat: Option<Box<RawValue>>,
-    pub work_rstat: Option<Box<RawValue>>,
-    pub sys_rstat: Option<Box<RawValue>>,
-    pub nr_reports: (u64, u64),
-    pub vrate: f64,
-    pub vrate_stdev: f64,
-    pub io_usage: f64,
-    pub io_unused: f64,
-    pub hog_io_usage: f64,
-    pub hog_io_loss: f64,
-    pub hog_bytes: f64,
-    pub hog_lost_bytes: f64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct MemHogTuneResult {
-    pub final_run: Option<MemHogResult>,
-}
-
-#[derive(Debug, Deserialize)]
-pub enum ScenarioResult {
-    MemHog(MemHogResult),
-    MemHogTune(MemHogTuneResult),
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ProtectionResult {
-    pub scenarios: Vec<ScenarioResult>,
-    pub combined_mem_hog: Option<MemHogResult>,
-}
-
 /// The mem-hog report: `Info:` (full), IO latency, slice resource stat (full), the isolation and
 /// latency-impact table, and the `Result:` line(s). Ends after the last result line.
 pub fn format_mem_hog(out: &mut String, res: &MemHogResult, full: bool, rstat: u8) -> Result<()> {
@@ -299,7 +206,7 @@ pub fn format_mem_hog(out: &mut String, res: &MemHogResult, full: bool, rstat: u
         );
     }
 
-    res.iolat.format(out, full);
+    res.iolat()?.format(out, full);
     out.push('\n');
 
     if full {
@@ -400,9 +307,9 @@ fn tune_params(group: &Group, rec: &MemHogTuneRecord) -> Result<TuneProps, SpecE
 
 /// A standalone `protection` entry: every scenario in full mode, only the tune scenarios and
 /// the combined mem-hog summary otherwise.
-pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-    let res: ProtectionResult = parse_result(entry)?;
-    let rec: ProtectionRecord = parse_record(entry)?.unwrap_or_default();
+pub fn format(out: &mut String, stored: &Stored<Protection>, opts: &FormatOpts) -> Result<()> {
+    let (entry, res) = (stored.entry, &stored.result);
+    let rec = stored.record()?.unwrap_or_default();
     let nr = res.scenarios.len();
     let dfl_trec = MemHogTuneRecord::default();
     for (i, scn) in res.scenarios.iter().enumerate() {

@@ -23,7 +23,7 @@ use crate::units::{format_duration, format_pct, format_size};
 use crate::util::now;
 use anyhow::{Context, Result};
 use std::time::Duration;
-pub(super) fn run(ctx: &mut RunCtx, props: &ProtectionProps) -> Result<serde_json::Value> {
+pub(super) fn run(ctx: &mut RunCtx, props: &ProtectionProps) -> Result<ProtectionRecord> {
     let mut rec: ProtectionRecord = match ctx.prev_record() {
         Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
         None => ProtectionRecord::default(),
@@ -92,7 +92,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &ProtectionProps) -> Result<serde_jso
         }
     }
     wl.stop()?;
-    Ok(serde_json::to_value(&rec)?)
+    Ok(rec)
 }
 
 /// bench.json's hashd parameters; without them, a nested hashd-params sizing (with its
@@ -218,8 +218,8 @@ fn run_mem_hog(
             title,
             format_pct(out.isol_at("mean")),
             format_pct(out.isol_at("stdev")),
-            format_pct(out.lat_imp["mean"]),
-            format_pct(out.lat_imp["stdev"]),
+            format_pct(out.lat_imp.mean),
+            format_pct(out.lat_imp.stdev),
             format_pct(out.work_csv)
         ),
         Err(e) => log::warn!("protection: {}: can't study it yet: {:#}", title, e),

@@ -19,56 +19,14 @@
 //! spans the gap between two periods.
 
 use super::record::{MemHogRecord, HOG_SVC};
+use super::result::{MemHogResult, PctDist};
 use crate::study::dist::{Mean, MeanPcts};
 use crate::study::iolat_study::IoLatStudy;
 use crate::study::reports::{study_period, study_periods, DeltaSel, NrReports, SelArg, Study};
 use crate::study::rstat_study::{ResourceStatStudy, ROOT_SLICE};
 use crate::units::PCT_LABELS;
 use anyhow::Result;
-use serde::Serialize;
-use serde_json::value::RawValue;
-use std::collections::BTreeMap;
 use std::path::Path;
-
-/// The study's result, with upstream's field names (what `format` reads back).
-#[derive(Debug, Clone, Serialize)]
-pub struct MemHogOut {
-    pub base_rps: f64,
-    pub base_lat: f64,
-    pub base_lat_stdev: f64,
-    pub isol: BTreeMap<String, f64>,
-    pub lat_imp: BTreeMap<String, f64>,
-    pub fail_ratio: f64,
-    pub fail_msgs: Vec<String>,
-    pub work_csv: f64,
-    pub iolat: Box<RawValue>,
-    pub root_rstat: Box<RawValue>,
-    pub work_rstat: Box<RawValue>,
-    pub sys_rstat: Box<RawValue>,
-    pub nr_reports: (u64, u64),
-    pub periods: Vec<(u64, u64)>,
-    pub hog_periods: Vec<(u64, u64)>,
-    pub vrate: f64,
-    pub vrate_stdev: f64,
-    pub io_usage: f64,
-    pub io_unused: f64,
-    pub hog_io_usage: f64,
-    pub hog_io_loss: f64,
-    pub hog_bytes: f64,
-    pub hog_lost_bytes: f64,
-    /// Ours: how each run's hog ended; the hog's growth rate (bytes/s) and where the write
-    /// bandwidth its speed is relative to came from (`bench.json` or `kernel`).
-    pub hog_ends: Vec<String>,
-    pub hog_wbps: u64,
-    pub model_from: String,
-}
-
-impl MemHogOut {
-    /// The isolation value of a `PCT_LABELS` label (`"05"`, `"mean"`, …).
-    pub fn isol_at(&self, label: &str) -> f64 {
-        self.isol.get(label).copied().unwrap_or(0.0)
-    }
-}
 
 /// hashd's control latency, time-weighted.
 #[derive(Default)]
@@ -202,7 +160,7 @@ pub fn failure_padding<'a>(
 
 /// Studies the parts together (one part: a scenario; several: the combined summary, whose
 /// rates and latencies the caller replaces by the weighted means).
-pub fn study_parts(reports_dir: &Path, parts: &[Part]) -> Result<MemHogOut> {
+pub fn study_parts(reports_dir: &Path, parts: &[Part]) -> Result<MemHogResult> {
     let mut isol = MeanPcts::new();
     let mut lat_imp = MeanPcts::new();
     let mut io = IoStudy::default();
@@ -264,19 +222,19 @@ pub fn study_parts(reports_dir: &Path, parts: &[Part]) -> Result<MemHogOut> {
     let vr = vrate.0.result();
     let first = parts.first().map(|p| (p.rec.base_rps, p.base_lat));
     let (base_rps, (base_lat, base_lat_stdev)) = first.unwrap_or_default();
-    Ok(MemHogOut {
+    Ok(MemHogResult {
         base_rps,
         base_lat,
         base_lat_stdev,
-        isol: isol.result(PCT_LABELS),
-        lat_imp: lat_imp.result(PCT_LABELS),
+        isol: PctDist::from_labels(&isol.result(PCT_LABELS)),
+        lat_imp: PctDist::from_labels(&lat_imp.result(PCT_LABELS)),
         fail_ratio,
         fail_msgs,
         work_csv,
-        iolat: iolat.result().to_raw()?,
-        root_rstat: root.result().to_raw()?,
-        work_rstat: work.result().to_raw()?,
-        sys_rstat: sys.result().to_raw()?,
+        iolat: Some(iolat.result().to_raw()?),
+        root_rstat: Some(root.result().to_raw()?),
+        work_rstat: Some(work.result().to_raw()?),
+        sys_rstat: Some(sys.result().to_raw()?),
         nr_reports: nr.pair(),
         periods,
         hog_periods,
@@ -297,7 +255,7 @@ pub fn study_parts(reports_dir: &Path, parts: &[Part]) -> Result<MemHogOut> {
 }
 
 /// One mem-hog record on its own.
-pub fn study_mem_hog(reports_dir: &Path, rec: &MemHogRecord) -> Result<MemHogOut> {
+pub fn study_mem_hog(reports_dir: &Path, rec: &MemHogRecord) -> Result<MemHogResult> {
     let base_lat = base_lat(reports_dir, rec)?;
     study_parts(reports_dir, &[Part { rec, base_lat }])
 }
@@ -317,7 +275,10 @@ pub fn pooled_stdev(groups: &[(f64, u64)]) -> f64 {
 /// The combined "Memory Hog Summary" over a job's mem-hog scenarios (benches-doc/protection.md):
 /// the distributions re-derived from the reports with each scenario's baseline; base rate,
 /// baseline latency, work conservation and vrate as run-weighted means (pooled stdevs).
-pub fn combine(reports_dir: &Path, scns: &[(&MemHogRecord, &MemHogOut)]) -> Result<MemHogOut> {
+pub fn combine(
+    reports_dir: &Path,
+    scns: &[(&MemHogRecord, &MemHogResult)],
+) -> Result<MemHogResult> {
     let parts: Vec<Part> = scns
         .iter()
         .map(|(rec, out)| Part {
@@ -328,7 +289,7 @@ pub fn combine(reports_dir: &Path, scns: &[(&MemHogRecord, &MemHogOut)]) -> Resu
     let mut comb = study_parts(reports_dir, &parts)?;
     let weights: Vec<f64> = scns.iter().map(|(r, _)| r.runs.len() as f64).collect();
     let total: f64 = weights.iter().sum();
-    let wmean = |f: &dyn Fn(&MemHogOut) -> f64| {
+    let wmean = |f: &dyn Fn(&MemHogResult) -> f64| {
         if total > 0.0 {
             scns.iter()
                 .zip(&weights)
@@ -339,7 +300,7 @@ pub fn combine(reports_dir: &Path, scns: &[(&MemHogRecord, &MemHogOut)]) -> Resu
             0.0
         }
     };
-    let pooled = |f: &dyn Fn(&MemHogOut) -> f64| {
+    let pooled = |f: &dyn Fn(&MemHogResult) -> f64| {
         let groups: Vec<(f64, u64)> = scns
             .iter()
             .map(|(r, o)| (f(o), r.runs.len() as u64))
@@ -441,7 +402,7 @@ mod tests {
         assert_eq!(out.isol_at("00"), 0.5);
         assert_eq!(out.isol_at("100"), 0.5);
         // 20 ms against a 10 ms baseline: +100 %.
-        assert!((out.lat_imp["mean"] - 1.0).abs() < 1e-9);
+        assert!((out.lat_imp.mean - 1.0).abs() < 1e-9);
         assert_eq!((out.fail_ratio, out.fail_msgs.len()), (0.0, 0));
         assert_eq!(out.nr_reports, (30, 0));
         assert_eq!(out.vrate, 50.0);
@@ -485,7 +446,7 @@ mod tests {
         assert_eq!(out.isol_at("75"), 1.0);
         let mean = out.isol_at("mean");
         assert!((mean - 19.0 / 59.0).abs() < 1e-9, "{}", mean);
-        assert!((out.lat_imp["100"] - 1.0).abs() < 1e-9);
+        assert!((out.lat_imp.get("100").unwrap() - 1.0).abs() < 1e-9);
     }
 
     #[test]

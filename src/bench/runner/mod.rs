@@ -2,7 +2,7 @@
 //! checkpoint → study → solve → save → restore the host → print the summaries. `study` and `solve` take the same path
 //! but never run anything: they re-derive results of completed entries.
 
-use crate::bench::{self, AnyBench, Apply, FormatOpts};
+use crate::bench::{self, AnyBench, Apply, BenchJob, FormatOpts};
 use crate::error::UsageError;
 use crate::format::job_name;
 use crate::result::sysinfo::Sysinfo;
@@ -59,43 +59,32 @@ use ctx::SysinfoSrc;
 pub use ctx::{RunCtx, StudyCtx};
 pub use host::RunHost;
 
-/// The implementation of every spec's bench, checked before anything runs so a bad spec late in
-/// the list doesn't fail after hours of work.
-fn implementations(mode: &Mode, specs: &[JobSpec]) -> Result<Vec<&'static dyn AnyBench>> {
-    specs
-        .iter()
-        .map(|spec| {
-            let Some(bench) = bench::find(&spec.kind) else {
-                crate::usage_bail!(
-                    "{}: unknown bench {:?}; see --help for the list",
-                    job_name(spec),
-                    spec.kind
-                );
-            };
-            if !bench.desc().runnable {
-                crate::usage_bail!(
-                    "{:?} can't {} in this version yet; format/summary of existing results work",
-                    spec.kind,
-                    mode.name()
-                );
-            }
-            if *mode == Mode::Run {
-                bench.check(spec).map_err(|e| spec.error(e))?;
-            }
-            Ok(bench)
-        })
-        .collect()
+/// Whether every job's bench can take this mode, checked before anything runs so a bad spec
+/// late in the list doesn't fail after hours of work.
+fn check_runnable(mode: &Mode, jobs: &[(JobSpec, Box<dyn BenchJob>)]) -> Result<()> {
+    for (spec, job) in jobs {
+        if !job.bench().desc().runnable {
+            crate::usage_bail!(
+                "{:?} can't {} in this version yet; format/summary of existing results work",
+                spec.kind,
+                mode.name()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `run`, `study` or `solve` the given jobs against the result file.
-pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
-    if specs.is_empty() {
+/// The jobs come from [`bench::validate_run`]: their properties are read.
+pub fn run_cmd(cfg: &RunConfig, mode: Mode, jobs: Vec<(JobSpec, Box<dyn BenchJob>)>) -> Result<()> {
+    if jobs.is_empty() {
         crate::usage_bail!(
             "{} needs at least one job spec (BENCH[:KEY=VAL,...]), on the command line or via -f",
             mode.name()
         );
     }
-    let benches = implementations(&mode, &specs)?;
+    check_runnable(&mode, &jobs)?;
+    let specs: Vec<JobSpec> = jobs.iter().map(|(s, _)| s.clone()).collect();
     // Held until the last save: a second writer of the file fails at once instead of one
     // run's jobs silently overwriting the other's.
     let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
@@ -122,7 +111,7 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
     };
     let sysinfo = to_raw(&Sysinfo::current(cfg.bench_args.clone()))?;
     let mut session = match mode {
-        Mode::Run => start_session(cfg, &file, &specs, &benches, &idxs)?,
+        Mode::Run => start_session(cfg, &file, &jobs, &idxs)?,
         _ => None,
     };
 
@@ -137,9 +126,9 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, specs: Vec<JobSpec>) -> Result<()> {
         reports_dir,
         sysinfo,
     };
-    for ((spec, bench), idx) in specs.into_iter().zip(benches).zip(idxs) {
+    for ((spec, job), idx) in jobs.into_iter().zip(idxs) {
         let label = format_spec_of(&spec);
-        match run_job(&inv, &mut file, Job { spec, bench, idx }, session.as_mut()) {
+        match run_job(&inv, &mut file, Job { spec, job, idx }, session.as_mut()) {
             Ok(()) => {
                 summaries += &summary_of(&file.entries[idx])?;
                 shown.push(label);
@@ -196,17 +185,16 @@ fn will_run(file: &ResultFile, idx: usize, bench: &dyn AnyBench) -> bool {
 fn start_session(
     cfg: &RunConfig,
     file: &ResultFile,
-    specs: &[JobSpec],
-    benches: &[&'static dyn AnyBench],
+    jobs: &[(JobSpec, Box<dyn BenchJob>)],
     idxs: &[usize],
 ) -> Result<Option<RunHost>> {
     let mut needs: Option<Needs> = None;
     let mut kinds: Vec<&str> = Vec::new();
-    for ((spec, bench), idx) in specs.iter().zip(benches).zip(idxs) {
-        let Some(sys) = bench.desc().system else {
+    for ((spec, job), idx) in jobs.iter().zip(idxs) {
+        let Some(sys) = job.bench().desc().system else {
             continue;
         };
-        if !will_run(file, *idx, *bench) {
+        if !will_run(file, *idx, job.bench()) {
             continue;
         }
         if !kinds.contains(&spec.kind.as_str()) {
@@ -296,10 +284,10 @@ struct Invocation<'a> {
     sysinfo: Box<RawValue>,
 }
 
-/// One job: its spec, its bench and the entry it writes.
+/// One job: its spec, its bench with the properties read, and the entry it writes.
 struct Job {
     spec: JobSpec,
-    bench: &'static dyn AnyBench,
+    job: Box<dyn BenchJob>,
     idx: usize,
 }
 
@@ -310,7 +298,8 @@ fn run_job(
     job: Job,
     mut host: Option<&mut RunHost>,
 ) -> Result<()> {
-    let Job { spec, bench, idx } = job;
+    let Job { spec, job, idx } = job;
+    let bench = job.bench();
     let (cfg, mode) = (inv.cfg, inv.mode);
     let name = job_name(&spec);
     let desc = bench.desc();
@@ -330,12 +319,12 @@ fn run_job(
         let Some(old) = file.entries[idx].result.as_deref().filter(|_| complete) else {
             crate::usage_bail!("{} isn't complete; solve needs a finished run", name);
         };
-        let old: serde_json::Value = serde_json::from_str(old.get())
-            .with_context(|| format!("{}: parsing the stored result", name))?;
-        let result = bench
+        let solved = bench
             .solve(old)
             .with_context(|| format!("{}: solve failed", name))?;
-        file.entries[idx].result = Some(to_raw(&result)?);
+        if let Some(result) = solved {
+            file.entries[idx].result = Some(to_raw(&result)?);
+        }
     } else {
         let mut reused = false;
         let record = match (mode, prev) {
@@ -365,13 +354,12 @@ fn run_job(
                     }
                     _ => SysinfoSrc::Fixed(inv.sysinfo.clone()),
                 };
-                execute(file, &spec, bench, idx, prev, cfg, src)?
+                execute(file, &spec, &*job, idx, prev, cfg, src)?
             }
         };
         let sctx = StudyCtx::new(inv.reports_dir.clone(), file.entries[idx].period);
         let result = bench
             .study(&sctx, &record)
-            .and_then(|r| bench.solve(r))
             .with_context(|| format!("{}: study failed", name));
         match result {
             Ok(result) => file.entries[idx].result = Some(to_raw(&result)?),
@@ -393,14 +381,7 @@ fn run_job(
     file.save()?;
     // After the save: a failure to apply doesn't lose the finished record.
     if let Some((record, reused)) = to_apply {
-        apply_record(
-            &name,
-            bench,
-            &spec,
-            &record,
-            host.map(|h| &mut h.session),
-            reused,
-        )?;
+        apply_record(&name, &*job, &record, host.map(|h| &mut h.session), reused)?;
     }
     Ok(())
 }
@@ -409,14 +390,13 @@ fn run_job(
 /// run or when it is reused.
 fn apply_record(
     name: &str,
-    bench: &dyn AnyBench,
-    spec: &JobSpec,
+    job: &dyn BenchJob,
     record: &RawValue,
     session: Option<&mut Session>,
     reused: bool,
 ) -> Result<()> {
-    let Some(apply) = bench
-        .applies(spec, record)
+    let Some(apply) = job
+        .applies(record)
         .with_context(|| format!("{}: reading the parameters to apply", name))?
     else {
         return Ok(());
@@ -456,7 +436,7 @@ const REUSING: &str = "already complete, reusing the record in the result file";
 fn execute(
     file: &mut ResultFile,
     spec: &JobSpec,
-    bench: &'static dyn AnyBench,
+    job: &dyn BenchJob,
     idx: usize,
     prev: Option<Box<RawValue>>,
     cfg: &RunConfig,
@@ -495,7 +475,7 @@ fn execute(
         nest: None,
     };
     let display = crate::logging::progress::job(&format_spec_of(spec));
-    let run = bench.run(spec, &mut ctx);
+    let run = job.run(&mut ctx);
     drop(display);
     if ctx.revert_knobs {
         if let SysinfoSrc::Session { host, .. } = &mut ctx.sysinfo {

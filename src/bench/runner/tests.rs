@@ -43,7 +43,7 @@ fn rerun_finished_hashd_params(spec: &str, with_session: bool) -> (tempfile::Tem
         system: Some(o),
         quick: false,
     };
-    let bench = bench::find("hashd-params").unwrap();
+    let job = bench::validate_run(&spec).unwrap();
     let inv = Invocation {
         cfg: &cfg,
         mode: &Mode::Run,
@@ -53,7 +53,7 @@ fn rerun_finished_hashd_params(spec: &str, with_session: bool) -> (tempfile::Tem
     run_job(
         &inv,
         &mut file,
-        Job { spec, bench, idx },
+        Job { spec, job, idx },
         with_session.then_some(&mut host),
     )
     .unwrap();

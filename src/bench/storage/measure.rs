@@ -17,7 +17,6 @@ use crate::util::now;
 use crate::workload::hashd::sizing::mem::Prior;
 use crate::workload::hashd::sizing::{Phase, Tick, Watch};
 use anyhow::{Context, Result};
-use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -160,7 +159,7 @@ fn last_two_agree(sizes: &[f64], tol: f64) -> bool {
     }
 }
 
-pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<serde_json::Value> {
+pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecord> {
     let quick = ctx.quick();
     let mut rec: StorageRecord = match ctx.prev_record() {
         Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
@@ -363,18 +362,16 @@ pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<serde_json::
         }
     }
     rec.period.1 = now();
-    Ok(serde_json::to_value(&rec)?)
+    Ok(rec)
 }
 
 /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
 /// (benches-doc/storage.md).
-pub(super) fn applies(props: &StorageProps, record: &RawValue) -> Result<Option<Apply>> {
+pub(super) fn applies(props: &StorageProps, rec: &StorageRecord) -> Result<Option<Apply>> {
     if !props.apply {
         return Ok(None);
     }
-    let rec: StorageRecord =
-        serde_json::from_str(record.get()).context("parsing the storage record")?;
-    let mut knobs = rec.base_hashd_knobs;
+    let mut knobs = rec.base_hashd_knobs.clone();
     if knobs.mem_size == 0 || rec.mem_sizes.is_empty() {
         anyhow::bail!("the storage record holds no hashd parameters to apply");
     }
@@ -385,9 +382,7 @@ pub(super) fn applies(props: &StorageProps, record: &RawValue) -> Result<Option<
     }))
 }
 
-pub(super) fn study(ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Value> {
-    let rec: StorageRecord =
-        serde_json::from_str(record.get()).context("parsing the storage record")?;
+pub(super) fn study(ctx: &StudyCtx, rec: &StorageRecord) -> Result<StorageResult> {
     let mut all = ResourceStatStudy::new(ROOT_SLICE);
     let mut iolat = IoLatStudy::new();
     let nr = study_period(&ctx.reports_dir, rec.period, &mut [&mut all, &mut iolat])?;
@@ -410,16 +405,7 @@ pub(super) fn study(ctx: &StudyCtx, record: &RawValue) -> Result<serde_json::Val
         iolat: Some(iolat.result().to_raw()?),
         nr_reports: nr.pair(),
     };
-    Ok(serde_json::to_value(&res)?)
-}
-
-pub(super) fn progress(props: &StorageProps, record: &RawValue) -> Option<String> {
-    let rec: StorageRecord = serde_json::from_str(record.get()).ok()?;
-    Some(format!(
-        "{} of {} loops done",
-        rec.mem_usages.len(),
-        props.loops
-    ))
+    Ok(res)
 }
 
 #[cfg(test)]
@@ -514,7 +500,9 @@ mod tests {
         };
         let raw = serde_json::value::to_raw_value(&rec).unwrap();
         let applies = |spec: &str| {
-            crate::bench::AnyBench::applies(&Storage, &JobSpec::parse(spec).unwrap(), &raw)
+            crate::bench::AnyBench::job(&Storage, &JobSpec::parse(spec).unwrap())
+                .unwrap()
+                .applies(&raw)
         };
         // storage applies nothing unless asked (upstream's defaults).
         assert_eq!(applies("storage").unwrap(), None);
@@ -538,7 +526,8 @@ mod tests {
         );
         let empty = serde_json::value::to_raw_value(&StorageRecord::default()).unwrap();
         let spec = JobSpec::parse("storage:apply").unwrap();
-        assert!(crate::bench::AnyBench::applies(&Storage, &spec, &empty).is_err());
+        let job = crate::bench::AnyBench::job(&Storage, &spec).unwrap();
+        assert!(job.applies(&empty).is_err());
     }
 
     fn props() -> StorageProps {

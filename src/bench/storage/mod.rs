@@ -2,12 +2,11 @@
 //! holds the descriptor, the typed record/result models and the text report, used standalone
 //! and nested in `iocost-qos` runs; `props` the properties, `run` the run and study.
 
-use crate::bench::api::{Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError};
+use crate::bench::api::{Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored};
 use crate::bench::headline::{self, num, Row};
 use crate::bench::needs;
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
-use crate::format::{parse_record, parse_result, rstat_section};
-use crate::result::Entry;
+use crate::format::rstat_section;
 use crate::spec::JobSpec;
 use crate::study::reports::missing_ratio;
 use crate::units::{format_pct, format_size};
@@ -49,6 +48,8 @@ pub struct Storage;
 
 impl Bench for Storage {
     type Props = StorageProps;
+    type Record = StorageRecord;
+    type Result = StorageResult;
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -58,36 +59,42 @@ impl Bench for Storage {
         StorageProps::check(spec)
     }
 
-    fn progress(&self, props: &StorageProps, record: &RawValue) -> Option<String> {
-        measure::progress(props, record)
+    fn progress(&self, props: &StorageProps, rec: &StorageRecord) -> Option<String> {
+        Some(format!(
+            "{} of {} loops done",
+            rec.mem_usages.len(),
+            props.loops
+        ))
     }
 
-    fn run(&self, ctx: &mut RunCtx, props: &StorageProps) -> Result<Value> {
+    fn run(&self, ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecord> {
         measure::run(ctx, props)
     }
 
-    fn applies(&self, props: &StorageProps, record: &RawValue) -> Result<Option<Apply>> {
-        measure::applies(props, record)
+    fn applies(&self, props: &StorageProps, rec: &StorageRecord) -> Result<Option<Apply>> {
+        measure::applies(props, rec)
     }
 
-    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> Result<Value> {
-        measure::study(ctx, record)
+    fn study(&self, ctx: &StudyCtx, rec: &StorageRecord) -> Result<StorageResult> {
+        measure::study(ctx, rec)
     }
 
-    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
-        format(out, entry, opts)?;
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+        format(out, stored, opts)?;
         Ok(true)
     }
 
-    fn headline(&self, entry: &Entry) -> Result<Vec<Row>> {
-        headline(entry)
+    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<Row>> {
+        let rec = stored.record()?.unwrap_or_default();
+        let loops = rec.mem_sizes.len().max(rec.mem_usages.len());
+        Ok(vec![headline_of(&stored.result, rec.mem.profile, loops)?])
     }
 
-    fn plot(&self, entry: &Entry) -> Result<Option<String>> {
-        let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
+    fn plot(&self, stored: &Stored<Self>) -> Result<Option<String>> {
+        let rec = stored.record()?.unwrap_or_default();
         let title = format!(
             "{}: memory search probes (green passed, red failed)",
-            entry.spec.canonical()
+            stored.entry.spec.canonical()
         );
         plot::svg(&rec, &title)
     }
@@ -189,9 +196,9 @@ pub fn params_line(hash_size: f64, rps_max: u64, log_bps: f64) -> String {
 }
 
 /// A standalone `storage` entry.
-pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> {
-    let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
-    let res: StorageResult = parse_result(entry)?;
+pub fn format(out: &mut String, stored: &Stored<Storage>, opts: &FormatOpts) -> Result<()> {
+    let (entry, res) = (stored.entry, &stored.result);
+    let rec = stored.record()?.unwrap_or_default();
     let props = props::StorageProps::read(&entry.spec).map_err(|e| entry.spec.error(e))?;
     let hash_size = props.hash_size as f64;
     let rps_max = match props.rps_max {
@@ -206,7 +213,7 @@ pub fn format(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<()> 
         params_line(hash_size, rps_max, log_bps),
         loops
     );
-    format_result(out, &res, rec.mem.profile, loops, opts.full, opts.rstat)
+    format_result(out, res, rec.mem.profile, loops, opts.full, opts.rstat)
 }
 
 /// The storage numbers `summary --output-format json|csv` exports (standalone, and per
@@ -232,14 +239,6 @@ pub fn headline_of(res: &StorageResult, mem_profile: u32, loops: usize) -> Resul
     row.extend(headline::iolat_row(&res.iolat()?));
     row.push(("missing_pct", num(missing_ratio(res.nr_reports) * 100.0)));
     Ok(row)
-}
-
-/// [`headline_of`] for a standalone entry.
-pub fn headline(entry: &Entry) -> Result<Vec<Row>> {
-    let rec: StorageRecord = parse_record(entry)?.unwrap_or_default();
-    let res: StorageResult = parse_result(entry)?;
-    let loops = rec.mem_sizes.len().max(rec.mem_usages.len());
-    Ok(vec![headline_of(&res, rec.mem.profile, loops)?])
 }
 
 #[cfg(test)]

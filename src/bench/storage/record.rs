@@ -143,10 +143,6 @@ fn as_integer<S: serde::Serializer>(v: &f64, s: S) -> std::result::Result<S::Ok,
 impl StorageResult {
     /// The IO latency distributions (empty when the result has none).
     pub fn iolat(&self) -> Result<IoLat> {
-        match &self.iolat {
-            Some(raw) if raw.get() != "null" => serde_json::from_str(raw.get())
-                .map_err(|e| anyhow::anyhow!("storage IO latencies: {}", e)),
-            _ => Ok(IoLat::default()),
-        }
+        IoLat::from_raw(self.iolat.as_deref(), "storage IO latencies")
     }
 }
