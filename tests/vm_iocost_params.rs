@@ -89,6 +89,7 @@ fn measure(profile: &str) -> Value {
     let text = String::from_utf8_lossy(&sum.stdout);
     assert!(text.contains("iocost model: rbps="), "{}", text);
     assert!(text.contains("iocost QoS: rpct="), "{}", text);
+    common::keep_result(&result, &format!("iocost-params-{}", profile));
     e
 }
 

@@ -53,8 +53,12 @@ fn vm_iocost_qos_and_protection() {
             "__vm-scenario",
             "iocost-qos",
         ]);
+        if common::keeping() {
+            c.args(["--keep", "vm-results"]);
+        }
         c
     });
+    common::keep_result(&cwd.path().join("vm-results/iocost-qos.json"), "iocost-qos");
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
     let _ = std::fs::write(target.join("vm-iocost-qos.log"), &out.stderr);
     let _ = std::fs::write(target.join("vm-iocost-qos.json"), &out.stdout);

@@ -207,4 +207,5 @@ fn vm_storage_resume_and_reuse() {
     );
     eprintln!("{}", report);
     save(&report);
+    common::keep_result(&result, "storage");
 }

@@ -182,6 +182,11 @@ pub struct ScenarioArgs {
     /// see what a busier guest does to the emulated device
     #[arg(long = "busy", default_value = "0")]
     pub busy: f64,
+    /// When the scenario is done, copy WORK/result.json and WORK/report.d to DIR/NAME.json and
+    /// DIR/NAME-report.d (DIR relative to the working directory, which the host shares), to
+    /// compare reports across versions afterwards
+    #[arg(long = "keep", value_name = "DIR")]
+    pub keep: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

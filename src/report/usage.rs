@@ -129,27 +129,6 @@ pub fn parse_meminfo(path: &Path, text: &str) -> Result<MemTotals, KernelFileErr
     Ok(m)
 }
 
-/// Cumulative readings of one unit. Seconds for CPU time and stalls, bytes for memory and IO,
-/// microseconds of device time for io.cost usage.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct UsageReading {
-    pub cpu_busy: f64,
-    pub cpu_sys: f64,
-    /// All CPU time of the system, busy or not (the denominator of `cpu_util`).
-    pub cpu_base: f64,
-    pub mem_bytes: u64,
-    pub swap_bytes: u64,
-    pub swap_free: u64,
-    pub io_rbytes: u64,
-    pub io_wbytes: u64,
-    /// io.cost `cost.usage` (µs); 0 where iocost isn't active.
-    pub io_cost_usec: f64,
-    /// (some, full) cumulative stall seconds.
-    pub cpu_stalls: (f64, f64),
-    pub mem_stalls: (f64, f64),
-    pub io_stalls: (f64, f64),
-}
-
 /// `cur − prev` when the counter didn't go backwards.
 fn delta(cur: f64, prev: f64) -> Option<f64> {
     let d = cur - prev;
@@ -167,28 +146,11 @@ fn pressure(cur: (f64, f64), prev: (f64, f64), dur: f64) -> (f64, f64) {
     )
 }
 
-/// The report of `cur`, taken at monotonic time `at` (seconds). Rates need `prev` (reading and
-/// its time); without one, or for counters that went backwards, they are 0.
-pub fn usage_report(
-    prev: Option<(f64, &UsageReading)>,
-    at: f64,
-    cur: &UsageReading,
-) -> UsageReport {
-    let mut u = UsageReport {
-        cpu_usage: cur.cpu_busy,
-        cpu_usage_sys: cur.cpu_sys,
-        cpu_usage_base: cur.cpu_base,
-        mem_bytes: cur.mem_bytes,
-        swap_bytes: cur.swap_bytes,
-        swap_free: cur.swap_free,
-        io_rbytes: cur.io_rbytes,
-        io_wbytes: cur.io_wbytes,
-        io_usage: cur.io_cost_usec / 1e6,
-        cpu_stalls: cur.cpu_stalls,
-        mem_stalls: cur.mem_stalls,
-        io_stalls: cur.io_stalls,
-        ..Default::default()
-    };
+/// `cur`, a report of cumulative readings taken at monotonic time `at` (seconds), with its
+/// rates over the interval since `prev` (a report and its time). Without `prev`, or for
+/// counters that went backwards, they are 0.
+pub fn with_rates(prev: Option<(f64, &UsageReport)>, at: f64, cur: &UsageReport) -> UsageReport {
+    let mut u = cur.clone();
     let Some((prev_at, p)) = prev else {
         return u;
     };
@@ -196,14 +158,14 @@ pub fn usage_report(
     if dur.is_nan() || dur <= 0.0 {
         return u;
     }
-    if let Some(base) = delta(cur.cpu_base, p.cpu_base).filter(|b| *b > 0.0) {
+    if let Some(base) = delta(cur.cpu_usage_base, p.cpu_usage_base).filter(|b| *b > 0.0) {
         let frac = |c: f64, p: f64| delta(c, p).map_or(0.0, |d| (d / base).clamp(0.0, 1.0));
-        u.cpu_util = frac(cur.cpu_busy, p.cpu_busy);
-        u.cpu_sys = frac(cur.cpu_sys, p.cpu_sys);
+        u.cpu_util = frac(cur.cpu_usage, p.cpu_usage);
+        u.cpu_sys = frac(cur.cpu_usage_sys, p.cpu_usage_sys);
     }
     u.io_rbps = rate(cur.io_rbytes as f64, p.io_rbytes as f64, dur).round() as u64;
     u.io_wbps = rate(cur.io_wbytes as f64, p.io_wbytes as f64, dur).round() as u64;
-    u.io_util = rate(cur.io_cost_usec, p.io_cost_usec, dur) / 1e6;
+    u.io_util = rate(cur.io_usage, p.io_usage, dur);
     u.cpu_pressures = pressure(cur.cpu_stalls, p.cpu_stalls, dur);
     u.mem_pressures = pressure(cur.mem_stalls, p.mem_stalls, dur);
     u.io_pressures = pressure(cur.io_stalls, p.io_stalls, dur);
@@ -214,7 +176,7 @@ pub fn usage_report(
 /// unit was last read.
 #[derive(Debug, Default)]
 pub struct UsageTracker {
-    prev: BTreeMap<String, (f64, UsageReading)>,
+    prev: BTreeMap<String, (f64, UsageReport)>,
 }
 
 impl UsageTracker {
@@ -222,10 +184,11 @@ impl UsageTracker {
         Self::default()
     }
 
-    /// The report of `unit` from `reading` taken at monotonic time `at`; remembers it.
-    pub fn update(&mut self, unit: &str, at: f64, reading: UsageReading) -> UsageReport {
+    /// The report of `unit` from `reading` (its cumulative readings) taken at monotonic time
+    /// `at`, with the rates since the unit's previous reading; remembers it.
+    pub fn update(&mut self, unit: &str, at: f64, reading: UsageReport) -> UsageReport {
         let prev = self.prev.get(unit).map(|(t, r)| (*t, r));
-        let rep = usage_report(prev, at, &reading);
+        let rep = with_rates(prev, at, &reading);
         self.prev.insert(unit.to_string(), (at, reading));
         rep
     }
@@ -372,18 +335,19 @@ pub fn read_root(
     dev: Option<&str>,
     root_io: Option<&BTreeMap<String, f64>>,
     issues: &mut Vec<ReadIssue>,
-) -> UsageReading {
-    let mut r = UsageReading {
-        cpu_busy: base.cpu.busy,
-        cpu_sys: base.cpu.sys,
-        cpu_base: base.cpu.base,
+) -> UsageReport {
+    let mut r = UsageReport {
+        cpu_usage: base.cpu.busy,
+        cpu_usage_sys: base.cpu.sys,
+        cpu_usage_base: base.cpu.base,
         mem_bytes: meminfo.mem_total.saturating_sub(meminfo.mem_free),
         swap_bytes: meminfo.swap_total.saturating_sub(meminfo.swap_free),
         swap_free: base.swap_free,
-        io_cost_usec: root_io
+        io_usage: root_io
             .and_then(|kv| kv.get("cost.usage"))
             .copied()
-            .unwrap_or(0.0),
+            .unwrap_or(0.0)
+            / 1e6,
         ..Default::default()
     };
     if let Some(dev) = dev {
@@ -408,7 +372,7 @@ pub fn read_root(
     r
 }
 
-fn set_stalls(r: &mut UsageReading, kind: PressureKind, s: (f64, f64)) {
+fn set_stalls(r: &mut UsageReport, kind: PressureKind, s: (f64, f64)) {
     match kind {
         PressureKind::Cpu => r.cpu_stalls = s,
         PressureKind::Memory => r.mem_stalls = s,
@@ -450,7 +414,7 @@ pub fn read_cgroup(
     base: &SystemBase,
     dev: Option<DevNr>,
     issues: &mut Vec<ReadIssue>,
-) -> Option<UsageReading> {
+) -> Option<UsageReport> {
     let dir = cgfs.path(cg);
     let cpu_path = dir.join("cpu.stat");
     let cpu = rd.read_flat(&cpu_path).and_then(|m| {
@@ -472,10 +436,10 @@ pub fn read_cgroup(
             return None;
         }
     };
-    let mut r = UsageReading {
-        cpu_busy: usage_usec as f64 / 1e6,
-        cpu_sys: system_usec as f64 / 1e6,
-        cpu_base: base.cpu.base,
+    let mut r = UsageReport {
+        cpu_usage: usage_usec as f64 / 1e6,
+        cpu_usage_sys: system_usec as f64 / 1e6,
+        cpu_usage_base: base.cpu.base,
         ..Default::default()
     };
     let mut note = |what: &str, e: &KernelFileError| {
@@ -496,7 +460,7 @@ pub fn read_cgroup(
                     let get = |k: &str| kv.get(k).copied().unwrap_or(0.0);
                     r.io_rbytes = get("rbytes") as u64;
                     r.io_wbytes = get("wbytes") as u64;
-                    r.io_cost_usec = get("cost.usage");
+                    r.io_usage = get("cost.usage") / 1e6;
                 }
             }
             Err(e) => note("io.stat", &e),
@@ -516,15 +480,15 @@ pub fn read_cgroup(
 mod tests {
     use super::*;
 
-    fn reading(busy: f64, base: f64, rbytes: u64, stall: f64) -> UsageReading {
-        UsageReading {
-            cpu_busy: busy,
-            cpu_sys: busy / 4.0,
-            cpu_base: base,
+    fn reading(busy: f64, base: f64, rbytes: u64, stall: f64) -> UsageReport {
+        UsageReport {
+            cpu_usage: busy,
+            cpu_usage_sys: busy / 4.0,
+            cpu_usage_base: base,
             mem_bytes: 1 << 20,
             io_rbytes: rbytes,
             io_wbytes: rbytes / 2,
-            io_cost_usec: rbytes as f64,
+            io_usage: rbytes as f64 / 1e6,
             io_stalls: (stall, stall / 2.0),
             ..Default::default()
         }
@@ -534,7 +498,7 @@ mod tests {
     fn rates_come_from_two_readings() {
         let a = reading(10.0, 100.0, 1_000_000, 1.0);
         let b = reading(11.0, 102.0, 3_000_000, 1.5);
-        let u = usage_report(Some((5.0, &a)), 7.0, &b);
+        let u = with_rates(Some((5.0, &a)), 7.0, &b);
         assert_eq!(u.cpu_util, 0.5);
         assert_eq!(u.cpu_sys, 0.125);
         assert_eq!(u.io_rbps, 1_000_000);
@@ -570,7 +534,7 @@ mod tests {
     fn counters_going_backwards_give_no_rate() {
         let a = reading(50.0, 100.0, 1 << 30, 30.0);
         let b = reading(1.0, 101.0, 4096, 0.5);
-        let u = usage_report(Some((1.0, &a)), 2.0, &b);
+        let u = with_rates(Some((1.0, &a)), 2.0, &b);
         assert_eq!(u.cpu_util, 0.0);
         assert_eq!(u.cpu_sys, 0.0);
         assert_eq!((u.io_rbps, u.io_wbps), (0, 0));
@@ -580,7 +544,7 @@ mod tests {
         assert_eq!(u.io_rbytes, 4096);
         // Zero or negative intervals give no rates at all.
         let c = reading(60.0, 110.0, 1 << 31, 31.0);
-        let u = usage_report(Some((2.0, &a)), 2.0, &c);
+        let u = with_rates(Some((2.0, &a)), 2.0, &c);
         assert_eq!((u.cpu_util, u.io_rbps), (0.0, 0));
     }
 
@@ -588,7 +552,7 @@ mod tests {
     fn utilization_is_clamped() {
         let a = reading(10.0, 100.0, 0, 0.0);
         let b = reading(14.0, 101.0, 0, 3.0);
-        let u = usage_report(Some((0.0, &a)), 1.0, &b);
+        let u = with_rates(Some((0.0, &a)), 1.0, &b);
         assert_eq!(u.cpu_util, 1.0);
         assert_eq!(u.io_pressures, (1.0, 1.0));
     }

@@ -416,9 +416,33 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
             },
         )?,
     };
+    if let Some(dir) = &a.keep {
+        keep(&a.work, dir, &format!("{:?}", a.scenario).to_lowercase())?;
+    }
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;
     writeln!(out)?;
     out.flush()?;
+    Ok(())
+}
+
+/// `--keep`: the runs' result file and per-second reports, copied to `dir` as `name.json` and
+/// `name-report.d` (where `study` looks for them).
+fn keep(work: &Path, dir: &Path, name: &str) -> Result<()> {
+    let result = work.join("result.json");
+    if !result.is_file() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::copy(&result, dir.join(format!("{}.json", name)))
+        .with_context(|| format!("copying {}", result.display()))?;
+    let reports = dir.join(format!("{}-report.d", name));
+    std::fs::create_dir_all(&reports)?;
+    if let Ok(rd) = std::fs::read_dir(work.join("report.d")) {
+        for e in rd.flatten().filter(|e| e.path().is_file()) {
+            std::fs::copy(e.path(), reports.join(e.file_name()))
+                .with_context(|| format!("copying {}", e.path().display()))?;
+        }
+    }
     Ok(())
 }

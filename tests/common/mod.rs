@@ -93,3 +93,31 @@ pub fn assert_has_all(text: &str, wants: &[&str], what: &str) {
         assert!(text.contains(w), "{} lacks {:?}:\n{}", what, w, text);
     }
 }
+
+/// With RESCTL_BENCH_VM_KEEP=1, copies a VM test's result file `result` and its per-second
+/// reports (`<stem>-report.d` beside it) to `target/vm-results/NAME.json` and
+/// `NAME-report.d`, for `scripts/report-compare`; without it, does nothing.
+#[allow(dead_code)]
+pub fn keep_result(result: &std::path::Path, name: &str) {
+    if std::env::var("RESCTL_BENCH_VM_KEEP").as_deref() != Ok("1") || !result.is_file() {
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-results");
+    let reports = dir.join(format!("{}-report.d", name));
+    std::fs::create_dir_all(&reports).unwrap();
+    std::fs::copy(result, dir.join(format!("{}.json", name))).unwrap();
+    let stem = result.file_stem().unwrap().to_string_lossy().into_owned();
+    let src = result.with_file_name(format!("{}-report.d", stem));
+    for e in std::fs::read_dir(&src).into_iter().flatten().flatten() {
+        if e.path().is_file() {
+            std::fs::copy(e.path(), reports.join(e.file_name())).unwrap();
+        }
+    }
+    eprintln!("kept {} as {}", result.display(), dir.join(name).display());
+}
+
+/// Whether VM tests keep their result files (RESCTL_BENCH_VM_KEEP=1, see [`keep_result`]).
+#[allow(dead_code)]
+pub fn keeping() -> bool {
+    std::env::var("RESCTL_BENCH_VM_KEEP").as_deref() == Ok("1")
+}
