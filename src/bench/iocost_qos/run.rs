@@ -45,78 +45,15 @@ impl Base {
 pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord> {
     ctx.revert_knobs_at_end();
     let quick = ctx.quick();
-    let dir = ctx.dir().to_path_buf();
-    let base = {
-        let mut host = ctx.session().context("iocost-qos needs the host session")?;
-        let (knobs, _) =
-            crate::bench::iocost_params::ensure_model(&mut host, &dir, quick, "iocost-qos")?;
-        let profile = host
-            .mem()
-            .map(|m| m.profile)
-            .context("iocost-qos runs under the memory profile")?;
-        Base { knobs, profile }
-    };
-    let prev: Option<QosRecord> = match ctx.prev_record() {
-        Some(raw) => match serde_json::from_str(raw.get()) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                log::warn!("iocost-qos: ignoring the unreadable earlier record ({})", e);
-                None
-            }
-        },
-        None => None,
-    };
-
-    let dither_dist = match props.dither {
-        Dither::Off => None,
-        Dither::By(v) => Some(v),
-        Dither::Random => match prev.as_ref().and_then(|p| p.dither_dist) {
-            Some(d) => Some(d),
-            None => Some(plan::draw_dither(props, &mut rand::thread_rng())),
-        },
-    };
-    let cfgs = plan::configs_of(props, dither_dist);
-    let planned = plan::apply_min_perf(
-        &cfgs,
-        &base.knobs.model,
-        base.knobs.qos.min,
-        props.ignore_min_perf,
-    );
-    let params: Vec<String> = (0..planned.len())
-        .map(|i| params_text(props, i == 0, quick))
-        .collect();
-    let reuse = match plan::reuse(prev.as_ref(), &base.plan_base(), &planned, &params) {
-        Ok(r) => r,
-        Err(msg) => return Err(crate::error::UsageError::new(msg).into()),
-    };
+    let base = base_of(ctx)?;
+    let prev = prev_record(ctx);
+    let Plan {
+        dither_dist,
+        planned,
+        params,
+        reuse,
+    } = plan(props, &base, prev.as_ref(), quick)?;
     let reused = &reuse.runs;
-    for (i, p) in planned.iter().enumerate() {
-        log::info!(
-            "{}",
-            plan::listing_line(i, p, reused[i].is_some(), &p.ovr.describe(&base.knobs.qos))
-        );
-    }
-    let to_run = planned
-        .iter()
-        .zip(reused)
-        .filter(|(p, r)| !p.skip && r.is_none())
-        .count();
-    if let Some(why) = &reuse.dropped {
-        log::info!(
-            "iocost-qos: the earlier runs were measured with {}; starting over",
-            why
-        );
-    }
-    if to_run > 0 {
-        log::info!(
-            "iocost-qos: {} storage and protection bench sets to run, isol-{} >= {}%",
-            to_run,
-            props.isol_pct(),
-            format_pct(props.isol_thr)
-        );
-    } else {
-        log::info!("iocost-qos: all results are available");
-    }
 
     let mut rec = QosRecord {
         base_model: base.knobs.model.clone(),
@@ -150,33 +87,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord>
             i,
             p.ovr.describe(&base.knobs.qos)
         );
-        // Time-saver: the tune starts where the previous configuration's ended.
-        let hint = if props.tune_hint {
-            runs.iter().rev().flatten().find_map(tune_hint)
-        } else {
-            None
-        };
-        let stor_hint = if props.mof_hint {
-            runs.iter().rev().flatten().find_map(storage_frac)
-        } else {
-            None
-        };
-        // Time-saver: a configuration with io.cost on can't sustain a footprint the
-        // baseline, with io.cost off, failed.
-        let ceiling = match runs.first() {
-            Some(Some(base)) if props.mof_ceiling && i > 0 && planned[0].ovr.off => {
-                base.stor.ceiling()
-            }
-            _ => None,
-        };
-        let c = Config {
-            i,
-            p,
-            params: &params[i],
-            hint,
-            stor_hint,
-            ceiling,
-        };
+        let c = config_of(props, &planned, i, &params[i], &runs);
         match run_config(ctx, props, &base, &mut rec, c) {
             Ok(run) => runs.push(Some(run)),
             Err(e) if props.allow_fail => {
@@ -200,6 +111,301 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord>
     rec.runs = runs;
     rec.inc_runs.clear();
     Ok(rec)
+}
+
+/// The io.cost model the configurations are relative to (measured first if bench.json has
+/// none) and the memory profile.
+fn base_of(ctx: &mut RunCtx) -> Result<Base> {
+    let (quick, dir) = (ctx.quick(), ctx.dir().to_path_buf());
+    let mut host = ctx.session().context("iocost-qos needs the host session")?;
+    let (knobs, _) =
+        crate::bench::iocost_params::ensure_model(&mut host, &dir, quick, "iocost-qos")?;
+    let profile = host
+        .mem()
+        .map(|m| m.profile)
+        .context("iocost-qos runs under the memory profile")?;
+    Ok(Base { knobs, profile })
+}
+
+/// The checkpointed record of an earlier run of this job, if it reads.
+fn prev_record(ctx: &RunCtx) -> Option<QosRecord> {
+    let raw = ctx.prev_record()?;
+    serde_json::from_str(raw.get())
+        .map_err(|e| log::warn!("iocost-qos: ignoring the unreadable earlier record ({})", e))
+        .ok()
+}
+
+/// The configurations to measure and what an earlier record already has of them.
+struct Plan {
+    dither_dist: Option<f64>,
+    planned: Vec<Planned>,
+    /// Per configuration, the sub-bench parameters (the reuse key).
+    params: Vec<String>,
+    reuse: plan::Reuse,
+}
+
+/// Plans the configurations (dither, minimum performance, reuse) and lists them in the log.
+fn plan(
+    props: &IocostQosProps,
+    base: &Base,
+    prev: Option<&QosRecord>,
+    quick: bool,
+) -> Result<Plan> {
+    let dither_dist = match props.dither {
+        Dither::Off => None,
+        Dither::By(v) => Some(v),
+        Dither::Random => match prev.and_then(|p| p.dither_dist) {
+            Some(d) => Some(d),
+            None => Some(plan::draw_dither(props, &mut rand::thread_rng())),
+        },
+    };
+    let cfgs = plan::configs_of(props, dither_dist);
+    let planned = plan::apply_min_perf(
+        &cfgs,
+        &base.knobs.model,
+        base.knobs.qos.min,
+        props.ignore_min_perf,
+    );
+    let params: Vec<String> = (0..planned.len())
+        .map(|i| params_text(props, i == 0, quick))
+        .collect();
+    let reuse = plan::reuse(prev, &base.plan_base(), &planned, &params)
+        .map_err(crate::error::UsageError::new)?;
+    for (i, p) in planned.iter().enumerate() {
+        log::info!(
+            "{}",
+            plan::listing_line(
+                i,
+                p,
+                reuse.runs[i].is_some(),
+                &p.ovr.describe(&base.knobs.qos)
+            )
+        );
+    }
+    let to_run = planned
+        .iter()
+        .zip(&reuse.runs)
+        .filter(|(p, r)| !p.skip && r.is_none())
+        .count();
+    if let Some(why) = &reuse.dropped {
+        log::info!(
+            "iocost-qos: the earlier runs were measured with {}; starting over",
+            why
+        );
+    }
+    if to_run > 0 {
+        log::info!(
+            "iocost-qos: {} storage and protection bench sets to run, isol-{} >= {}%",
+            to_run,
+            props.isol_pct(),
+            format_pct(props.isol_thr)
+        );
+    } else {
+        log::info!("iocost-qos: all results are available");
+    }
+    Ok(Plan {
+        dither_dist,
+        planned,
+        params,
+        reuse,
+    })
+}
+
+/// Configuration `i` with what the runs before it hand on: where its tune and storage
+/// searches start (`tune-hint`, `mof-hint`) and the baseline's ceiling (`mof-ceiling`).
+fn config_of<'a>(
+    props: &IocostQosProps,
+    planned: &'a [Planned],
+    i: usize,
+    params: &'a str,
+    runs: &[Option<QosRun>],
+) -> Config<'a> {
+    // Time-saver: the tune starts where the previous configuration's ended.
+    let hint = if props.tune_hint {
+        runs.iter().rev().flatten().find_map(tune_hint)
+    } else {
+        None
+    };
+    let stor_hint = if props.mof_hint {
+        runs.iter().rev().flatten().find_map(storage_frac)
+    } else {
+        None
+    };
+    // Time-saver: a configuration with io.cost on can't sustain a footprint the
+    // baseline, with io.cost off, failed.
+    let ceiling = match runs.first() {
+        Some(Some(base)) if props.mof_ceiling && i > 0 && planned[0].ovr.off => base.stor.ceiling(),
+        _ => None,
+    };
+    Config {
+        i,
+        p: &planned[i],
+        params,
+        hint,
+        stor_hint,
+        ceiling,
+    }
+}
+
+/// The run of configuration `c`: resumed from its own checkpoints if the last job was
+/// killed inside it, else a new one; placed last in the record's `inc_runs` (its index
+/// returned), checkpointed.
+fn open_run(ctx: &mut RunCtx, rec: &mut QosRecord, c: &Config) -> Result<(QosRun, usize)> {
+    let resumed = match rec.inc_runs.last() {
+        Some(r) if !r.done && r.ovr == c.p.ovr && r.params.as_deref() == Some(c.params) => {
+            log::info!("iocost-qos[{:02}]: resuming from its checkpoints", c.i);
+            rec.inc_runs.pop()
+        }
+        _ => None,
+    };
+    rec.inc_runs.retain(|r| r.done);
+    let run = resumed.unwrap_or_else(|| QosRun {
+        period: (now(), 0),
+        ovr: c.p.ovr,
+        params: Some(c.params.to_string()),
+        done: false,
+        ..Default::default()
+    });
+    let k = rec.inc_runs.len();
+    rec.inc_runs.push(run.clone());
+    ctx.checkpoint(rec)?;
+    Ok((run, k))
+}
+
+/// The nested storage bench of configuration `c`: the job's storage properties, its loops,
+/// and the searches' hint and ceiling; applying and committing are the job's business.
+fn storage_props(props: &IocostQosProps, c: &Config) -> StorageProps {
+    let mut sprops: StorageProps = props.storage.clone();
+    sprops.loops = if c.i == 0 {
+        props.storage_base_loops
+    } else {
+        props.storage_loops
+    };
+    sprops.apply = false;
+    sprops.commit = false;
+    sprops.hint = c.stor_hint;
+    sprops.hint_loops = props.mof_hint;
+    sprops.stop_agree = props.early_stop;
+    if let Some(h) = c.stor_hint {
+        log::info!(
+            "iocost-qos[{:02}]: storage: the memory search starts next to {:.1}% \
+             (mof-hint: the previous configuration's)",
+            c.i,
+            h * 100.0
+        );
+    }
+    if let Some(ceil) = &c.ceiling {
+        log::info!(
+            "iocost-qos[{:02}]: storage: no footprint from {:.1}% up is probed \
+             (mof-ceiling: the baseline failed it with io.cost off)",
+            c.i,
+            ceil.mem_frac * 100.0
+        );
+    }
+    sprops.ceiling = c.ceiling.clone();
+    sprops
+}
+
+/// Storage of run `k` (configuration `i`), retried as `retries` allows, checkpointed into the
+/// job's record; then hashd at the size it found, for the protection after it.
+fn run_storage(
+    ctx: &mut RunCtx,
+    props: &IocostQosProps,
+    rec: &mut QosRecord,
+    run: &mut QosRun,
+    k: usize,
+    i: usize,
+    sprops: &StorageProps,
+) -> Result<()> {
+    let mut attempt = 0;
+    let stor: StorageRecord = loop {
+        let prev = to_raw_opt(&run.stor)?;
+        let outer = serde_json::to_value(&*rec)?;
+        let at = format!("/inc_runs/{}/stor", k);
+        match ctx.nested(outer, &at, prev, |c| Storage.run(c, sprops)) {
+            Ok(stor) => break stor,
+            Err(e) if attempt < props.retries => {
+                attempt += 1;
+                log::warn!(
+                    "iocost-qos[{:02}]: storage failed ({:#}); attempt {} of {}",
+                    i,
+                    e,
+                    attempt + 1,
+                    props.retries + 1
+                );
+                run.stor = StorageRecord::default();
+            }
+            Err(e) => return Err(e.context("storage benchmark failed too many times")),
+        }
+    };
+    run.stor = stor;
+    rec.inc_runs[k] = run.clone();
+    ctx.checkpoint(rec)?;
+
+    let mut aprops = sprops.clone();
+    aprops.apply = true;
+    let knobs = match Storage.applies(&aprops, &run.stor)? {
+        Some(Apply::Hashd { knobs, .. }) => knobs,
+        _ => bail!("storage gave no hashd parameters"),
+    };
+    ctx.session()
+        .context("iocost-qos needs the host session")?
+        .apply_hashd(knobs, false)
+}
+
+/// Protection of run `k`: the largest hashd size it keeps isolated, from 4/5 of the share up
+/// to the size storage found. A failure costs the configuration its aMOF only (upstream's
+/// rule).
+fn run_protection(
+    ctx: &mut RunCtx,
+    props: &IocostQosProps,
+    rec: &mut QosRecord,
+    run: &mut QosRun,
+    k: usize,
+    c: &Config,
+) -> Result<()> {
+    let (i, hint) = (c.i, c.hint);
+    let share = run.stor.mem.share as f64;
+    let size_max = crate::study::dist::mean_stdev(&run.stor.mem_sizes).0;
+    let size_min = (share * 4.0 / 5.0).min(size_max);
+    let pprops = crate::bench::protection::props::ProtectionProps {
+        scenarios: vec![Scenario::MemHogTune(tune_props(
+            props,
+            size_min,
+            size_max,
+            hint.map(|h| h.size),
+        ))],
+    };
+    log::info!(
+        "iocost-qos[{:02}]: protection: mem-hog-tune of hashd sizes {} to {}{}",
+        i,
+        format_size(size_min),
+        format_size(size_max),
+        hint.map_or(String::new(), |h| format!(
+            ", starting next to {} (tune-hint: {})",
+            format_size(h.size),
+            if h.protected {
+                "the size the previous configuration protected"
+            } else {
+                "the previous configuration protected none; its smallest size"
+            }
+        ))
+    );
+    let prev = to_raw_opt(&run.prot)?;
+    let outer = serde_json::to_value(&*rec)?;
+    let at = format!("/inc_runs/{}/prot", k);
+    match ctx.nested(outer, &at, prev, |c| Protection.run(c, &pprops)) {
+        Ok(prot) => run.prot = prot,
+        Err(e) => {
+            log::warn!(
+                "iocost-qos[{:02}]: protection failed, no aMOF for this configuration: {:#}",
+                i,
+                e
+            );
+            run.prot = ProtectionRecord::default();
+        }
+    }
+    Ok(())
 }
 
 /// The footprint (mem_frac) a run's storage loops found, on average.
@@ -420,146 +626,12 @@ fn run_config(
     rec: &mut QosRecord,
     c: Config,
 ) -> Result<QosRun> {
-    let Config {
-        i,
-        p,
-        params,
-        hint,
-        stor_hint,
-        ceiling,
-    } = c;
-    // Resume the configuration's own checkpoints, if the last job was killed inside it.
-    let resumed = match rec.inc_runs.last() {
-        Some(r) if !r.done && r.ovr == p.ovr && r.params.as_deref() == Some(params) => {
-            log::info!("iocost-qos[{:02}]: resuming from its checkpoints", i);
-            rec.inc_runs.pop()
-        }
-        _ => None,
-    };
-    rec.inc_runs.retain(|r| r.done);
-    let mut run = resumed.unwrap_or_else(|| QosRun {
-        period: (now(), 0),
-        ovr: p.ovr,
-        params: Some(params.to_string()),
-        done: false,
-        ..Default::default()
-    });
-    let k = rec.inc_runs.len();
-    rec.inc_runs.push(run.clone());
-    ctx.checkpoint(rec)?;
-
-    let target = apply_qos(ctx, base, p)?;
+    let (mut run, k) = open_run(ctx, rec, &c)?;
+    let target = apply_qos(ctx, base, c.p)?;
     run.qos = target.clone();
-
-    // Storage, with retries.
-    let mut sprops: StorageProps = props.storage.clone();
-    sprops.loops = if i == 0 {
-        props.storage_base_loops
-    } else {
-        props.storage_loops
-    };
-    sprops.apply = false;
-    sprops.commit = false;
-    sprops.hint = stor_hint;
-    sprops.hint_loops = props.mof_hint;
-    sprops.stop_agree = props.early_stop;
-    if let Some(h) = stor_hint {
-        log::info!(
-            "iocost-qos[{:02}]: storage: the memory search starts next to {:.1}% \
-             (mof-hint: the previous configuration's)",
-            i,
-            h * 100.0
-        );
-    }
-    if let Some(c) = &ceiling {
-        log::info!(
-            "iocost-qos[{:02}]: storage: no footprint from {:.1}% up is probed \
-             (mof-ceiling: the baseline failed it with io.cost off)",
-            i,
-            c.mem_frac * 100.0
-        );
-    }
-    sprops.ceiling = ceiling;
-    let mut attempt = 0;
-    let stor: StorageRecord = loop {
-        let prev = to_raw_opt(&run.stor)?;
-        let outer = serde_json::to_value(&*rec)?;
-        let at = format!("/inc_runs/{}/stor", k);
-        let r = ctx.nested(outer, &at, prev, |c| Storage.run(c, &sprops));
-        match r {
-            Ok(stor) => break stor,
-            Err(e) if attempt < props.retries => {
-                attempt += 1;
-                log::warn!(
-                    "iocost-qos[{:02}]: storage failed ({:#}); attempt {} of {}",
-                    i,
-                    e,
-                    attempt + 1,
-                    props.retries + 1
-                );
-                run.stor = StorageRecord::default();
-            }
-            Err(e) => return Err(e.context("storage benchmark failed too many times")),
-        }
-    };
-    run.stor = stor;
-    rec.inc_runs[k] = run.clone();
-    ctx.checkpoint(rec)?;
-
-    // hashd at the size storage found, for this job.
-    let mut aprops = sprops.clone();
-    aprops.apply = true;
-    let knobs = match Storage.applies(&aprops, &run.stor)? {
-        Some(Apply::Hashd { knobs, .. }) => knobs,
-        _ => bail!("storage gave no hashd parameters"),
-    };
-    ctx.session()
-        .context("iocost-qos needs the host session")?
-        .apply_hashd(knobs, false)?;
-
-    // Protection: the largest hashd size it keeps isolated, from 4/5 of the share up.
-    let share = run.stor.mem.share as f64;
-    let size_max = crate::study::dist::mean_stdev(&run.stor.mem_sizes).0;
-    let size_min = (share * 4.0 / 5.0).min(size_max);
-    let pprops = crate::bench::protection::props::ProtectionProps {
-        scenarios: vec![Scenario::MemHogTune(tune_props(
-            props,
-            size_min,
-            size_max,
-            hint.map(|h| h.size),
-        ))],
-    };
-    log::info!(
-        "iocost-qos[{:02}]: protection: mem-hog-tune of hashd sizes {} to {}{}",
-        i,
-        format_size(size_min),
-        format_size(size_max),
-        hint.map_or(String::new(), |h| format!(
-            ", starting next to {} (tune-hint: {})",
-            format_size(h.size),
-            if h.protected {
-                "the size the previous configuration protected"
-            } else {
-                "the previous configuration protected none; its smallest size"
-            }
-        ))
-    );
-    let prev = to_raw_opt(&run.prot)?;
-    let outer = serde_json::to_value(&*rec)?;
-    let at = format!("/inc_runs/{}/prot", k);
-    match ctx.nested(outer, &at, prev, |c| Protection.run(c, &pprops)) {
-        Ok(prot) => run.prot = prot,
-        Err(e) => {
-            // Upstream's rule: a failed protection costs the configuration its aMOF only.
-            log::warn!(
-                "iocost-qos[{:02}]: protection failed, no aMOF for this configuration: {:#}",
-                i,
-                e
-            );
-            run.prot = ProtectionRecord::default();
-        }
-    }
-
+    let sprops = storage_props(props, &c);
+    run_storage(ctx, props, rec, &mut run, k, c.i, &sprops)?;
+    run_protection(ctx, props, rec, &mut run, k, &c)?;
     if let Some(want) = &target {
         check_qos(ctx, base, want)?;
     }
@@ -567,7 +639,7 @@ fn run_config(
     run.done = true;
     log::info!(
         "iocost-qos[{:02}]: done in {}",
-        i,
+        c.i,
         format_duration((run.period.1 - run.period.0) as f64)
     );
     rec.inc_runs[k] = run.clone();

@@ -161,28 +161,8 @@ fn last_two_agree(sizes: &[f64], tol: f64) -> bool {
 
 pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecord> {
     let quick = ctx.quick();
-    let mut rec: StorageRecord = match ctx.prev_record() {
-        Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
-        None => StorageRecord::default(),
-    };
     let dir = ctx.dir().to_path_buf();
-    let mut session = ctx.session().context("storage needs the host session")?;
-    // A resumed run keeps the avail its finished loops were measured with.
-    let profile = session.mem().map(|m| m.profile);
-    if session.mem_avail_unmeasured() && rec.mem.avail > 0 && Some(rec.mem.profile) == profile {
-        session.update_mem_avail(rec.mem.avail)?;
-    }
-    hashd_bench::ensure_mem_avail(&mut session)?;
-    let mut mem = session
-        .mem()
-        .cloned()
-        .context("storage runs under the memory profile")?;
-    if rec.mem.profile != mem.profile || rec.mem.avail != mem.avail {
-        rec.mem_usages.clear();
-        rec.mem_sizes.clear();
-        rec.final_mem_probe_periods.clear();
-        rec.loops.clear();
-    }
+    let (mut rec, mut mem) = resume(ctx, props)?;
     let rps_max = props.rps_max.unwrap_or_else(|| dfl_rps_max(mem.share));
     let mut retries = Retries {
         inner_left: props.inner_retries,
@@ -190,12 +170,6 @@ pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecor
         first_try: rec.mem_usages.is_empty(),
         prev: 0.0,
     };
-    if rec.period.0 == 0 || rec.mem_usages.is_empty() {
-        rec.period.0 = now();
-    }
-    rec.mem = mem.clone();
-    rec.hint = props.hint;
-    rec.stop_agree = props.stop_agree;
     log::info!(
         "storage: {} of {} loops done; rps_max={} target={}",
         rec.mem_usages.len(),
@@ -204,78 +178,13 @@ pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecor
         format_size(mem.target as f64)
     );
 
-    while rec.mem_usages.len() < props.loops as usize {
-        if let Some(tol) = props
-            .stop_agree
-            .filter(|t| last_two_agree(&rec.mem_sizes, *t))
-        {
-            log::info!(
-                "storage: loops {} and {} found footprints within {:.1}% of each other; \
-                 stopping after {} of {} loops (early-stop)",
-                rec.mem_sizes.len() - 1,
-                rec.mem_sizes.len(),
-                tol * 100.0,
-                rec.mem_sizes.len(),
-                props.loops
-            );
-            break;
-        }
+    while rec.mem_usages.len() < props.loops as usize && !settled(props, &rec) {
         let (mut session, reporter) = ctx.host().context("storage needs the host session")?;
         session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
-        let hint = loop_hint(props, &rec.loops);
-        // A ceiling bounds the search only on footprints of the same size.
-        let ceiling = props.ceiling.as_ref().filter(|c| {
-            let same = c.mem == mem;
-            if !same {
-                log::info!(
-                    "storage: not using the ceiling {:.1}% (mof-ceiling): it was measured with \
-                     other memory (avail {} against {})",
-                    c.mem_frac * 100.0,
-                    format_size(c.mem.avail as f64),
-                    format_size(mem.avail as f64)
-                );
-            }
-            same
-        });
-        rec.ceiling = ceiling.map(|c| c.mem_frac);
-        if hint != props.hint {
-            if let Some(h) = hint {
-                log::info!(
-                    "storage: loop {}'s memory search starts next to {:.1}%, where the \
-                     loops before it ended (mof-hint)",
-                    rec.loops.len() + 1,
-                    h * 100.0
-                );
-            }
-        }
-        let cfg = HashdBenchCfg {
-            size: 4 * mem.share,
-            rps_max: Some(rps_max),
-            fake_cpu: true,
-            hash_size: Some(props.hash_size),
-            chunk_pages: Some(props.chunk_pages),
-            log_bps: Some(props.log_bps),
-            preload: mem.share / 2,
-            total_memory: Some(mem.share),
-            quick,
-            mem_prior: Prior {
-                hint,
-                ceiling: ceiling.map(|c| (c.mem_frac, c.ratio)),
-            },
-        };
+        let cfg = loop_cfg(props, &mut rec, &mem, rps_max, quick);
         let seen = Arc::new(Mutex::new(Seen::default()));
         let w = watch(seen.clone(), mem.target, props.err_max);
-        // Loops take about as long as the finished ones (their measured seconds).
-        let done = rec.loops.len();
-        crate::logging::progress::eta((done > 0).then(|| {
-            let per_loop = rec.loops.iter().map(|l| l.secs as f64).sum::<f64>() / done as f64;
-            per_loop * (props.loops as usize - rec.mem_usages.len()) as f64
-        }));
-        crate::logging::progress::phase(format!(
-            "loop {}/{}",
-            rec.mem_usages.len() + 1,
-            props.loops
-        ));
+        show_loop(props, &rec);
         let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(w));
         let (usage, swap) = {
             let s = seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -302,30 +211,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecor
         }
         match (verdict, run) {
             (Verdict::Success, Some(run)) => {
-                let last = run.sizing.mem_history.last();
-                let start = last.map_or(rec.period.0, |p| p.start);
-                rec.final_mem_probe_periods.push((start, now()));
-                rec.mem_usages.push(usage as f64);
-                let size = run.knobs.mem_size as f64 * run.knobs.mem_frac;
-                rec.mem_sizes.push(size);
-                rec.loops.push(LoopInfo {
-                    mem_frac: run.knobs.mem_frac,
-                    probes: (run.sizing.cpu_history.len() + run.sizing.mem_history.len()) as u32,
-                    secs: run.sizing.measured_secs,
-                    quick: run.sizing.quick,
-                    size: run.sizing.size,
-                    mem_probes: run.sizing.mem_history.clone(),
-                    hint,
-                });
-                rec.base_hashd_knobs = run.knobs;
-                log::info!(
-                    "storage: loop {} done: size {} usage {} ({:+.1}%) MOF {:.3}",
-                    rec.mem_usages.len(),
-                    format_size(size),
-                    format_size(usage as f64),
-                    err * 100.0,
-                    size / usage.max(1) as f64
-                );
+                record_loop(&mut rec, run, usage, err, cfg.mem_prior.hint);
                 ctx.checkpoint(&rec)?;
             }
             (Verdict::Success, None) => unreachable!("an over-use is never a success"),
@@ -351,18 +237,167 @@ pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecor
                 let mut session = ctx.session().context("storage needs the host session")?;
                 mem = session.update_mem_avail(avail)?.clone();
                 retries.inner_left = props.inner_retries;
-                rec.mem = mem.clone();
-                rec.mem_usages.clear();
-                rec.mem_sizes.clear();
-                rec.final_mem_probe_periods.clear();
-                rec.loops.clear();
-                rec.period.0 = now();
+                start_over(&mut rec, &mem);
                 ctx.checkpoint(&rec)?;
             }
         }
     }
     rec.period.1 = now();
     Ok(rec)
+}
+
+/// The record to go on from (the checkpoint's, when it was measured with this memory) and the
+/// memory profile, with available memory measured.
+fn resume(ctx: &mut RunCtx, props: &StorageProps) -> Result<(StorageRecord, MemProfile)> {
+    let mut rec: StorageRecord = match ctx.prev_record() {
+        Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
+        None => StorageRecord::default(),
+    };
+    let mut session = ctx.session().context("storage needs the host session")?;
+    // A resumed run keeps the avail its finished loops were measured with.
+    let profile = session.mem().map(|m| m.profile);
+    if session.mem_avail_unmeasured() && rec.mem.avail > 0 && Some(rec.mem.profile) == profile {
+        session.update_mem_avail(rec.mem.avail)?;
+    }
+    hashd_bench::ensure_mem_avail(&mut session)?;
+    let mem = session
+        .mem()
+        .cloned()
+        .context("storage runs under the memory profile")?;
+    if rec.mem.profile != mem.profile || rec.mem.avail != mem.avail {
+        start_over(&mut rec, &mem);
+    } else if rec.period.0 == 0 || rec.mem_usages.is_empty() {
+        rec.period.0 = now();
+    }
+    rec.mem = mem.clone();
+    rec.hint = props.hint;
+    rec.stop_agree = props.stop_agree;
+    Ok((rec, mem))
+}
+
+/// Forgets the loops measured with other memory.
+fn start_over(rec: &mut StorageRecord, mem: &MemProfile) {
+    rec.mem = mem.clone();
+    rec.mem_usages.clear();
+    rec.mem_sizes.clear();
+    rec.final_mem_probe_periods.clear();
+    rec.loops.clear();
+    rec.period.0 = now();
+}
+
+/// Whether `early-stop` ends the loops here: the last two agree.
+fn settled(props: &StorageProps, rec: &StorageRecord) -> bool {
+    let Some(tol) = props
+        .stop_agree
+        .filter(|t| last_two_agree(&rec.mem_sizes, *t))
+    else {
+        return false;
+    };
+    log::info!(
+        "storage: loops {} and {} found footprints within {:.1}% of each other; \
+         stopping after {} of {} loops (early-stop)",
+        rec.mem_sizes.len() - 1,
+        rec.mem_sizes.len(),
+        tol * 100.0,
+        rec.mem_sizes.len(),
+        props.loops
+    );
+    true
+}
+
+/// The next loop's sizing run: where its memory search starts (`mof-hint`) and what bounds it
+/// (`mof-ceiling`, recorded in `rec`).
+fn loop_cfg(
+    props: &StorageProps,
+    rec: &mut StorageRecord,
+    mem: &MemProfile,
+    rps_max: u32,
+    quick: bool,
+) -> HashdBenchCfg {
+    let hint = loop_hint(props, &rec.loops);
+    // A ceiling bounds the search only on footprints of the same size.
+    let ceiling = props.ceiling.as_ref().filter(|c| {
+        let same = c.mem == *mem;
+        if !same {
+            log::info!(
+                "storage: not using the ceiling {:.1}% (mof-ceiling): it was measured with \
+                 other memory (avail {} against {})",
+                c.mem_frac * 100.0,
+                format_size(c.mem.avail as f64),
+                format_size(mem.avail as f64)
+            );
+        }
+        same
+    });
+    rec.ceiling = ceiling.map(|c| c.mem_frac);
+    if let Some(h) = hint.filter(|_| hint != props.hint) {
+        log::info!(
+            "storage: loop {}'s memory search starts next to {:.1}%, where the \
+             loops before it ended (mof-hint)",
+            rec.loops.len() + 1,
+            h * 100.0
+        );
+    }
+    HashdBenchCfg {
+        size: 4 * mem.share,
+        rps_max: Some(rps_max),
+        fake_cpu: true,
+        hash_size: Some(props.hash_size),
+        chunk_pages: Some(props.chunk_pages),
+        log_bps: Some(props.log_bps),
+        preload: mem.share / 2,
+        total_memory: Some(mem.share),
+        quick,
+        mem_prior: Prior {
+            hint,
+            ceiling: ceiling.map(|c| (c.mem_frac, c.ratio)),
+        },
+    }
+}
+
+/// The progress display of the next loop: its number, and an ETA from the finished loops'
+/// measured seconds.
+fn show_loop(props: &StorageProps, rec: &StorageRecord) {
+    let done = rec.loops.len();
+    crate::logging::progress::eta((done > 0).then(|| {
+        let per_loop = rec.loops.iter().map(|l| l.secs as f64).sum::<f64>() / done as f64;
+        per_loop * (props.loops as usize - rec.mem_usages.len()) as f64
+    }));
+    crate::logging::progress::phase(format!("loop {}/{}", rec.mem_usages.len() + 1, props.loops));
+}
+
+/// A loop that measured the footprint: its numbers into the record.
+fn record_loop(
+    rec: &mut StorageRecord,
+    run: hashd_bench::HashdBenchRun,
+    usage: u64,
+    err: f64,
+    hint: Option<f64>,
+) {
+    let last = run.sizing.mem_history.last();
+    let start = last.map_or(rec.period.0, |p| p.start);
+    rec.final_mem_probe_periods.push((start, now()));
+    rec.mem_usages.push(usage as f64);
+    let size = run.knobs.mem_size as f64 * run.knobs.mem_frac;
+    rec.mem_sizes.push(size);
+    rec.loops.push(LoopInfo {
+        mem_frac: run.knobs.mem_frac,
+        probes: (run.sizing.cpu_history.len() + run.sizing.mem_history.len()) as u32,
+        secs: run.sizing.measured_secs,
+        quick: run.sizing.quick,
+        size: run.sizing.size,
+        mem_probes: run.sizing.mem_history.clone(),
+        hint,
+    });
+    rec.base_hashd_knobs = run.knobs;
+    log::info!(
+        "storage: loop {} done: size {} usage {} ({:+.1}%) MOF {:.3}",
+        rec.mem_usages.len(),
+        format_size(size),
+        format_size(usage as f64),
+        err * 100.0,
+        size / usage.max(1) as f64
+    );
 }
 
 /// hashd's knobs from the last loop's sizing, with the footprint of the loops' mean size
