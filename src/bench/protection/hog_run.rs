@@ -114,13 +114,23 @@ pub(super) fn run_one(
 ) -> Result<OneRun> {
     let t = env.timing;
     wl.set_load(load)?;
-    let rps_max = wl.knobs.rps_max as f64;
+    warm_up(&t, wl, load)?;
+    let base_period = if base_hold {
+        Some(baseline(wl, t.baseline)?)
+    } else {
+        None
+    };
+    let hog = run_hog(env, wl, speed, timeout, verdict)?;
+    hog.into_run(base_period)
+}
 
-    // Warm-up until stable. A hashd that has never warmed up starts with a cold page cache and
-    // an empty anon area: under its real latency target the first warm-up took 22–44 s in
-    // quick TCG runs, the latency controller in charge for most of it, where later ones took
-    // 4–10 s. It warms up under a loose target instead, until its latency meets the real one
-    // too (as the memory search's warm-up does).
+/// Warm-up until hashd is stable. A hashd that has never warmed up starts with a cold page
+/// cache and an empty anon area: under its real latency target the first warm-up took
+/// 22–44 s in quick TCG runs, the latency controller in charge for most of it, where later
+/// ones took 4–10 s. It warms up under a loose target instead, until its latency meets the
+/// real one too (as the memory search's warm-up does).
+fn warm_up(t: &Timing, wl: &mut Workload, load: f64) -> Result<()> {
+    let rps_max = wl.knobs.rps_max as f64;
     progress::step("warming up hashd");
     let start = Instant::now();
     let mut stab = Stabilizer::new(t.stable);
@@ -193,23 +203,46 @@ pub(super) fn run_one(
     }
     wl.set_warmed();
 
-    let base_period = if base_hold {
-        progress::step("baseline");
-        let b0 = now();
-        let until = Instant::now() + Duration::from_secs_f64(t.baseline);
-        while Instant::now() < until {
-            sleep_tick();
-            let s = wl.tick();
-            if !s.alive {
-                bail!("hashd exited during the baseline");
-            }
-        }
-        Some((b0, now()))
-    } else {
-        None
-    };
+    Ok(())
+}
 
-    // The hog.
+/// hashd at its load for `secs`: the period the isolation is measured against.
+fn baseline(wl: &mut Workload, secs: f64) -> Result<(u64, u64)> {
+    progress::step("baseline");
+    let b0 = now();
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < until {
+        sleep_tick();
+        let s = wl.tick();
+        if !s.alive {
+            bail!("hashd exited during the baseline");
+        }
+    }
+    Ok((b0, now()))
+}
+
+/// How the hog phase went.
+struct HogPhase {
+    started: Instant,
+    /// The hog's report when its cgroup first swapped, and when that was.
+    first: Option<(HogReport, Instant)>,
+    last: HogReport,
+    /// The hog's memory.current over its last seconds, since it first swapped.
+    mems: VecDeque<u64>,
+    failed: Option<(f64, f64, String)>,
+    end: Option<(HogEnd, String)>,
+    done_why: Option<String>,
+}
+
+/// The hog at `speed` beside hashd until hashd dies, the hog ends, the safety watch or the
+/// timeout stops it, or the scenario's verdict does.
+fn run_hog(
+    env: &Env,
+    wl: &mut Workload,
+    speed: &str,
+    timeout: f64,
+    verdict: Verdict,
+) -> Result<HogPhase> {
     let wbps = env.hog_wbps(speed);
     progress::step(format!("memory hog at {}/s", format_size(wbps as f64)));
     let opts = HogOpts::new(wbps, env.hog_dir.join("report.json"));
@@ -289,57 +322,81 @@ pub(super) fn run_one(
     if let Some(r) = hog.report() {
         last = r;
     }
-    let (hog_end, hog_end_why) = match end {
-        Some((e, why)) => (Some(e), why),
-        None => (None, String::new()),
-    };
-    if let Some(e) = hog_end {
-        log::info!(
-            "protection: the hog ended after {:.0}s: {} ({}); {} written, {} lost",
-            started.elapsed().as_secs_f64(),
-            e.describe(),
-            hog_end_why,
-            format_size(last.wbytes as f64),
-            format_size(last.wloss as f64)
-        );
-    }
-    let Some((first_rep, _)) = first else {
-        if failed.is_none() {
-            bail!(
-                "the memory hog never used swap ({} written before it ended: {}); protection \
-                 needs the hog to push memory out to swap",
+    Ok(HogPhase {
+        started,
+        first,
+        last,
+        mems,
+        failed,
+        end,
+        done_why,
+    })
+}
+
+impl HogPhase {
+    /// The run's record (`base_period` from the phase before it).
+    fn into_run(self, base_period: Option<(u64, u64)>) -> Result<OneRun> {
+        let HogPhase {
+            started,
+            first,
+            last,
+            mems,
+            failed,
+            end,
+            done_why,
+        } = self;
+        let (hog_end, hog_end_why) = match end {
+            Some((e, why)) => (Some(e), why),
+            None => (None, String::new()),
+        };
+        if let Some(e) = hog_end {
+            log::info!(
+                "protection: the hog ended after {:.0}s: {} ({}); {} written, {} lost",
+                started.elapsed().as_secs_f64(),
+                e.describe(),
+                hog_end_why,
                 format_size(last.wbytes as f64),
-                hog_end.map_or("?", |e| e.describe())
+                format_size(last.wloss as f64)
             );
         }
-        return Ok(OneRun {
+        let Some((first_rep, _)) = first else {
+            if failed.is_none() {
+                bail!(
+                    "the memory hog never used swap ({} written before it ended: {}); protection \
+                     needs the hog to push memory out to swap",
+                    format_size(last.wbytes as f64),
+                    hog_end.map_or("?", |e| e.describe())
+                );
+            }
+            return Ok(OneRun {
+                run: MemHogRun {
+                    failed,
+                    hog_end,
+                    hog_end_why,
+                    ..Default::default()
+                },
+                base_period,
+                done_why,
+            });
+        };
+        let last_hog_mem = if mems.is_empty() {
+            0.0
+        } else {
+            mems.iter().sum::<u64>() as f64 / mems.len() as f64
+        };
+        Ok(OneRun {
             run: MemHogRun {
                 failed,
+                first_hog_rep: first_rep,
+                last_hog_rep: last,
+                last_hog_mem,
                 hog_end,
                 hog_end_why,
-                ..Default::default()
             },
             base_period,
             done_why,
-        });
-    };
-    let last_hog_mem = if mems.is_empty() {
-        0.0
-    } else {
-        mems.iter().sum::<u64>() as f64 / mems.len() as f64
-    };
-    Ok(OneRun {
-        run: MemHogRun {
-            failed,
-            first_hog_rep: first_rep,
-            last_hog_rep: last,
-            last_hog_mem,
-            hog_end,
-            hog_end_why,
-        },
-        base_period,
-        done_why,
-    })
+        })
+    }
 }
 
 /// Where in a wall-clock second the loop reads hashd: after hashd's status write (+0 ms),

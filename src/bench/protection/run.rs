@@ -4,7 +4,7 @@
 //! `hog_run::run_one`.
 
 use super::early::BelowCount;
-use super::hog_run::{run_one, Env, HogTick, Timing};
+use super::hog_run::{run_one, Env, HogTick, OneRun, Timing};
 use super::props::{MemHogProps, ProtectionProps, Scenario, TuneProps};
 use super::record::{
     MemHogRecord, MemHogTuneRecord, ProbeOutcome, ProtectionRecord, ScenarioRecord, TuneProbe,
@@ -273,141 +273,26 @@ fn run_tune(
         let ScenarioRecord::MemHogTune(r) = &mut rec.scenarios[i] else {
             unreachable!()
         };
-        let done: Vec<(f64, ProbeOutcome)> = r.probes.iter().map(|q| (q.size, q.outcome)).collect();
-        let (size, last) = match search::next_from(p.search, p.hint, &grid, &done) {
-            Next::Found(s) => {
-                r.final_size = Some(s);
-                r.done = true;
-                log::info!(
-                    "protection: {}: hashd size {} is protected at isol-{} >= {}% ({} probes)",
-                    title,
-                    format_size(s),
-                    p.isol_pct,
-                    format_pct(p.isol_thr),
-                    r.probes.len()
-                );
-                break;
-            }
-            Next::NotFound => {
-                r.done = true;
-                log::info!(
-                    "protection: {}: no size in [{}, {}] keeps isol-{} above {}%",
-                    title,
-                    format_size(p.size_min),
-                    format_size(p.size_max),
-                    p.isol_pct,
-                    format_pct(p.isol_thr)
-                );
-                break;
-            }
-            Next::Probe { size, last } => (size, last),
+        let Some((size, last)) = next_probe(p, &grid, r, title) else {
+            break;
         };
         let k = r.probes.len();
         let base_hold = r.base_period.0 == 0;
-        let most = if p.hint.is_some() {
-            // Every point once, a start reached by climbing twice, and bisect's bottom twice.
-            grid.len() + 1 + usize::from(p.search == search::Search::Bisect)
-        } else {
-            search::most_probes(p.search, &grid, &done)
-        };
-        progress::phase(format!(
-            "{} · probe {} of at most {} · hashd {}",
-            title,
-            k + 1,
-            most,
-            format_size(size)
-        ));
-        let per_probe = t.warm_up_max / 2.0 + t.probe + 30.0;
-        progress::eta(Some(per_probe * most.saturating_sub(k) as f64));
-        log::info!(
-            "protection: {}: probe {} at hashd size {}{}",
-            title,
-            k + 1,
-            format_size(size),
-            if last { " (the last candidate)" } else { "" }
-        );
+        show_probe(p, &grid, r, title, size, last, &t);
         wl.set_size(size)?;
         let p0 = now();
-        let mut below = BelowCount::new(thr_rps, if last { None } else { early_max });
-        let probe_dur = t.probe;
-        let mut verdict = |tick: &HogTick| -> Option<String> {
-            let since = tick.since_swap?;
-            if since >= probe_dur {
-                return Some(format!("{} of swapping", format_duration(probe_dur)));
-            }
-            // Counted once per tick while the hog swaps (upstream counted every callback,
-            // including before any swapping).
-            below.push(tick.hashd)
-        };
-        let one = run_one(
-            env,
-            wl,
-            p.load,
-            &p.speed,
-            base_hold,
-            t.probe_max,
-            &mut verdict,
-        );
+        let early = if last { None } else { early_max };
+        let (one, doomed) = probe_run(env, wl, p, BelowCount::new(thr_rps, early), base_hold);
         let ScenarioRecord::MemHogTune(r) = &mut rec.scenarios[i] else {
             unreachable!()
         };
-        let mut probe = TuneProbe {
+        let judged = Judged {
             size,
-            outcome: ProbeOutcome::Error,
-            isol: 0.0,
-            period: (p0, now()),
-            why: String::new(),
+            p0,
+            base_rps,
+            doomed,
         };
-        match one {
-            Err(e) => {
-                log::warn!("protection: {}: probe failed: {:#}", title, e);
-                probe.why = format!("{:#}", e);
-            }
-            Ok(one) => {
-                if let Some(bp) = one.base_period {
-                    r.base_period = bp;
-                }
-                if let Some((_, _, msg)) = &one.run.failed {
-                    probe.why = msg.clone();
-                } else if below.doomed() {
-                    probe.outcome = ProbeOutcome::EarlyFail;
-                    probe.why = one.done_why.unwrap_or_default();
-                } else {
-                    std::thread::sleep(Duration::from_millis(1500));
-                    let hr = MemHogRecord {
-                        period: (p0, now()),
-                        base_period: r.base_period,
-                        base_rps,
-                        runs: vec![one.run],
-                        hog_wbps: env.hog_wbps(&p.speed),
-                        speed: p.speed.clone(),
-                        model_from: env.model_from.clone(),
-                    };
-                    match study_mem_hog(&env.reports_dir, &hr) {
-                        Ok(out) => {
-                            probe.isol = out.isol_at(&p.isol_pct);
-                            let passed = probe.isol >= p.isol_thr;
-                            probe.outcome = if passed {
-                                ProbeOutcome::Pass
-                            } else {
-                                ProbeOutcome::Fail
-                            };
-                            // The result shows the passing run (each pass of a search is
-                            // larger than the ones before), else the last one studied. A
-                            // repeat at a size overrules the pass there.
-                            let any_pass = r
-                                .probes
-                                .iter()
-                                .any(|q| q.outcome.passed() && (q.size - size).abs() >= 0.5);
-                            if passed || !any_pass {
-                                r.final_run = Some(hr);
-                            }
-                        }
-                        Err(e) => probe.why = format!("study: {:#}", e),
-                    }
-                }
-            }
-        }
+        let probe = judge_probe(env, p, r, judged, one, title);
         log::info!(
             "protection: {}: probe {} at {}: {:?} isol-{}={}%{}",
             title,
@@ -434,4 +319,191 @@ fn run_tune(
     r.period.1 = now();
     ctx.checkpoint(rec)?;
     Ok(())
+}
+
+/// The search's next probe, `(size, whether it is the last candidate)`; `None` when the
+/// search has ended, which is logged and recorded in `r`.
+fn next_probe(
+    p: &TuneProps,
+    grid: &[f64],
+    r: &mut MemHogTuneRecord,
+    title: &str,
+) -> Option<(f64, bool)> {
+    let done: Vec<(f64, ProbeOutcome)> = r.probes.iter().map(|q| (q.size, q.outcome)).collect();
+    match search::next_from(p.search, p.hint, grid, &done) {
+        Next::Found(s) => {
+            r.final_size = Some(s);
+            r.done = true;
+            log::info!(
+                "protection: {}: hashd size {} is protected at isol-{} >= {}% ({} probes)",
+                title,
+                format_size(s),
+                p.isol_pct,
+                format_pct(p.isol_thr),
+                r.probes.len()
+            );
+            None
+        }
+        Next::NotFound => {
+            r.done = true;
+            log::info!(
+                "protection: {}: no size in [{}, {}] keeps isol-{} above {}%",
+                title,
+                format_size(p.size_min),
+                format_size(p.size_max),
+                p.isol_pct,
+                format_pct(p.isol_thr)
+            );
+            None
+        }
+        Next::Probe { size, last } => Some((size, last)),
+    }
+}
+
+/// One probe's hog run at the current size: it ends after `probe` seconds of swapping, or
+/// early once `below` has seen enough seconds under the threshold to doom it (returned).
+fn probe_run(
+    env: &Env,
+    wl: &mut Workload,
+    p: &TuneProps,
+    mut below: BelowCount,
+    base_hold: bool,
+) -> (Result<OneRun>, bool) {
+    let t = env.timing;
+    let mut verdict = |tick: &HogTick| -> Option<String> {
+        let since = tick.since_swap?;
+        if since >= t.probe {
+            return Some(format!("{} of swapping", format_duration(t.probe)));
+        }
+        // Counted once per tick while the hog swaps (upstream counted every callback,
+        // including before any swapping).
+        below.push(tick.hashd)
+    };
+    let one = run_one(
+        env,
+        wl,
+        p.load,
+        &p.speed,
+        base_hold,
+        t.probe_max,
+        &mut verdict,
+    );
+    (one, below.doomed())
+}
+
+/// The progress display and log line of the probe about to run.
+fn show_probe(
+    p: &TuneProps,
+    grid: &[f64],
+    r: &MemHogTuneRecord,
+    title: &str,
+    size: f64,
+    last: bool,
+    t: &Timing,
+) {
+    let k = r.probes.len();
+    let most = if p.hint.is_some() {
+        // Every point once, a start reached by climbing twice, and bisect's bottom twice.
+        grid.len() + 1 + usize::from(p.search == search::Search::Bisect)
+    } else {
+        let done: Vec<(f64, ProbeOutcome)> = r.probes.iter().map(|q| (q.size, q.outcome)).collect();
+        search::most_probes(p.search, grid, &done)
+    };
+    progress::phase(format!(
+        "{} · probe {} of at most {} · hashd {}",
+        title,
+        k + 1,
+        most,
+        format_size(size)
+    ));
+    let per_probe = t.warm_up_max / 2.0 + t.probe + 30.0;
+    progress::eta(Some(per_probe * most.saturating_sub(k) as f64));
+    log::info!(
+        "protection: {}: probe {} at hashd size {}{}",
+        title,
+        k + 1,
+        format_size(size),
+        if last { " (the last candidate)" } else { "" }
+    );
+}
+
+/// What a probe's verdict needs beside its run: its size and start, the target rate and
+/// whether the live count already doomed it.
+struct Judged {
+    size: f64,
+    p0: u64,
+    base_rps: f64,
+    doomed: bool,
+}
+
+/// A probe's verdict from its run: an error, a failed run, an early fail, or the isolation
+/// its study found against the threshold. A passing run (or, without a pass at another size,
+/// the last one studied) becomes the tune's `final_run`.
+fn judge_probe(
+    env: &Env,
+    p: &TuneProps,
+    r: &mut MemHogTuneRecord,
+    j: Judged,
+    one: Result<OneRun>,
+    title: &str,
+) -> TuneProbe {
+    let mut probe = TuneProbe {
+        size: j.size,
+        outcome: ProbeOutcome::Error,
+        isol: 0.0,
+        period: (j.p0, now()),
+        why: String::new(),
+    };
+    let one = match one {
+        Err(e) => {
+            log::warn!("protection: {}: probe failed: {:#}", title, e);
+            probe.why = format!("{:#}", e);
+            return probe;
+        }
+        Ok(one) => one,
+    };
+    if let Some(bp) = one.base_period {
+        r.base_period = bp;
+    }
+    if let Some((_, _, msg)) = &one.run.failed {
+        probe.why = msg.clone();
+        return probe;
+    }
+    if j.doomed {
+        probe.outcome = ProbeOutcome::EarlyFail;
+        probe.why = one.done_why.unwrap_or_default();
+        return probe;
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let hr = MemHogRecord {
+        period: (j.p0, now()),
+        base_period: r.base_period,
+        base_rps: j.base_rps,
+        runs: vec![one.run],
+        hog_wbps: env.hog_wbps(&p.speed),
+        speed: p.speed.clone(),
+        model_from: env.model_from.clone(),
+    };
+    match study_mem_hog(&env.reports_dir, &hr) {
+        Ok(out) => {
+            probe.isol = out.isol_at(&p.isol_pct);
+            let passed = probe.isol >= p.isol_thr;
+            probe.outcome = if passed {
+                ProbeOutcome::Pass
+            } else {
+                ProbeOutcome::Fail
+            };
+            // The result shows the passing run (each pass of a search is larger than the ones
+            // before), else the last one studied. A repeat at a size overrules the pass there.
+            let any_pass = r
+                .probes
+                .iter()
+                .any(|q| q.outcome.passed() && (q.size - j.size).abs() >= 0.5);
+            if passed || !any_pass {
+                r.final_run = Some(hr);
+            }
+        }
+        Err(e) => probe.why = format!("study: {:#}", e),
+    }
+    probe
 }
