@@ -244,126 +244,115 @@ fn submit_queued<B: Backend, C: Clock>(
     Ok(())
 }
 
-/// Runs one worker to its stop (or until `abort`) and returns what it measured.
-pub fn drive<B: Backend, C: Clock>(
-    plan: &WorkerPlan,
-    b: &mut B,
-    clock: &C,
-    abort: &AtomicBool,
-) -> Result<WorkerStats> {
-    let mut gen = OpGen::new(plan)?;
-    let mut st = WorkerStats::default();
-    let t0 = clock.now();
-    let ramp_end = t0 + plan.ramp_ns;
-    let (deadline, budget) = match plan.stop {
-        Stop::Time(d) => (Some(ramp_end + d.as_nanos() as u64), u64::MAX),
-        Stop::Bytes(n) => (None, n),
-    };
-    let mut sched = plan
-        .iops
-        .map(|r| Schedule::new(r, plan.arrivals, t0, plan.seed ^ 0xa11));
-    let qd = plan.qd.max(1);
-    let batch = plan.batch.clamp(1, qd);
-    let mut slots = vec![Slot::default(); qd];
-    let mut free: Vec<usize> = (0..qd).rev().collect();
-    let mut queued: Vec<usize> = Vec::with_capacity(qd);
-    let mut done: Vec<super::drive::Done> = Vec::with_capacity(qd);
-    // Bytes issued since the ramp ended (the size-based stop).
-    let mut issued = 0u64;
-    let mut stopped_at: Option<u64> = None;
-    let mut last_done = ramp_end;
-    // The last completion, or the first submission after a time with nothing in flight.
-    let mut progress = t0;
-    let mut failed = false;
-    // CPU time counts from the end of the ramp, as the IOs do (fio does the same).
-    let mut cpu_start: Option<Cpu> = None;
-    loop {
-        let now = clock.now();
-        if cpu_start.is_none() && now >= ramp_end {
-            cpu_start = Some(clock.thread_cpu());
-            b.ramp_ended();
+/// When a worker measures and stops: the ramp's end and, by its stop, a deadline or a byte
+/// budget (counted from the ramp's end).
+struct Span {
+    ramp_end: u64,
+    deadline: Option<u64>,
+    budget: u64,
+}
+
+impl Span {
+    fn of(plan: &WorkerPlan, t0: u64) -> Span {
+        let ramp_end = t0 + plan.ramp_ns;
+        let (deadline, budget) = match plan.stop {
+            Stop::Time(d) => (Some(ramp_end + d.as_nanos() as u64), u64::MAX),
+            Stop::Bytes(n) => (None, n),
+        };
+        Span {
+            ramp_end,
+            deadline,
+            budget,
         }
-        if free.len() == qd {
-            // Nothing in flight: the no-completion watch starts with the next submission.
-            progress = now;
+    }
+}
+
+/// Where the next IOs come from: what they are, and when they are due (open loop).
+struct Source {
+    gen: OpGen,
+    sched: Option<Schedule>,
+}
+
+/// The worker's IO slots: each one's IO, the free ones, those prepared but not submitted and
+/// the completions of the last wait.
+struct Ring {
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    queued: Vec<usize>,
+    done: Vec<Done>,
+    batch: usize,
+}
+
+impl Ring {
+    fn new(qd: usize, batch: usize) -> Ring {
+        Ring {
+            slots: vec![Slot::default(); qd],
+            free: (0..qd).rev().collect(),
+            queued: Vec::with_capacity(qd),
+            done: Vec::with_capacity(qd),
+            batch,
         }
-        let issuing = !failed
-            && !abort.load(Ordering::Relaxed)
-            && deadline.map_or(issued < budget, |d| now < d);
-        if !issuing && stopped_at.is_none() {
-            stopped_at = Some(now);
-        }
-        if issuing {
-            while let Some(&slot) = free.last() {
-                let due = match &mut sched {
-                    None => now,
-                    Some(s) if s.next_due() <= now => s.take(),
-                    Some(_) => break,
-                };
-                free.pop();
-                let op = gen.next();
-                b.prep(slot, op)?;
-                slots[slot] = Slot {
-                    due,
-                    submit: 0,
-                    write: op.write,
-                    len: op.len,
-                    offset: op.offset,
-                };
-                queued.push(slot);
-                if queued.len() >= batch {
-                    submit_queued(b, clock, &mut slots, &mut queued)?;
+    }
+
+    fn inflight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Fills the free slots with the IOs due by `now`, submitting every `batch`; counts the
+    /// bytes issued after the ramp into `issued` and stops at the budget.
+    fn fill<B: Backend, C: Clock>(
+        &mut self,
+        b: &mut B,
+        clock: &C,
+        src: &mut Source,
+        now: u64,
+        span: &Span,
+        issued: &mut u64,
+    ) -> Result<()> {
+        while let Some(&slot) = self.free.last() {
+            let due = match &mut src.sched {
+                None => now,
+                Some(s) if s.next_due() <= now => s.take(),
+                Some(_) => break,
+            };
+            self.free.pop();
+            let op = src.gen.next();
+            b.prep(slot, op)?;
+            self.slots[slot] = Slot {
+                due,
+                submit: 0,
+                write: op.write,
+                len: op.len,
+                offset: op.offset,
+            };
+            self.queued.push(slot);
+            if self.queued.len() >= self.batch {
+                submit_queued(b, clock, &mut self.slots, &mut self.queued)?;
+            }
+            if now >= span.ramp_end {
+                *issued += op.len as u64;
+                if *issued >= span.budget {
+                    break;
                 }
-                if now >= ramp_end {
-                    issued += op.len as u64;
-                    if issued >= budget {
-                        break;
-                    }
-                }
             }
         }
-        if !queued.is_empty() {
-            submit_queued(b, clock, &mut slots, &mut queued)?;
-        }
-        let inflight = qd - free.len();
-        if inflight == 0 {
-            if !issuing {
-                break;
-            }
-            // Open loop, nothing in flight: sleep to the next due IO (or the end).
-            if let Some(s) = &sched {
-                let t = deadline.map_or(s.next_due(), |d| d.min(s.next_due()));
-                clock.sleep_until(t);
-            }
-            continue;
-        }
-        let stall_end = progress + STALL_MAX_NS;
-        if now >= stall_end {
-            bail!(
-                "{} IOs in flight and none completed for {} s: the device stopped completing IOs",
-                inflight,
-                STALL_MAX_NS / 1_000_000_000
-            );
-        }
-        // Wake for the next due IO (a free slot to use) and for the end, whatever comes first.
-        let mut until = stall_end;
-        if issuing {
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            if let (Some(s), false) = (&sched, free.is_empty()) {
-                until = until.min(s.next_due());
-            }
-        }
-        let until = Some(until);
-        b.wait(until, &mut done)?;
-        let t = clock.now();
-        if !done.is_empty() {
-            progress = t;
-        }
-        for d in done.drain(..) {
-            let s = slots[d.slot];
-            free.push(d.slot);
+        Ok(())
+    }
+
+    /// The completions of the last wait, reaped at `t`, into `st` (those of the ramp are not
+    /// counted); frees their slots. Returns whether one failed and when the last counted one
+    /// completed.
+    fn reap(
+        &mut self,
+        st: &mut WorkerStats,
+        t: u64,
+        span: &Span,
+        ramp_ns: u64,
+    ) -> (bool, Option<u64>) {
+        let (mut failed, mut last) = (false, None);
+        for d in self.done.drain(..) {
+            let s = self.slots[d.slot];
+            self.free.push(d.slot);
             if d.res < 0 {
                 st.errors += 1;
                 if st.first_error.is_none() {
@@ -379,10 +368,10 @@ pub fn drive<B: Backend, C: Clock>(
                 continue;
             }
             // Completions at the very end of the ramp belong to it (a second is (k, k+1]).
-            if t < ramp_end || (t == ramp_end && plan.ramp_ns > 0) {
+            if t < span.ramp_end || (t == span.ramp_end && ramp_ns > 0) {
                 continue;
             }
-            let sec = ((t - ramp_end).saturating_sub(1) / 1_000_000_000) as usize;
+            let sec = ((t - span.ramp_end).saturating_sub(1) / 1_000_000_000) as usize;
             let dir = if s.write { &mut st.write } else { &mut st.read };
             dir.record(
                 d.res as u64,
@@ -391,16 +380,114 @@ pub fn drive<B: Backend, C: Clock>(
                 t.saturating_sub(s.submit),
                 sec,
             );
-            last_done = t;
+            last = Some(t);
         }
+        (failed, last)
+    }
+}
+
+/// Runs one worker to its stop (or until `abort`) and returns what it measured.
+pub fn drive<B: Backend, C: Clock>(
+    plan: &WorkerPlan,
+    b: &mut B,
+    clock: &C,
+    abort: &AtomicBool,
+) -> Result<WorkerStats> {
+    let mut st = WorkerStats::default();
+    let t0 = clock.now();
+    let span = Span::of(plan, t0);
+    let mut src = Source {
+        gen: OpGen::new(plan)?,
+        sched: plan
+            .iops
+            .map(|r| Schedule::new(r, plan.arrivals, t0, plan.seed ^ 0xa11)),
+    };
+    let qd = plan.qd.max(1);
+    let mut ring = Ring::new(qd, plan.batch.clamp(1, qd));
+    // Bytes issued since the ramp ended (the size-based stop).
+    let mut issued = 0u64;
+    let mut stopped_at: Option<u64> = None;
+    let mut last_done = span.ramp_end;
+    // The last completion, or the first submission after a time with nothing in flight.
+    let mut progress = t0;
+    let mut failed = false;
+    // CPU time counts from the end of the ramp, as the IOs do (fio does the same).
+    let mut cpu_start: Option<Cpu> = None;
+    loop {
+        let now = clock.now();
+        if cpu_start.is_none() && now >= span.ramp_end {
+            cpu_start = Some(clock.thread_cpu());
+            b.ramp_ended();
+        }
+        if ring.inflight() == 0 {
+            // Nothing in flight: the no-completion watch starts with the next submission.
+            progress = now;
+        }
+        let issuing = !failed
+            && !abort.load(Ordering::Relaxed)
+            && span.deadline.map_or(issued < span.budget, |d| now < d);
+        if !issuing && stopped_at.is_none() {
+            stopped_at = Some(now);
+        }
+        if issuing {
+            ring.fill(b, clock, &mut src, now, &span, &mut issued)?;
+        }
+        if !ring.queued.is_empty() {
+            submit_queued(b, clock, &mut ring.slots, &mut ring.queued)?;
+        }
+        let inflight = ring.inflight();
+        if inflight == 0 {
+            if !issuing {
+                break;
+            }
+            // Open loop, nothing in flight: sleep to the next due IO (or the end).
+            if let Some(s) = &src.sched {
+                let t = span.deadline.map_or(s.next_due(), |d| d.min(s.next_due()));
+                clock.sleep_until(t);
+            }
+            continue;
+        }
+        let stall_end = progress + STALL_MAX_NS;
+        if now >= stall_end {
+            bail!(
+                "{} IOs in flight and none completed for {} s: the device stopped completing IOs",
+                inflight,
+                STALL_MAX_NS / 1_000_000_000
+            );
+        }
+        // Wake for the next due IO (a free slot to use) and for the end, whatever comes first.
+        let mut until = stall_end;
+        if issuing {
+            if let Some(d) = span.deadline {
+                until = until.min(d);
+            }
+            if let (Some(s), false) = (&src.sched, ring.free.is_empty()) {
+                until = until.min(s.next_due());
+            }
+        }
+        b.wait(Some(until), &mut ring.done)?;
+        let t = clock.now();
+        if !ring.done.is_empty() {
+            progress = t;
+        }
+        let (any_failed, last) = ring.reap(&mut st, t, &span, plan.ramp_ns);
+        failed |= any_failed;
+        last_done = last.unwrap_or(last_done);
     }
     // The measured span: from the end of the ramp to when issuing stopped, or to the last
     // completion drained after that.
-    let end = last_done.max(stopped_at.unwrap_or(last_done));
-    st.runtime_ns = end.saturating_sub(ramp_end);
+    st.runtime_ns = last_done
+        .max(stopped_at.unwrap_or(last_done))
+        .saturating_sub(span.ramp_end);
     if let Some(c0) = cpu_start {
         st.cpu = clock.thread_cpu().since(&c0);
     }
+    failed_ios(plan, &st)?;
+    Ok(st)
+}
+
+/// The worker's error when any of its IOs failed: the first, and how many more.
+fn failed_ios(plan: &WorkerPlan, st: &WorkerStats) -> Result<()> {
     if let Some(e) = &st.first_error {
         bail!(
             "worker {}: {} (and {} more failed IOs)",
@@ -409,7 +496,7 @@ pub fn drive<B: Backend, C: Clock>(
             st.errors - 1
         );
     }
-    Ok(st)
+    Ok(())
 }
 
 #[cfg(test)]
