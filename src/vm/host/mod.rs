@@ -32,37 +32,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
             return Ok(0);
         }
     }
-    if a.args.is_empty() {
-        crate::usage_bail!(
-            "vm: give the resctl-bench arguments to run after `--`, e.g. `resctl-bench vm -- --version`"
-        );
-    }
-    if cwd == Path::new("/") {
-        crate::usage_bail!("vm: run it from a directory other than / (the working directory is shared with the guest)");
-    }
-    let cwd_str = cwd
-        .to_str()
-        .context("the current directory is not valid UTF-8")?
-        .to_string();
-    let extra: Vec<(String, String)> = a
-        .with_module
-        .iter()
-        .map(|m| match m.split_once(':') {
-            Some((n, p)) => (n.to_string(), p.replace(',', " ")),
-            None => (m.to_string(), String::new()),
-        })
-        .collect();
-    if let Some((n, _)) = extra.iter().find(|(n, _)| n.is_empty()) {
-        crate::usage_bail!(
-            "vm: --with-module {:?}: a module name is needed (NAME[:PARAMS])",
-            n
-        );
-    }
-    for p in &a.with_program {
-        if !p.is_file() {
-            crate::usage_bail!("vm: --with-program {}: not a file", p.display());
-        }
-    }
+    let (cwd_str, extra) = check_args(a, &cwd)?;
     let nbdkit = match opts.limits.latency_ms {
         Some(_) => Some(super::nbd::tool(&opts.limits.name)?),
         None => None,
@@ -71,37 +41,9 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let mkfs = setup::tool("mkfs.ext4")?;
     setup::tool("ldd")?;
     let kernel = setup::kernel(a.kernel.as_deref(), a.modules.as_deref())?;
-    let mut wanted: Vec<&str> = kmod::NEEDED.to_vec();
-    wanted.extend(extra.iter().map(|(n, _)| n.as_str()));
-    let modules = kmod::Tree::scan(&kernel.modules)
-        .and_then(|t| t.load_order(&wanted))
-        .with_context(|| {
-            format!(
-                "kernel modules in {} (use --kernel/--modules with an uncompressed-module kernel, e.g. the one {} caches)",
-                kernel.modules.display(),
-                setup::FIX
-            )
-        })?;
+    let modules = guest_modules(&kernel, &extra)?;
 
-    // Reports land on the host next to the result (the guest bind-mounts this directory at
-    // `<--dir>/report.d`); a symlink leading out of the shared directory would not resolve there.
-    let reports_dir = match &opts.reports_dir {
-        Some(d) => {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("creating the report directory {}", d.display()))?;
-            let real = d.canonicalize()?;
-            if real.starts_with(&cwd) {
-                Some(real.to_string_lossy().into_owned())
-            } else {
-                log::warn!(
-                    "vm: {} leads out of the shared directory; per-second reports stay in the guest",
-                    d.display()
-                );
-                None
-            }
-        }
-        None => None,
-    };
+    let reports_dir = shared_reports_dir(&opts, &cwd)?;
 
     catch_signals();
     let work = WorkDir::create(a.keep)?;
@@ -148,6 +90,134 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         return Ok(128 + sig);
     }
 
+    let kvm = choose_accel(&opts);
+    let mut cmdline = "console=ttyS0 panic=-1 psi=1 mitigations=off rdinit=/init".to_string();
+    if verbose < 2 {
+        cmdline += " quiet";
+    }
+    let mut machine = qemu::Machine {
+        qemu: &qemu_bin,
+        kvm,
+        mem: opts.mem,
+        cpus: opts.cpus,
+        kernel: &kernel.image,
+        initrd: &initrd,
+        cmdline,
+        disk: &work.disk(),
+        nbd,
+        disk_direct,
+        limits: &opts.limits,
+        share: &cwd,
+        sockets: Vec::new(),
+    };
+    let boot = boot_or_fall_back(&mut machine, &work, &opts, verbose)?;
+    exit_of(boot, &opts)
+}
+
+/// The guest command and the options that name things on the host, checked before anything
+/// starts: the working directory (shared with the guest, as a string) and the extra modules
+/// (`NAME[:PARAMS]`).
+fn check_args(a: &VmArgs, cwd: &Path) -> Result<(String, Vec<(String, String)>)> {
+    if a.args.is_empty() {
+        crate::usage_bail!(
+            "vm: give the resctl-bench arguments to run after `--`, e.g. `resctl-bench vm -- --version`"
+        );
+    }
+    if cwd == Path::new("/") {
+        crate::usage_bail!("vm: run it from a directory other than / (the working directory is shared with the guest)");
+    }
+    let cwd_str = cwd
+        .to_str()
+        .context("the current directory is not valid UTF-8")?
+        .to_string();
+    let extra: Vec<(String, String)> = a
+        .with_module
+        .iter()
+        .map(|m| match m.split_once(':') {
+            Some((n, p)) => (n.to_string(), p.replace(',', " ")),
+            None => (m.to_string(), String::new()),
+        })
+        .collect();
+    if let Some((n, _)) = extra.iter().find(|(n, _)| n.is_empty()) {
+        crate::usage_bail!(
+            "vm: --with-module {:?}: a module name is needed (NAME[:PARAMS])",
+            n
+        );
+    }
+    for p in &a.with_program {
+        if !p.is_file() {
+            crate::usage_bail!("vm: --with-program {}: not a file", p.display());
+        }
+    }
+    Ok((cwd_str, extra))
+}
+
+/// The kernel modules the guest loads, dependencies first: what the stack needs and the
+/// `--with-module` ones.
+fn guest_modules(
+    kernel: &setup::Kernel,
+    extra: &[(String, String)],
+) -> Result<Vec<(String, std::path::PathBuf)>> {
+    let mut wanted: Vec<&str> = kmod::NEEDED.to_vec();
+    wanted.extend(extra.iter().map(|(n, _)| n.as_str()));
+    kmod::Tree::scan(&kernel.modules)
+        .and_then(|t| t.load_order(&wanted))
+        .with_context(|| {
+            format!(
+                "kernel modules in {} (use --kernel/--modules with an uncompressed-module kernel, e.g. the one {} caches)",
+                kernel.modules.display(),
+                setup::FIX
+            )
+        })
+}
+
+/// Boots the machine; when KVM was only being tried (`--accel auto`) and the guest made no
+/// progress under it, boots it again under TCG and remembers that until the host reboots.
+fn boot_or_fall_back(
+    machine: &mut qemu::Machine,
+    work: &WorkDir,
+    opts: &Opts,
+    verbose: u8,
+) -> Result<Boot> {
+    let trial = machine.kvm && opts.accel == "auto";
+    let b = boot(machine, work, opts, verbose, trial)?;
+    if !matches!(b.outcome, Outcome::KvmFailed) {
+        return Ok(b);
+    }
+    log::info!(
+        "vm: the guest made no progress under KVM in {}s; using TCG (remembered until the host reboots)",
+        KVM_TRIAL.as_secs()
+    );
+    qemu::remember_kvm(false);
+    machine.kvm = false;
+    boot_tcg(machine, work, opts, verbose)
+}
+
+/// Where the guest's per-second reports land on the host: next to the result (the guest
+/// bind-mounts this directory at `<--dir>/report.d`). A symlink leading out of the shared
+/// directory would not resolve in the guest: then they stay there.
+fn shared_reports_dir(opts: &Opts, cwd: &Path) -> Result<Option<String>> {
+    Ok(match &opts.reports_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("creating the report directory {}", d.display()))?;
+            let real = d.canonicalize()?;
+            if real.starts_with(cwd) {
+                Some(real.to_string_lossy().into_owned())
+            } else {
+                log::warn!(
+                    "vm: {} leads out of the shared directory; per-second reports stay in the guest",
+                    d.display()
+                );
+                None
+            }
+        }
+        None => None,
+    })
+}
+
+/// Whether to boot under KVM (`--accel`, or `auto`: whether KVM works here), said in the log.
+fn choose_accel(opts: &Opts) -> bool {
     let kvm_known = qemu::kvm_cached().is_some();
     let kvm = match opts.accel.as_str() {
         "kvm" => true,
@@ -172,41 +242,12 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
             KVM_TRIAL.as_secs()
         );
     }
-    let mut cmdline = "console=ttyS0 panic=-1 psi=1 mitigations=off rdinit=/init".to_string();
-    if verbose < 2 {
-        cmdline += " quiet";
-    }
-    let mut machine = qemu::Machine {
-        qemu: &qemu_bin,
-        kvm,
-        mem: opts.mem,
-        cpus: opts.cpus,
-        kernel: &kernel.image,
-        initrd: &initrd,
-        cmdline,
-        disk: &work.disk(),
-        nbd,
-        disk_direct,
-        limits: &opts.limits,
-        share: &cwd,
-        sockets: Vec::new(),
-    };
-    let mut boot = boot(
-        &mut machine,
-        &work,
-        &opts,
-        verbose,
-        kvm && opts.accel == "auto",
-    )?;
-    if matches!(boot.outcome, Outcome::KvmFailed) {
-        log::info!(
-            "vm: the guest made no progress under KVM in {}s; using TCG (remembered until the host reboots)",
-            KVM_TRIAL.as_secs()
-        );
-        qemu::remember_kvm(false);
-        machine.kvm = false;
-        boot = boot_tcg(&mut machine, &work, &opts, verbose)?;
-    }
+    kvm
+}
+
+/// The exit status of the command in the guest, or what went wrong with the VM, with the
+/// last lines QEMU and the guest console printed.
+fn exit_of(boot: Boot, opts: &Opts) -> Result<i32> {
     let Boot {
         outcome,
         console,
