@@ -244,22 +244,12 @@ fn write(path: &str, val: &str) -> Result<()> {
 }
 
 fn init(ctl_out: &mut Option<File>) -> Result<i32> {
-    for (src, dir, fs) in [
-        ("proc", "/proc", "proc"),
-        ("sysfs", "/sys", "sysfs"),
-        ("devtmpfs", "/dev", "devtmpfs"),
-        ("tmpfs", "/tmp", "tmpfs"),
-        ("tmpfs", "/run", "tmpfs"),
-    ] {
-        mount(src, Path::new(dir), fs, "")?;
-    }
-    let _ = mount("tmpfs", Path::new("/dev/shm"), "tmpfs", "");
+    mount_basics()?;
     let cfg: GuestConfig = serde_json::from_slice(
         &std::fs::read(GUEST_CONFIG).with_context(|| format!("reading {}", GUEST_CONFIG))?,
     )
     .context("parsing the guest configuration")?;
     let v = cfg.verbose;
-
     for m in &cfg.modules {
         let params = cfg
             .module_params
@@ -272,38 +262,8 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
     log(ctl_out, v, format!("loaded {} modules", cfg.modules.len()));
     let out = open_port(PORT_OUT)?;
     let err = open_port(PORT_ERR)?;
-
-    // cgroup2 with every available controller enabled at the root.
-    let cg = Path::new("/sys/fs/cgroup");
-    mount("cgroup2", cg, "cgroup2", "memory_recursiveprot")?;
-    let ctrls = std::fs::read_to_string(cg.join("cgroup.controllers"))
-        .context("reading cgroup.controllers")?;
-    let enable: Vec<String> = ctrls
-        .split_whitespace()
-        .map(|c| format!("+{}", c))
-        .collect();
-    write("/sys/fs/cgroup/cgroup.subtree_control", &enable.join(" "))?;
-    for need in ["cpu", "io", "memory"] {
-        if !ctrls.split_whitespace().any(|c| c == need) {
-            bail!("the guest kernel has no cgroup2 {} controller", need);
-        }
-    }
-    mount("tracefs", Path::new("/sys/kernel/tracing"), "tracefs", "")?;
-    let _ = mount("debugfs", Path::new("/sys/kernel/debug"), "debugfs", "");
-    let _ = std::fs::write("/proc/sys/kernel/hostname", "resctl-vm");
-
-    // The scratch disk.
-    let disk = wait_for("the scratch disk", Duration::from_secs(10), || {
-        find_disk(&cfg.serial)
-    })?;
-    write(
-        &format!("/sys/block/{}/queue/rotational", disk),
-        if cfg.rotational { "1" } else { "0" },
-    )?;
-    let dev = format!("/dev/{}", disk);
-    wait_for(&dev, Duration::from_secs(5), || {
-        Path::new(&dev).exists().then_some(())
-    })?;
+    mount_cgroups()?;
+    let (disk, dev) = scratch_disk(&cfg)?;
 
     // Mount the scratch fs and the shared cwd, shallower first so nesting works either way.
     let scratch = PathBuf::from(&cfg.scratch_dir);
@@ -353,25 +313,7 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
         ),
     );
 
-    let uptime = std::fs::read_to_string("/proc/uptime")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    if let Some(c) = ctl_out.as_mut() {
-        send(c, &Event::Ready { uptime })?;
-        // Keep init itself in memory so a guest thrashing under a memory hog still answers
-        // (not inherited by the command), then tell the host every few seconds that the
-        // guest kernel is alive.
-        unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
-        if let Ok(mut hb) = c.try_clone() {
-            std::thread::spawn(move || loop {
-                std::thread::sleep(HEARTBEAT_EVERY);
-                if send(&mut hb, &Event::Heartbeat).is_err() {
-                    return;
-                }
-            });
-        }
-    }
+    announce_ready(ctl_out)?;
     let child = std::process::Command::new("/init")
         .arg0("resctl-bench")
         .args(&cfg.args)
@@ -384,27 +326,111 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
         .spawn()
         .context("starting the command")?;
     let code = reap_until(child.id() as libc::pid_t);
+    let swap = (cfg.swap_size > 0).then_some(swapfile.as_path());
+    let unmount: Vec<&Path> = reports_bind
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(mounts.iter().rev().map(|(t, _)| t.as_path()))
+        .collect();
+    tear_down(swap, &unmount);
+    Ok(code)
+}
 
-    // Stop leftovers, then take swap and the disks down cleanly (matters with --keep).
+/// The kernel's file systems init needs before anything else.
+fn mount_basics() -> Result<()> {
+    for (src, dir, fs) in [
+        ("proc", "/proc", "proc"),
+        ("sysfs", "/sys", "sysfs"),
+        ("devtmpfs", "/dev", "devtmpfs"),
+        ("tmpfs", "/tmp", "tmpfs"),
+        ("tmpfs", "/run", "tmpfs"),
+    ] {
+        mount(src, Path::new(dir), fs, "")?;
+    }
+    let _ = mount("tmpfs", Path::new("/dev/shm"), "tmpfs", "");
+    Ok(())
+}
+
+/// cgroup2 with every available controller enabled at the root (cpu, io and memory are
+/// required), tracefs and debugfs.
+fn mount_cgroups() -> Result<()> {
+    let cg = Path::new("/sys/fs/cgroup");
+    mount("cgroup2", cg, "cgroup2", "memory_recursiveprot")?;
+    let ctrls = std::fs::read_to_string(cg.join("cgroup.controllers"))
+        .context("reading cgroup.controllers")?;
+    let enable: Vec<String> = ctrls
+        .split_whitespace()
+        .map(|c| format!("+{}", c))
+        .collect();
+    write("/sys/fs/cgroup/cgroup.subtree_control", &enable.join(" "))?;
+    for need in ["cpu", "io", "memory"] {
+        if !ctrls.split_whitespace().any(|c| c == need) {
+            bail!("the guest kernel has no cgroup2 {} controller", need);
+        }
+    }
+    mount("tracefs", Path::new("/sys/kernel/tracing"), "tracefs", "")?;
+    let _ = mount("debugfs", Path::new("/sys/kernel/debug"), "debugfs", "");
+    let _ = std::fs::write("/proc/sys/kernel/hostname", "resctl-vm");
+    Ok(())
+}
+
+/// The scratch disk (found by its serial), marked rotational or not as configured: its block
+/// device name and device node.
+fn scratch_disk(cfg: &GuestConfig) -> Result<(String, String)> {
+    let disk = wait_for("the scratch disk", Duration::from_secs(10), || {
+        find_disk(&cfg.serial)
+    })?;
+    write(
+        &format!("/sys/block/{}/queue/rotational", disk),
+        if cfg.rotational { "1" } else { "0" },
+    )?;
+    let dev = format!("/dev/{}", disk);
+    wait_for(&dev, Duration::from_secs(5), || {
+        Path::new(&dev).exists().then_some(())
+    })?;
+    Ok((disk, dev))
+}
+
+/// Tells the host the guest is up; from then on init stays in memory (so a guest thrashing
+/// under a memory hog still answers; not inherited by the command) and tells the host every
+/// few seconds that the guest kernel is alive.
+fn announce_ready(ctl_out: &mut Option<File>) -> Result<()> {
+    let uptime = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let Some(c) = ctl_out.as_mut() else {
+        return Ok(());
+    };
+    send(c, &Event::Ready { uptime })?;
+    unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if let Ok(mut hb) = c.try_clone() {
+        std::thread::spawn(move || loop {
+            std::thread::sleep(HEARTBEAT_EVERY);
+            if send(&mut hb, &Event::Heartbeat).is_err() {
+                return;
+            }
+        });
+    }
+    Ok(())
+}
+
+/// After the command: stops leftovers, then takes swap and the mounts (deepest first) down
+/// cleanly (matters with --keep).
+fn tear_down(swapfile: Option<&Path>, mounts: &[&Path]) {
     unsafe {
         libc::kill(-1, libc::SIGKILL);
     }
     while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
-    if cfg.swap_size > 0 {
-        if let Ok(p) = cstr(&swapfile) {
-            unsafe { libc::swapoff(p.as_ptr()) };
-        }
+    if let Some(p) = swapfile.and_then(|p| cstr(p).ok()) {
+        unsafe { libc::swapoff(p.as_ptr()) };
     }
     unsafe { libc::sync() };
-    for target in reports_bind
-        .iter()
-        .chain(mounts.iter().rev().map(|(t, _)| t))
-    {
+    for target in mounts {
         if let Ok(t) = cstr(target) {
             unsafe { libc::umount2(t.as_ptr(), libc::MNT_DETACH) };
         }
     }
-    Ok(code)
 }
 
 /// As PID 1, reaps every child until `pid` ends; returns its exit code (128 + signal when
