@@ -123,12 +123,9 @@ fn show_formats(hp: &HostPaths) {
     }
 }
 
-pub fn run(a: &IoLatArgs) -> Result<()> {
-    let hp = HostPaths::real();
-    if a.show_formats {
-        show_formats(&hp);
-    }
-    let (name, majmin) = match &a.dev {
+/// The device to watch (`--dev`, else the VM's scratch disk): its name and `MAJ:MIN`.
+fn device(a: &IoLatArgs, hp: &HostPaths) -> Result<(String, String)> {
+    Ok(match &a.dev {
         Some(n) => {
             let p = hp.path(format!("sys/class/block/{}/dev", n));
             let t = std::fs::read_to_string(&p)
@@ -140,41 +137,38 @@ pub fn run(a: &IoLatArgs) -> Result<()> {
                 .context("no --dev given and not in a resctl-bench VM")?;
             (d.name, d.maj_min)
         }
-    };
-    let devnr = crate::system::blockdev::parse_devnr(&majmin)
-        .with_context(|| format!("bad device number {:?} of {}", majmin, name))?;
-    let mut src: Box<dyn IoLatSource> = match a.source.as_str() {
-        "auto" => open_best(&hp, devnr)?,
-        "tracefs" => Box::new(TraceFsSource::open(&hp, devnr)?),
+    })
+}
+
+/// The latency source `--source` names.
+fn open_source(which: &str, hp: &HostPaths, devnr: (u32, u32)) -> Result<Box<dyn IoLatSource>> {
+    Ok(match which {
+        "auto" => open_best(hp, devnr)?,
+        "tracefs" => Box::new(TraceFsSource::open(hp, devnr)?),
         "tracefs-text" => Box::new(TraceFsSource::open_with(
-            &hp,
+            hp,
             devnr,
             ReadMode::Text,
             &mut NoJournal,
         )?),
-        "diskstats" => Box::new(DiskStatsSource::open(&hp, devnr)?),
+        "diskstats" => Box::new(DiskStatsSource::open(hp, devnr)?),
         other => crate::usage_bail!(
             "--source {:?} is not a latency source (accepted: auto, tracefs, tracefs-text, diskstats)",
             other
         ),
-    };
-    let load = match a.load.as_deref() {
-        None => None,
-        Some("randread") => {
-            let target = Path::new("/dev").join(&name);
-            let (dur, jobs) = (Duration::from_secs(a.secs), a.jobs);
-            Some(std::thread::spawn(move || {
-                crate::workload::randread::randread(&target, dur, jobs)
-            }))
-        }
-        Some(other) => crate::usage_bail!("--load {:?}: only randread is accepted", other),
-    };
-    // Discard anything before the start.
-    src.sample()?;
-    let (start, cpu0) = (Instant::now(), thread_cpu_secs(READER_COMM));
+    })
+}
+
+/// One sample a second for `secs` seconds from `start`, each also printed; whether any said
+/// the latencies were unavailable.
+fn sample_secs(
+    src: &mut dyn IoLatSource,
+    start: Instant,
+    secs: u64,
+) -> Result<(Vec<Second>, bool)> {
     let mut per_sec = Vec::new();
     let mut unavailable = false;
-    for i in 1..=a.secs {
+    for i in 1..=secs {
         let at = start + Duration::from_secs(i);
         std::thread::sleep(at.saturating_duration_since(Instant::now()));
         let s = src.sample()?;
@@ -201,6 +195,33 @@ pub fn run(a: &IoLatArgs) -> Result<()> {
         );
         per_sec.push(sec);
     }
+    Ok((per_sec, unavailable))
+}
+
+pub fn run(a: &IoLatArgs) -> Result<()> {
+    let hp = HostPaths::real();
+    if a.show_formats {
+        show_formats(&hp);
+    }
+    let (name, majmin) = device(a, &hp)?;
+    let devnr = crate::system::blockdev::parse_devnr(&majmin)
+        .with_context(|| format!("bad device number {:?} of {}", majmin, name))?;
+    let mut src = open_source(&a.source, &hp, devnr)?;
+    let load = match a.load.as_deref() {
+        None => None,
+        Some("randread") => {
+            let target = Path::new("/dev").join(&name);
+            let (dur, jobs) = (Duration::from_secs(a.secs), a.jobs);
+            Some(std::thread::spawn(move || {
+                crate::workload::randread::randread(&target, dur, jobs)
+            }))
+        }
+        Some(other) => crate::usage_bail!("--load {:?}: only randread is accepted", other),
+    };
+    // Discard anything before the start.
+    src.sample()?;
+    let (start, cpu0) = (Instant::now(), thread_cpu_secs(READER_COMM));
+    let (per_sec, unavailable) = sample_secs(&mut *src, start, a.secs)?;
     let wall = start.elapsed().as_secs_f64();
     let reader_cpu_util = (thread_cpu_secs(READER_COMM) - cpu0) / wall;
     let load = match load {
