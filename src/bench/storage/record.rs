@@ -7,8 +7,6 @@ use crate::system::bench_json::HashdKnobs;
 use crate::workload::hashd::sizing::mem::lowest_fail_above;
 use crate::workload::hashd::sizing::probe::ProbeRecord;
 use anyhow::Result;
-#[allow(unused_imports)]
-use super::plot::svg as _;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
