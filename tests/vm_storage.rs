@@ -2,18 +2,20 @@
 //! release binary (`scripts/test` builds it; a debug hashd under TCG is too slow to measure
 //! anything):
 //!
-//! * `vm --disk-profile unthrottled -- --quick --mem-profile 2 -r r.json run storage:loops=1`
-//!   shows the progress lines, and `summary` prints the memory-offloading line;
+//! * `--quick --mem-profile 2 -r r.json run storage:loops=1` on the `unthrottled` disk
+//!   profile shows the progress lines, and `summary` prints the memory-offloading line;
 //! * re-running it as `storage:loops=1,commit` before `systest` reuses the finished entry
 //!   without measuring and commits its hashd parameters again for the job after it.
+//!
+//! Both runs go one after the other in one guest (`__vm-scenario seq`), one boot instead of two.
 //!
 //! Storage on sata-ssd runs nested twice in `vm_iocost_qos`, which also kills the job right
 //! after a nested storage checkpointed and resumes it without measuring again; the MOF of each disk
 //! profile side by side (hdd below the SSDs) is `scripts/storage-compare`'s, by hand: CI's
 //! 45 minutes don't hold a storage run per profile beside iocost-qos.
 //!
-//! Timings and the MOF go to stderr and to `target/vm-storage.txt`, each run's log to
-//! `target/vm-storage-logs/`.
+//! Timings and the MOF go to stderr and to `target/vm-storage.txt`, the runs' log to
+//! `target/vm-storage-logs/runs.log`.
 
 mod common;
 #[path = "common/upstream.rs"]
@@ -25,11 +27,27 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
-fn vm_cmd(cwd: &Path, profile: &str, args: &[&str]) -> Command {
+/// The two runs as `seq` commands: with `--work` at the guest's `--dir`, whose `report.d`
+/// the guest binds to `r-report.d` on the host (the `-r` before `__vm-scenario` says where).
+fn vm_cmd(cwd: &Path, cmds: &[String]) -> Command {
     let mut c = Command::new(release_bin());
-    c.current_dir(cwd)
-        .args(["vm", "--disk-profile", profile, "--timeout", "15min", "--"])
-        .args(args);
+    c.current_dir(cwd).args([
+        "vm",
+        "--disk-profile",
+        "unthrottled",
+        "--timeout",
+        "15min",
+        "--",
+        "-r",
+        "r.json",
+        "__vm-scenario",
+        "seq",
+        "--work",
+        "/var/lib/resctl-demo",
+    ]);
+    for cmd in cmds {
+        c.args(["--cmd", cmd]);
+    }
     c
 }
 
@@ -39,17 +57,16 @@ fn logs_dir() -> PathBuf {
     d
 }
 
-/// Runs one VM command; its stderr (the bench's log) is kept as
-/// `target/vm-storage-logs/<label>.log`, so a slow or odd run can be read afterwards.
-fn run_vm(cwd: &Path, profile: &str, args: &[&str], label: &str) -> (Output, f64) {
+/// Runs the commands in one guest; its stderr (the benches' logs) is kept as
+/// `target/vm-storage-logs/runs.log`, so a slow or odd run can be read afterwards.
+fn run_vm(cwd: &Path, cmds: &[String]) -> (Output, f64) {
     let t = Instant::now();
-    let out = vm_output(|| vm_cmd(cwd, profile, args));
+    let out = vm_output(|| vm_cmd(cwd, cmds));
     let secs = t.elapsed().as_secs_f64();
-    let _ = std::fs::write(logs_dir().join(format!("{}.log", label)), &out.stderr);
+    let _ = std::fs::write(logs_dir().join("runs.log"), &out.stderr);
     eprintln!(
-        "vm --disk-profile {} -- {:?}: {:?} in {:.0}s",
-        profile,
-        args,
+        "vm --disk-profile unthrottled -- seq {:?}: {:?} in {:.0}s",
+        cmds,
         out.status.code(),
         secs
     );
@@ -81,13 +98,19 @@ fn summary(cwd: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn run_args(loops: u32) -> Vec<String> {
-    let mut v: Vec<String> = ["--quick", "--mem-profile", "2", "-r", "r.json", "run"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    v.push(format!("storage:loops={}", loops));
-    v
+/// The runs' command lines: `seq` splits them at spaces.
+fn run_cmd(specs: &str) -> String {
+    format!("--quick --mem-profile 2 -r r.json run {}", specs)
+}
+
+/// The log of the `seq` command running `cmd`, from `stderr` (`seq` marks where each begins).
+fn log_of<'a>(stderr: &'a str, cmd: &str) -> &'a str {
+    let mark = format!("seq: running {}\n", cmd);
+    let from = stderr
+        .find(&mark)
+        .unwrap_or_else(|| panic!("no {:?} in the log:\n{}", mark, stderr));
+    let rest = &stderr[from + mark.len()..];
+    &rest[..rest.find("seq: running ").unwrap_or(rest.len())]
 }
 
 /// The MOF of the result in `cwd`, after checking `summary` prints it; returns the line too.
@@ -99,12 +122,15 @@ fn mof(cwd: &Path) -> (f64, String, Value) {
         .unwrap_or_else(|| panic!("no MOF line in summary:\n{}", sum))
         .to_string();
     assert!(sum.contains("quick"), "quick runs are marked:\n{}", sum);
-    let e = entries(&cwd.join("r.json"));
-    assert_eq!(e.len(), 1);
-    assert!(e[0].get("incomplete").is_none());
+    let all = entries(&cwd.join("r.json"));
+    let e = all
+        .iter()
+        .find(|e| e["spec"]["kind"] == "storage")
+        .unwrap_or_else(|| panic!("no storage entry: {:?}", all));
+    assert!(e.get("incomplete").is_none());
     // Upstream 2.2.6 can load what we wrote.
-    assert_eq!(upstream::problems(&e[0]), Vec::<String>::new());
-    let res = &e[0]["result"];
+    assert_eq!(upstream::problems(e), Vec::<String>::new());
+    let res = &e["result"];
     let mof = res["mem_offload_factor"].as_f64().unwrap();
     assert!(mof > 0.0, "{}", res);
     let nr = res["nr_reports"].as_array().unwrap();
@@ -113,11 +139,11 @@ fn mof(cwd: &Path) -> (f64, String, Value) {
         "per-second reports studied: {:?}",
         nr
     );
-    (mof, line, e[0]["record"].clone())
+    (mof, line, e["record"].clone())
 }
 
 #[test]
-fn vm_storage_resume_and_reuse() {
+fn vm_storage_measures_and_reuses() {
     if !enabled() {
         return;
     }
@@ -130,13 +156,17 @@ fn vm_storage_resume_and_reuse() {
         );
     };
 
-    // unthrottled, one loop: progress lines, the MOF, a result upstream can load. (A kill and
-    // the resume from a storage checkpoint are vm_iocost_qos's.)
+    // unthrottled, one loop: progress lines, the MOF, a result upstream can load; then the
+    // finished entry reused and, with `commit`, its hashd parameters committed again for the
+    // jobs after it: here `systest`, which runs on the host setup. (A kill and the resume from
+    // a storage checkpoint are vm_iocost_qos's.)
     let cwd = tmp.path().join("unthrottled");
     std::fs::create_dir_all(&cwd).unwrap();
-    let args = run_args(1);
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let (out, secs) = run_vm(&cwd, "unthrottled", &args, "unthrottled");
+    let (measure, reuse) = (
+        run_cmd("storage:loops=1"),
+        run_cmd("storage:loops=1,commit systest"),
+    );
+    let (out, secs) = run_vm(&cwd, &[measure.clone(), reuse.clone()]);
     assert_ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
@@ -144,7 +174,7 @@ fn vm_storage_resume_and_reuse() {
     // The progress display, in plain lines: the loop, each probe with its footprint, and a
     // readable verdict per probe.
     assert_has_all(
-        &stderr,
+        log_of(&stderr, &measure),
         &[
             "] storage loop 1/1 | ",
             "] storage loop 1/1 · memory search probe 1 (going up) · ",
@@ -156,56 +186,43 @@ fn vm_storage_resume_and_reuse() {
     let (un, line, rec) = mof(&cwd);
     assert_eq!(rec["mem_usages"].as_array().unwrap().len(), 1);
     report += &format!(
-        "unthrottled  MOF {:.3}: loops=1 in {:.0}s (retries {}): {}\n",
+        "unthrottled  MOF {:.3}: loops=1, both runs in {:.0}s (retries {}): {}\n",
         un, secs, rec["retries"], line
     );
     eprintln!("{}", report);
     save(&report);
 
-    // A finished entry is reused, and with `commit` its parameters are committed again for
-    // the jobs after it: here `systest`, which runs on the host setup.
-    let result = cwd.join("r.json");
-    let before = entries(&result);
-    let args = [
-        "--quick",
-        "--mem-profile",
-        "2",
-        "-r",
-        "r.json",
-        "run",
-        "storage:loops=1,commit",
-        "systest",
-    ];
-    let (out, secs) = run_vm(&cwd, "unthrottled", &args, "reused-and-committed");
-    assert_ok(&out);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("reusing"), "{}", stderr);
+    let log = log_of(&stderr, &reuse);
+    assert!(log.contains("reusing"), "{}", log);
     assert!(
-        !stderr.contains("storage loop 1/"),
+        !log.contains("storage loop 1/"),
         "nothing measured again:\n{}",
-        stderr
+        log
     );
     assert!(
-        stderr.contains("committing hashd parameters of the reused record"),
+        log.contains("committing hashd parameters of the reused record"),
         "{}",
-        stderr
+        log
     );
-    let after = entries(&result);
-    let by_kind = |e: &[Value], kind: &str| -> Value {
-        e.iter()
+    let after = entries(&cwd.join("r.json"));
+    let by_kind = |kind: &str| -> Value {
+        after
+            .iter()
             .find(|e| e["spec"]["kind"] == kind)
-            .unwrap_or_else(|| panic!("no {} entry: {:?}", kind, e))
+            .unwrap_or_else(|| panic!("no {} entry: {:?}", kind, after))
             .clone()
     };
-    let (b, a) = (by_kind(&before, "storage"), by_kind(&after, "storage"));
-    assert_eq!(b["record"], a["record"]);
-    assert_eq!(b["result"], a["result"]);
-    assert!(by_kind(&after, "systest")["incomplete"].is_null());
-    report += &format!(
-        "re-run reused the storage entry and committed its hashd parameters for systest in {:.0}s\n",
-        secs
+    let (stor, sys) = (by_kind("storage"), by_kind("systest"));
+    assert!(
+        stor["period"][1].as_u64() <= sys["period"][0].as_u64(),
+        "the storage entry was measured again: {} {}",
+        stor["period"],
+        sys["period"]
     );
+    assert!(sys["incomplete"].is_null());
+    report +=
+        "the re-run reused the storage entry and committed its hashd parameters for systest\n";
     eprintln!("{}", report);
     save(&report);
-    common::keep_result(&result, "storage");
+    common::keep_result(&cwd.join("r.json"), "storage");
 }

@@ -373,6 +373,8 @@ fn seq(work: &Path, cmds: &[String]) -> Result<serde_json::Value> {
     let mut done = Vec::new();
     for cmd in cmds {
         let t = Instant::now();
+        // Where each command's log begins, for the tests that read them apart.
+        eprintln!("seq: running {}", cmd);
         let st = Command::new("/proc/self/exe")
             .arg("--dir")
             .arg(work)
