@@ -4,11 +4,13 @@
 //! `src/testaid/vm_iocost_qos.rs` and `vm_protection.rs`) runs the baseline and one vrate (50),
 //! SIGKILLs the job inside the baseline's mem-hog-tune once it has checkpointed a probe, runs
 //! it again and SIGKILLs it inside the second configuration once its storage has checkpointed,
-//! and runs it to the end; then `hashd-params:fake-cpu-load` and a mem-hog scenario (reusing
-//! iocost-qos's io.cost model from bench.json), and a run stopped with SIGINT during its hog.
+//! and runs it to the end; then `hashd-params:fake-cpu-load` and a mem-hog scenario, and a
+//! run stopped with SIGINT during its hog. Every run takes the kernel's io.cost model
+//! (`--iocost-from-sys`; measuring one is `vm_iocost_params`'s).
 //! This test checks what it reports:
 //!
-//! * iocost-qos: the second run resumes the baseline with its storage and the tune's probes
+//! * iocost-qos: it plans against the kernel's model (no nested iocost-params); the second run
+//!   resumes the baseline with its storage and the tune's probes
 //!   before the kill kept; the last run lists the baseline as reused (`iocost-qos[00]: -`),
 //!   resumes the second configuration without measuring its storage again or running the
 //!   baseline, and ends with 0; `summary` prints the configuration list, a MOF/aMOF row with
@@ -105,6 +107,20 @@ fn check_qos(v: &Value) {
     };
     let runs = v["record"]["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{}", v["record"]);
+
+    // The model came from the kernel: no iocost-params ran first.
+    let model_log = lines("first_model_log");
+    assert!(
+        has(&model_log, "io.cost parameters (--iocost-from-sys)"),
+        "{:#?}",
+        model_log
+    );
+    assert!(
+        !has(&model_log, "running iocost-params first"),
+        "{:#?}",
+        model_log
+    );
+    assert!(v["record"]["base_model"]["rbps"].as_u64().unwrap_or(0) > 0);
 
     // The first kill, inside the baseline's tune: the second run resumed the baseline with its
     // storage and the probes before the kill kept.

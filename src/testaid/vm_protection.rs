@@ -1,5 +1,5 @@
 //! Protection's parts of the `__vm-scenario iocost-qos` boot (see `vm_iocost_qos`), run after
-//! iocost-qos with the io.cost model it left in bench.json, in quick mode (a tune killed and
+//! iocost-qos with the kernel's io.cost model (`--iocost-from-sys`), in quick mode (a tune killed and
 //! resumed is iocost-qos's part: it is killed inside its baseline's tune):
 //!
 //! 1. `run hashd-params:fake-cpu-load protection::scenario=mem-hog,loops=1` (the sizing gives
@@ -84,6 +84,7 @@ pub(super) fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
             "--quick",
             "-M",
             "2",
+            "--iocost-from-sys",
             "run",
             "hashd-params:fake-cpu-load",
             "protection::scenario=mem-hog,loops=1",
@@ -125,6 +126,7 @@ pub(super) fn sigint_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Resu
         "--quick",
         "-M",
         "2",
+        "--iocost-from-sys",
         "run",
         "protection:id=int:scenario=mem-hog,loops=1",
     ];
