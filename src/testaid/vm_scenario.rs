@@ -419,7 +419,12 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         )?,
     };
     if let Some(dir) = &a.keep {
-        keep(&a.work, dir, &format!("{:?}", a.scenario).to_lowercase())?;
+        use clap::ValueEnum;
+        let name = a
+            .scenario
+            .to_possible_value()
+            .map(|v| v.get_name().to_string());
+        keep(&a.work, dir, name.as_deref().unwrap_or("scenario"))?;
     }
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &v)?;
