@@ -3,6 +3,7 @@
 //! record/result models and the QoS configuration list; `props` the properties, `format` the
 //! report. Running it comes with the IO engine.
 
+mod config;
 pub mod format;
 pub mod plan;
 pub mod props;
