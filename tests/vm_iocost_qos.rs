@@ -4,8 +4,9 @@
 //! `src/testaid/vm_iocost_qos.rs` and `vm_protection.rs`) runs the baseline and one vrate (50),
 //! SIGKILLs the job inside the baseline's mem-hog-tune once it has checkpointed a probe, runs
 //! it again and SIGKILLs it inside the second configuration once its storage has checkpointed,
-//! and runs it to the end; then `hashd-params:fake-cpu-load` and a mem-hog scenario, and a
-//! run stopped with SIGINT during its hog. Every run takes the kernel's io.cost model
+//! and runs it to the end; then `hashd-params:fake-cpu-load,mem-frac=30%` (given knobs: its
+//! sizing is storage's, run just before) and a mem-hog scenario, and a run stopped with SIGINT
+//! during its hog. Every run takes the kernel's io.cost model
 //! (`--iocost-from-sys`; measuring one is `vm_iocost_params`'s).
 //! This test checks what it reports:
 //!
@@ -16,8 +17,9 @@
 //!   baseline, and ends with 0; `summary` prints the configuration list, a MOF/aMOF row with
 //!   numbers (or FAIL) for both configurations and both latency tables with two rows;
 //!   the record holds two finished runs with the QoS the kernel had;
-//! * hashd-params:fake-cpu-load sizes hashd for the mem-hog run (rps_max from the memory
-//!   profile; upstream 2.2.6 can load what it wrote);
+//! * hashd-params:fake-cpu-load,mem-frac=30% commits hashd's parameters for the mem-hog run
+//!   without measuring (rps_max from the memory profile, the given mem_frac, no sizing in the
+//!   record; upstream 2.2.6 can load what it wrote);
 //! * mem-hog: the run completes, the hog is ended by the swap or pressure watch or its timeout
 //!   (the record says which), and `summary`/`format --rstat` print every section with real
 //!   numbers (isolation percentiles not all equal, hog_bytes > 0, missing < 10 %);
@@ -279,8 +281,8 @@ fn check_mem_hog(m: &Value) {
     let hp = &m["hashd_params"];
     assert_eq!(upstream::problems(hp), Vec::<String>::new());
     let res = &hp["result"];
-    let frac = res["mem_frac"].as_f64().unwrap();
-    assert!(frac > 0.0 && frac <= 1.0, "{}", res);
+    assert_eq!(res["mem_frac"].as_f64(), Some(0.3), "{}", res);
+    assert!(hp["record"]["sizing"].is_null(), "{}", hp["record"]);
     // Fake CPU load takes rps_max from the memory profile, as storage does:
     // round(share_GiB × 166.67), and profile 2's share is 1 GiB.
     assert_eq!(res["rps_max"], 167, "{}", res);

@@ -47,6 +47,8 @@ pub struct HashdBenchCfg {
     /// What earlier searches found (where the memory search starts, its known upper end);
     /// the default searches from the bottom.
     pub mem_prior: sizing::mem::Prior,
+    /// Given mem_frac: the memory search is skipped.
+    pub mem_frac: Option<f64>,
 }
 
 /// A finished sizing run.
@@ -216,6 +218,7 @@ pub fn run_sizing(
     target.watch = watch;
     let opts = SizingOpts {
         mem_prior: cfg.mem_prior,
+        mem_frac: cfg.mem_frac,
         ..SizingOpts::new(cfg.rps_max, cfg.fake_cpu, cfg.quick)
     };
     let res = sizing::run(&mut target, &opts);
@@ -230,6 +233,21 @@ pub fn run_sizing(
         fake_cpu_load: cfg.fake_cpu,
     };
     Ok(HashdBenchRun { sizing, knobs })
+}
+
+/// The knobs when nothing is left to measure (rps_max and mem_frac both given): the sizing
+/// run would only start hashd to read back what it was told.
+pub fn given_knobs(cfg: &HashdBenchCfg) -> Option<HashdKnobs> {
+    let (rps_max, mem_frac) = (cfg.rps_max?, cfg.mem_frac?);
+    let base = base_params(cfg);
+    Some(HashdKnobs {
+        hash_size: base.file_size_mean as u64,
+        rps_max: rps_max as u64,
+        mem_size: cfg.size,
+        mem_frac,
+        chunk_pages: base.chunk_pages as u64,
+        fake_cpu_load: cfg.fake_cpu,
+    })
 }
 
 /// How the available memory is measured: a hog grows in `step`s until the kernel starts
@@ -352,11 +370,29 @@ mod tests {
             total_memory: None,
             quick: true,
             mem_prior: Default::default(),
+            mem_frac: Some(0.25),
         };
         let p = base_params(&cfg);
         assert_eq!(
             (p.file_size_mean, p.chunk_pages, p.log_bps, p.fake_cpu_load),
             (4096, 8, 1000, true)
         );
+        let k = given_knobs(&cfg).unwrap();
+        assert_eq!(
+            (k.hash_size, k.rps_max, k.mem_size, k.mem_frac),
+            (4096, 100, 1 << 30, 0.25)
+        );
+        assert_eq!((k.chunk_pages, k.fake_cpu_load), (8, true));
+        let measure_rps = HashdBenchCfg {
+            rps_max: None,
+            fake_cpu: false,
+            ..cfg.clone()
+        };
+        assert!(given_knobs(&measure_rps).is_none());
+        let search = HashdBenchCfg {
+            mem_frac: None,
+            ..cfg
+        };
+        assert!(given_knobs(&search).is_none());
     }
 }

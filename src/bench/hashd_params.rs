@@ -45,6 +45,11 @@ pub static DESC: BenchDesc = BenchDesc {
                 "simulate CPU load instead of hashing",
             ),
             HASHD_KNOBS[0],
+            prop(
+                "mem-frac",
+                ValueKind::Frac,
+                "footprint fraction to use instead of searching for it",
+            ),
             HASHD_KNOBS[1],
             HASHD_KNOBS[2],
             HASHD_KNOBS[3],
@@ -67,6 +72,8 @@ pub struct HashdParamsProps {
     pub commit: bool,
     pub fake_cpu_load: bool,
     pub rps_max: Option<u32>,
+    /// Given footprint fraction: no memory search.
+    pub mem_frac: Option<f64>,
     pub hash_size: Option<u64>,
     pub chunk_pages: Option<u32>,
     pub log_bps: Option<u64>,
@@ -93,6 +100,7 @@ impl HashdParamsProps {
             commit,
             fake_cpu_load: g.flag("fake-cpu-load")?.unwrap_or(false),
             rps_max: positive("rps-max", ValueKind::Int)?.map(clamp),
+            mem_frac: mem_frac(&g)?,
             hash_size: positive("hash-size", ValueKind::Size)?,
             chunk_pages: positive("chunk-pages", ValueKind::Int)?.map(clamp),
             log_bps: g.u64("log-bps", ValueKind::Size)?,
@@ -125,7 +133,20 @@ impl HashdParamsProps {
             total_memory: Some(share),
             quick,
             mem_prior: Default::default(),
+            mem_frac: self.mem_frac,
         }
+    }
+}
+
+/// `mem-frac` is a share of hashd's 100 % footprint: above 0, at most 1.
+fn mem_frac(g: &crate::spec::Group) -> Result<Option<f64>, SpecError> {
+    match g.f64("mem-frac", ValueKind::Frac)? {
+        Some(f) if !(f > 0.0 && f <= 1.0) => Err(g.err(format!(
+            "mem-frac={} is not a footprint fraction: give one above 0 and at most 1 \
+             (e.g. 0.3 or 30%), or leave it out to search for it",
+            g.text("mem-frac").unwrap_or_default()
+        ))),
+        f => Ok(f),
     }
 }
 
@@ -176,16 +197,30 @@ impl Bench for HashdParams {
             .mem()
             .cloned()
             .context("hashd-params runs under the memory profile")?;
-        session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
         let cfg = props.bench_cfg(mem.share, quick);
         log::info!(
-            "hashd-params: sizing hashd for {} of memory (footprint up to {}), rps_max {}{}",
+            "hashd-params: sizing hashd for {} of memory (footprint up to {}), rps_max {}, \
+             mem_frac {}{}",
             format_size(mem.share as f64),
             format_size(cfg.size as f64),
             cfg.rps_max
                 .map_or("by CPU saturation".to_string(), |r| r.to_string()),
+            cfg.mem_frac
+                .map_or("by memory search".to_string(), |f| format!("{:.3}", f)),
             if cfg.fake_cpu { ", fake CPU load" } else { "" }
         );
+        if let Some(knobs) = hashd_bench::given_knobs(&cfg) {
+            // Nothing to measure: rps_max and mem_frac are both given.
+            log::info!("hashd-params: rps_max and mem_frac are given; nothing to measure");
+            log::info!("hashd-params: {}", result_line(&knobs));
+            return Ok(HashdParamsRecord {
+                knobs,
+                period: (start, now()),
+                mem,
+                sizing: None,
+            });
+        }
+        session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
         crate::logging::progress::phase("sizing hashd");
         let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(watch()))?;
         log::info!("hashd-params: {}", result_line(&run.knobs));
@@ -312,6 +347,31 @@ mod tests {
     }
 
     #[test]
+    fn mem_frac_is_a_fraction_above_zero_up_to_one() {
+        assert_eq!(
+            props("hashd-params:mem-frac=30%").unwrap().mem_frac,
+            Some(0.3)
+        );
+        assert_eq!(
+            props("hashd-params:mem-frac=1").unwrap().mem_frac,
+            Some(1.0)
+        );
+        for bad in ["0", "0%", "1.5", "150%"] {
+            let e = props(&format!("hashd-params:mem-frac={}", bad)).unwrap_err();
+            let e = e.to_string();
+            assert!(e.contains("above 0 and at most 1"), "{}: {}", bad, e);
+        }
+        assert!(props("hashd-params:mem-frac=lots").is_err());
+        assert!(props("hashd-params:mem-frac=-0.1").is_err());
+        // With rps_max given too, nothing is left to measure.
+        let p = props("hashd-params:fake-cpu-load,mem-frac=0.3").unwrap();
+        let k = hashd_bench::given_knobs(&p.bench_cfg(1 << 30, true)).unwrap();
+        assert_eq!((k.rps_max, k.mem_size, k.mem_frac), (167, 4 << 30, 0.3));
+        let p = props("hashd-params:mem-frac=0.3").unwrap();
+        assert!(hashd_bench::given_knobs(&p.bench_cfg(1 << 30, true)).is_none());
+    }
+
+    #[test]
     fn apply_and_commit_default_to_true() {
         let p = props("hashd-params").unwrap();
         assert_eq!(
@@ -321,6 +381,7 @@ mod tests {
                 commit: true,
                 fake_cpu_load: false,
                 rps_max: None,
+                mem_frac: None,
                 hash_size: None,
                 chunk_pages: None,
                 log_bps: None,

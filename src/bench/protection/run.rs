@@ -118,6 +118,7 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
         commit: true,
         fake_cpu_load,
         rps_max: None,
+        mem_frac: None,
         hash_size: None,
         chunk_pages: None,
         log_bps: None,

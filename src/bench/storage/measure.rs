@@ -352,6 +352,7 @@ fn loop_cfg(
             hint,
             ceiling: ceiling.map(|c| (c.mem_frac, c.ratio)),
         },
+        mem_frac: None,
     }
 }
 

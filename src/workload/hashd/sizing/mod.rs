@@ -49,6 +49,8 @@ pub struct SizingOpts {
     /// What earlier searches found: where the memory search starts, its known upper end
     /// (see `mem`).
     pub mem_prior: mem::Prior,
+    /// Given mem_frac: no memory search (as a given rps_max skips CPU saturation).
+    pub mem_frac: Option<f64>,
 }
 
 impl SizingOpts {
@@ -60,6 +62,7 @@ impl SizingOpts {
             timing: Timing::new(quick),
             thresholds: Thresholds::default(),
             mem_prior: mem::Prior::default(),
+            mem_frac: None,
         }
     }
 }
@@ -105,14 +108,17 @@ pub fn run(target: &mut dyn SizingTarget, opts: &SizingOpts) -> Result<SizingRes
         }
     };
     let mut mem_history = Vec::new();
-    let mem_frac = mem::search_near(
-        target,
-        rps_max,
-        &opts.timing,
-        &opts.thresholds,
-        &mut mem_history,
-        opts.mem_prior,
-    )?;
+    let mem_frac = match opts.mem_frac {
+        Some(f) => f,
+        None => mem::search_near(
+            target,
+            rps_max,
+            &opts.timing,
+            &opts.thresholds,
+            &mut mem_history,
+            opts.mem_prior,
+        )?,
+    };
     let size = target.size();
     let mem_size = (size as f64 * mem_frac).round() as u64;
     log::info!(
