@@ -139,15 +139,39 @@ conformance! {
     samsung_format_rstat2_subfull_iocost_qos: "Samsung_SSD_970_PRO_512GB",
         ["format", "--rstat", "--rstat", "iocost-qos:sub-full"],
         "Samsung_SSD_970_PRO_512GB.format-rstat2-subfull.iocost-qos.txt";
+    intel_summary_iocost_tune: "INTEL_SSDPEKKA256G7", ["summary", "iocost-tune"],
+        "INTEL_SSDPEKKA256G7.summary.iocost-tune.txt";
+    intel_format_iocost_tune: "INTEL_SSDPEKKA256G7", ["format", "iocost-tune"],
+        "INTEL_SSDPEKKA256G7.format.iocost-tune.txt";
+    intel_high_level_iocost_tune: "INTEL_SSDPEKKA256G7", ["format", "iocost-tune:high-level"],
+        "INTEL_SSDPEKKA256G7.format-high-level.iocost-tune.txt";
+    intel_hwdb_iocost_tune: "INTEL_SSDPEKKA256G7", ["format", "iocost-tune:hwdb"],
+        "INTEL_SSDPEKKA256G7.format-hwdb.iocost-tune.txt";
+    samsung_summary_iocost_tune: "Samsung_SSD_970_PRO_512GB", ["summary", "iocost-tune"],
+        "Samsung_SSD_970_PRO_512GB.summary.iocost-tune.txt";
+    samsung_format_iocost_tune: "Samsung_SSD_970_PRO_512GB", ["format", "iocost-tune"],
+        "Samsung_SSD_970_PRO_512GB.format.iocost-tune.txt";
+    samsung_high_level_iocost_tune: "Samsung_SSD_970_PRO_512GB", ["format", "iocost-tune:high-level"],
+        "Samsung_SSD_970_PRO_512GB.format-high-level.iocost-tune.txt";
+    samsung_hwdb_iocost_tune: "Samsung_SSD_970_PRO_512GB", ["format", "iocost-tune:hwdb"],
+        "Samsung_SSD_970_PRO_512GB.format-hwdb.iocost-tune.txt";
+    wd_summary_iocost_tune: "WD_BLACK_SN850X_1000GB", ["summary", "iocost-tune"],
+        "WD_BLACK_SN850X_1000GB.summary.iocost-tune.txt";
+    wd_format_iocost_tune: "WD_BLACK_SN850X_1000GB", ["format", "iocost-tune"],
+        "WD_BLACK_SN850X_1000GB.format.iocost-tune.txt";
+    wd_high_level_iocost_tune: "WD_BLACK_SN850X_1000GB", ["format", "iocost-tune:high-level"],
+        "WD_BLACK_SN850X_1000GB.format-high-level.iocost-tune.txt";
+    wd_hwdb_iocost_tune: "WD_BLACK_SN850X_1000GB", ["format", "iocost-tune:hwdb"],
+        "WD_BLACK_SN850X_1000GB.format-hwdb.iocost-tune.txt";
 }
 
-/// Without specs every entry with a result is printed in file order; the iocost-tune entry,
-/// which this version can't render yet, is skipped with a note instead of faked.
+/// Without specs every entry with a result is printed in file order.
 #[test]
 fn summary_without_specs_prints_every_entry_in_file_order() {
     let result = fixtures_dir().join("INTEL_SSDPEKKA256G7.json.gz");
     let params = expected("INTEL_SSDPEKKA256G7.summary.iocost-params.txt");
     let qos = expected("INTEL_SSDPEKKA256G7.summary.iocost-qos.txt");
+    let tune = expected("INTEL_SSDPEKKA256G7.summary.iocost-tune.txt");
     let out = Command::cargo_bin("resctl-bench")
         .unwrap()
         .env("TZ", "UTC")
@@ -159,11 +183,9 @@ fn summary_without_specs_prints_every_entry_in_file_order() {
     assert!(out.status.success());
     assert_same_text(
         "summary (all entries)",
-        &(params + &qos),
+        &(params + &qos + &tune),
         &String::from_utf8(out.stdout).unwrap(),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("job[iocost-tune:-]"), "stderr: {}", stderr);
 }
 
 #[test]
@@ -464,4 +486,56 @@ fn sysinfo_we_write_is_loadable_by_upstream_and_reads_back_whole() {
     );
     let entry = serde_json::json!({"spec": {"kind": "selftest"}, "sysinfo": si});
     assert_eq!(upstream::problems(&entry), Vec::<String>::new());
+}
+
+/// An iocost-tune entry in the 2.1 layout (series points as `points`, a line as `left`/`right`
+/// of its slope): made from the Samsung fixture's entry, it prints the same solutions and its
+/// graphs draw the three segments.
+#[test]
+fn layout_2_1_iocost_tune_prints_its_solutions() {
+    use std::io::Read;
+    let gz = std::fs::File::open(fixtures_dir().join("Samsung_SSD_970_PRO_512GB.json.gz")).unwrap();
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(gz)
+        .read_to_string(&mut text)
+        .unwrap();
+    let all: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut tune = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["spec"]["kind"] == "iocost-tune")
+        .unwrap()
+        .clone();
+    for (_, ds) in tune["result"]["data"].as_object_mut().unwrap() {
+        let ds = ds.as_object_mut().unwrap();
+        let points = ds.remove("data").unwrap();
+        ds.insert("points".into(), points);
+        let lines = ds["lines"]["points"].as_array().unwrap().clone();
+        let range = ds["lines"]["range"].clone();
+        // The slope's ends: 2.2's first vertex and the one before the last.
+        let (l, r) = (
+            lines[0].clone(),
+            lines[lines.len().saturating_sub(2)].clone(),
+        );
+        ds.insert(
+            "lines".into(),
+            serde_json::json!({"range": range, "left": l, "right": r}),
+        );
+    }
+    tune["result"].as_object_mut().unwrap().remove("remarks");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tune-2.1.json");
+    std::fs::write(&path, serde_json::to_vec(&vec![tune]).unwrap()).unwrap();
+    let want = expected("Samsung_SSD_970_PRO_512GB.summary.iocost-tune.txt");
+    let solutions = &want[want.find("Solutions").unwrap()..want.find("Remarks").unwrap()];
+    let out = output_ok(&path, &["summary", "iocost-tune"]);
+    assert!(out.contains(solutions), "{}", out);
+    assert!(!out.contains("Remarks"), "{}", out);
+    let out = output_ok(&path, &["format", "iocost-tune"]);
+    assert!(
+        out.contains("vrate 7.9-122.9 (min=1.471 max=1.813 infls=50.4 err=0.006)"),
+        "{}",
+        out
+    );
 }

@@ -24,6 +24,10 @@ pub fn format_entry(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Resul
     } else if !format_body(&mut body, entry, opts)? {
         return Ok(false);
     }
+    if opts.undecorated() {
+        out.push_str(&body);
+        return Ok(true);
+    }
     let sysinfo = header::HeaderSysInfo::parse(entry)?;
     out.push_str(&"=".repeat(SEPARATOR_WIDTH));
     out.push_str("\n\n");

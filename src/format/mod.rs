@@ -6,6 +6,7 @@
 pub mod header;
 pub mod rstat;
 pub mod text;
+pub mod textplot;
 
 use crate::error::UsageError;
 use crate::result::Entry;
@@ -23,6 +24,23 @@ pub struct FormatOpts {
     pub rstat: u8,
     /// Format props from the spec's first group (e.g. `sub-full`).
     pub props: PropSet,
+}
+
+impl FormatOpts {
+    /// A boolean format prop: given bare, or as `true`/`1`.
+    pub fn flag(&self, key: &str) -> bool {
+        self.props
+            .get(key)
+            .is_some_and(|v| v.is_empty() || v == "true" || v == "1")
+    }
+
+    /// The digests that print alone, without the separator and the common header (as
+    /// upstream: iocost-tune's `high-level`, `hwdb` and `hwdb-fwrev`).
+    pub fn undecorated(&self) -> bool {
+        ["high-level", "hwdb", "hwdb-fwrev"]
+            .iter()
+            .any(|k| self.flag(k))
+    }
 }
 
 /// Width of the `=` line printed above every entry.
