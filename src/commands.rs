@@ -40,6 +40,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Pack(a) => cli_pack(&cli.global, a.allow_missing),
         Command::Compare(a) => compare_cmd(&cli.global, &a),
+        Command::Merge(a) => merge_cmd(&cli.global, &a),
         Command::Doc(a) => {
             crate::config::Config::from_opts(&cli.global)?;
             print!("{}", crate::doc::render(&a.subjects)?);
@@ -171,6 +172,38 @@ fn cli_jobs(
 }
 
 /// `pack` from the command line: `./<stem>.tar.gz`.
+/// `merge SOURCE...`: merges the sources' mergeable entries into the `--result` file (replaced
+/// whole, under its lock) and prints the `merge-info` entry.
+fn merge_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::MergeArgs) -> Result<()> {
+    crate::config::Config::from_opts(global)?;
+    let out = require_result(global, "merge")?;
+    let mut files = Vec::new();
+    for src in &a.sources {
+        let Some(bytes) = crate::result::read_bytes(src)? else {
+            crate::usage_bail!("{}: no such result file", src.display());
+        };
+        let entries = crate::result::parse_entries(src, &bytes)?;
+        files.push((src.display().to_string(), entries));
+    }
+    let opts = crate::bench::merge::MergeOpts {
+        by_id: a.by_id,
+        ignore_versions: a.ignore_versions,
+        ignore_sysreqs: a.ignore_sysreqs,
+        multiple: a.multiple,
+    };
+    let entries = crate::bench::merge::merge(&files, &opts, crate::util::now())?;
+    let _lock = crate::result::lock::ResultLock::acquire(&out)?;
+    crate::result::save_entries(&out, &entries)?;
+    let mut text = String::new();
+    let opts = crate::format::FormatOpts {
+        full: true,
+        ..Default::default()
+    };
+    crate::bench::show::format_entry(&mut text, &entries[0], &opts)?;
+    print!("{}", text);
+    Ok(())
+}
+
 fn cli_pack(global: &crate::cli::GlobalOpts, allow_missing: bool) -> Result<()> {
     let config = crate::config::Config::from_opts(global)?;
     let cfg = run_config(&config, "pack")?;

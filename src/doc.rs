@@ -23,6 +23,11 @@ const TOPICS: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/vm.md"),
     ),
     (
+        "merge",
+        "Merging the results of many hosts (`merge`)",
+        include_str!("../benches-doc/merge.md"),
+    ),
+    (
         "hashd",
         "The bundled latency-sensitive workload",
         include_str!("../benches-doc/hashd.md"),

@@ -25,6 +25,12 @@ fn expected(name: &str) -> String {
             e
         )
     });
+    with_our_version(&text)
+}
+
+/// Upstream's text with our version in the `[... result]` header lines and `firmware="…"`
+/// without upstream's stray space.
+fn with_our_version(text: &str) -> String {
     let ours = env!("CARGO_PKG_VERSION");
     let text = text
         .lines()
@@ -493,13 +499,7 @@ fn sysinfo_we_write_is_loadable_by_upstream_and_reads_back_whole() {
 /// graphs draw the three segments.
 #[test]
 fn layout_2_1_iocost_tune_prints_its_solutions() {
-    use std::io::Read;
-    let gz = std::fs::File::open(fixtures_dir().join("Samsung_SSD_970_PRO_512GB.json.gz")).unwrap();
-    let mut text = String::new();
-    flate2::read::MultiGzDecoder::new(gz)
-        .read_to_string(&mut text)
-        .unwrap();
-    let all: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let all = fixture_entries("Samsung_SSD_970_PRO_512GB");
     let mut tune = all
         .as_array()
         .unwrap()
@@ -538,4 +538,188 @@ fn layout_2_1_iocost_tune_prints_its_solutions() {
         "{}",
         out
     );
+}
+
+/// A fixture file's entries as JSON.
+fn fixture_entries(model: &str) -> serde_json::Value {
+    use std::io::Read;
+    let gz = std::fs::File::open(fixtures_dir().join(format!("{}.json.gz", model))).unwrap();
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(gz)
+        .read_to_string(&mut text)
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// `solve iocost-tune` on a fixture whose solutions, remarks and fitted lines were emptied
+/// derives them again: every iocost-tune output is upstream's again, byte for byte.
+#[test]
+fn solve_iocost_tune_derives_upstreams_solutions_again() {
+    let dir = tempfile::tempdir().unwrap();
+    for model in [
+        "INTEL_SSDPEKKA256G7",
+        "Samsung_SSD_970_PRO_512GB",
+        "WD_BLACK_SN850X_1000GB",
+    ] {
+        let mut all = fixture_entries(model);
+        for e in all.as_array_mut().unwrap() {
+            if e["spec"]["kind"] != "iocost-tune" {
+                continue;
+            }
+            let res = e["result"].as_object_mut().unwrap();
+            res.insert("solutions".into(), serde_json::json!({}));
+            res.insert("remarks".into(), serde_json::json!([]));
+            for (_, ds) in res["data"].as_object_mut().unwrap() {
+                ds["lines"] = serde_json::json!({"points": [], "range": [0.0, 0.0]});
+                ds["error"] = serde_json::json!(0.0);
+            }
+        }
+        let path = dir.path().join(format!("{}.json", model));
+        std::fs::write(&path, serde_json::to_vec(&all).unwrap()).unwrap();
+        output_ok(&path, &["solve", "iocost-tune"]);
+        for (args, fixture) in [
+            (&["summary", "iocost-tune"][..], "summary"),
+            (&["format", "iocost-tune"][..], "format"),
+            (
+                &["format", "iocost-tune:high-level"][..],
+                "format-high-level",
+            ),
+            (&["format", "iocost-tune:hwdb"][..], "format-hwdb"),
+        ] {
+            let want = expected(&format!("{}.{}.iocost-tune.txt", model, fixture));
+            let got = output_ok(&path, args);
+            assert_same_text(&format!("{} re-solved, {}", model, fixture), &want, &got);
+        }
+    }
+}
+
+/// `merge` of the community database's three KINGSTON_SA2000M8250G results prints what
+/// upstream printed for its merge (tests/fixtures/merge), the merge's own time aside.
+#[test]
+fn merge_of_one_device_model_is_upstreams() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/merge/KINGSTON_SA2000M8250G");
+    let tmp = tempfile::tempdir().unwrap();
+    let merged = tmp.path().join("merged.json");
+    let mut sources: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("result-") && n.ends_with(".json.gz"))
+        .collect();
+    sources.sort();
+    let out = Command::cargo_bin("resctl-bench")
+        .unwrap()
+        .current_dir(&dir)
+        .env("TZ", "UTC")
+        .arg("-r")
+        .arg(&merged)
+        .arg("merge")
+        .args(&sources)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The merge-info header carries the merge's time.
+    let untimed = |text: &str| {
+        text.lines()
+            .map(|l| match l.find(" result] ") {
+                Some(i) if l.starts_with("[merge-info ") => l[..i].to_string(),
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let want_summary = std::fs::read_to_string(dir.join("merged.summary.txt")).unwrap();
+    let info_end = want_summary.find("\n====").unwrap() + 1;
+    assert_same_text(
+        "merge (printed merge-info)",
+        &untimed(&with_our_version(&want_summary[..info_end])),
+        &untimed(&printed),
+    );
+    for (args, fixture) in [
+        (&["summary"][..], "merged.summary.txt"),
+        (&["format", "iocost-tune"][..], "merged.format.txt"),
+        (
+            &["format", "iocost-tune:high-level"][..],
+            "merged.format-high-level.txt",
+        ),
+        (
+            &["format", "iocost-tune:hwdb"][..],
+            "merged.format-hwdb.txt",
+        ),
+    ] {
+        let want = std::fs::read_to_string(dir.join(fixture)).unwrap();
+        let got = output_ok(&merged, args);
+        assert_same_text(
+            &format!("merged {}", fixture),
+            &untimed(&with_our_version(&want)),
+            &untimed(&got),
+        );
+    }
+}
+
+/// `format --plot DIR iocost-tune`: one SVG per series (its points as circles, rejected ones
+/// as crosses, the fitted line) and a page with the solutions table and every graph inline.
+#[test]
+fn iocost_tune_plots_are_svgs_and_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = fixtures_dir().join("Samsung_SSD_970_PRO_512GB.json.gz");
+    let out = Command::cargo_bin("resctl-bench")
+        .unwrap()
+        .arg("-r")
+        .arg(&result)
+        .args(["format", "iocost-tune", "--plot"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 19, "{:?}", names);
+    assert!(names.contains(&"Samsung_SSD_970_PRO_512GB-iocost-tune.html".to_string()));
+    let svg = std::fs::read_to_string(
+        dir.path()
+            .join("Samsung_SSD_970_PRO_512GB-iocost-tune-rlat-99-mean.svg"),
+    )
+    .unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let circles = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("circle"))
+        .count();
+    // 22 points kept (2 rejected, drawn as crosses).
+    assert_eq!(circles, 22);
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(|t| t.to_string()))
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("isolated-bandwidth")),
+        "{:?}",
+        texts
+    );
+    let html = std::fs::read_to_string(
+        dir.path()
+            .join("Samsung_SSD_970_PRO_512GB-iocost-tune.html"),
+    )
+    .unwrap();
+    assert!(
+        html.contains("<td>rlat-99-q2</td>"),
+        "{}",
+        &html[..2000.min(html.len())]
+    );
+    assert!(html.contains("rbps=1793894030"));
+    assert_eq!(html.matches("<svg").count(), 18);
 }

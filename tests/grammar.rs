@@ -355,7 +355,7 @@ const INVALID: &[(&str, &str)] = &[
     ("iocost-params::", "iocost-params takes one property group, got 2"),
     ("hashd-params:rps-max=1k", "rps-max=\"1k\" is not a non-negative integer"),
     ("hashd-params:log-bps=fast", "log-bps=\"fast\" is not a size"),
-    ("iocost-tune:foo", "unknown property \"foo\" for iocost-tune; valid: id, passive"),
+    ("iocost-tune:foo", "unknown property \"foo\" for iocost-tune; valid: scale-min, scale-max, id, passive and the keys `doc iocost-tune` lists"),
     ("selftest:step-time=5x", "step-time=\"5x\" is not a duration"),
 ];
 

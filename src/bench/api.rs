@@ -9,6 +9,7 @@ pub use crate::spec::{prop, Forward, PropDesc, Shape, SpecError};
 pub use crate::units::{ValueKind, PCT_LABELS};
 
 use super::headline::Row;
+use super::merge_src::{MergeSrc, Merging};
 use super::needs::SystemNeeds;
 use super::runner::ctx::{RunCtx, StudyCtx};
 use crate::result::Entry;
@@ -28,8 +29,8 @@ pub struct BenchDesc {
     pub hidden: bool,
     /// A re-run links to an existing entry of the same kind+id regardless of props and resumes it.
     pub incremental: bool,
-    /// Whether `run` (and `study`/`solve`) are available in this version; the others only
-    /// format existing results.
+    /// Whether `run` and `study` are available in this version; the others format (and
+    /// `solve`) existing results.
     pub runnable: bool,
     /// The keys and values its specs take.
     pub shape: Shape,
@@ -52,6 +53,7 @@ pub const NO_PROPS: Shape = Shape {
     props: &[],
     forward: &[],
     group_props: None,
+    open_keys: None,
     format_props: &[],
 };
 
@@ -159,7 +161,25 @@ pub trait Bench: Sync + 'static {
         crate::usage_bail!("{} can't study in this version", self.desc().kind)
     }
 
-    fn solve(&self, result: Self::Result) -> anyhow::Result<Self::Result> {
+    /// How this bench's results merge across hosts (`merge`); `None`: they don't.
+    fn merging(&self) -> Option<Merging> {
+        None
+    }
+
+    /// What besides kind, versions, memory profile and device keeps results apart in a
+    /// merge (e.g. the properties of the runs behind them).
+    fn merge_classifier(&self, _entry: &Entry) -> Option<String> {
+        None
+    }
+
+    /// Merges one group's sources into one entry, marking those it can't use as rejected.
+    fn merge(&self, _srcs: &mut [MergeSrc]) -> anyhow::Result<Entry> {
+        crate::usage_bail!("{} results don't merge", self.desc().kind)
+    }
+
+    /// Derives what the result's own data implies (iocost-tune's fitted lines and
+    /// solutions), under the spec's properties; most benches have nothing to derive.
+    fn solve(&self, _props: &Self::Props, result: Self::Result) -> anyhow::Result<Self::Result> {
         Ok(result)
     }
 
@@ -185,9 +205,29 @@ pub trait Bench: Sync + 'static {
         Ok(Vec::new())
     }
 
-    /// An SVG picture of the entry for `format --plot`; `None`: nothing to draw.
-    fn plot(&self, _stored: &Stored<Self>) -> anyhow::Result<Option<String>> {
-        Ok(None)
+    /// The pictures of the entry for `format --plot` (SVGs, an HTML page); none: nothing to
+    /// draw.
+    fn plot(&self, _stored: &Stored<Self>) -> anyhow::Result<Vec<PlotFile>> {
+        Ok(Vec::new())
+    }
+}
+
+/// One file `format --plot` writes for an entry: `<stem>-<kind>[-<id>]<suffix>.<ext>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlotFile {
+    /// Added to the entry's name, e.g. `-MOF` (empty for its only picture).
+    pub suffix: String,
+    pub ext: &'static str,
+    pub text: String,
+}
+
+impl PlotFile {
+    pub fn svg(suffix: impl Into<String>, text: String) -> PlotFile {
+        PlotFile {
+            suffix: suffix.into(),
+            ext: "svg",
+            text,
+        }
     }
 }
 
@@ -227,19 +267,20 @@ pub trait AnyBench: Sync {
     fn desc(&self) -> &'static BenchDesc;
     /// Reads the spec's properties ([`Bench::props`]) into the job the runner carries.
     fn job(&'static self, spec: &JobSpec) -> Result<Box<dyn BenchJob>, SpecError>;
-    /// [`Bench::study`] then [`Bench::solve`] of a stored record.
-    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value>;
-    /// [`Bench::solve`] of a stored result; `None` when it changes nothing, so the stored
-    /// JSON (with any fields this version doesn't model) stays as it is.
-    fn solve(&self, result: &RawValue) -> anyhow::Result<Option<Value>>;
     /// [`Bench::progress`]; `None` also when a stored spec or record no longer reads.
     fn progress(&self, spec: &JobSpec, record: &RawValue) -> Option<String>;
+    /// [`Bench::merging`].
+    fn merging(&self) -> Option<Merging>;
+    /// [`Bench::merge_classifier`].
+    fn merge_classifier(&self, entry: &Entry) -> Option<String>;
+    /// [`Bench::merge`].
+    fn merge(&self, srcs: &mut [MergeSrc]) -> anyhow::Result<Entry>;
     /// [`Bench::format`] of an entry that has a result.
     fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> anyhow::Result<bool>;
     /// [`Bench::headline`] of an entry that has a result.
     fn headline(&self, entry: &Entry) -> anyhow::Result<Vec<Row>>;
     /// [`Bench::plot`] of an entry that has a result.
-    fn plot(&self, entry: &Entry) -> anyhow::Result<Option<String>>;
+    fn plot(&self, entry: &Entry) -> anyhow::Result<Vec<PlotFile>>;
 }
 
 /// A job whose properties are read: what the runner carries from validation to the save.
@@ -249,6 +290,11 @@ pub trait BenchJob: Send {
     fn run(&self, ctx: &mut RunCtx) -> anyhow::Result<Value>;
     /// [`Bench::applies`] to a stored record.
     fn applies(&self, record: &RawValue) -> anyhow::Result<Option<Apply>>;
+    /// [`Bench::study`] then [`Bench::solve`] of a stored record.
+    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value>;
+    /// [`Bench::solve`] of a stored result; `None` when it changes nothing, so the stored
+    /// JSON (with any fields this version doesn't model) stays as it is.
+    fn solve(&self, result: &RawValue) -> anyhow::Result<Option<Value>>;
 }
 
 /// A stored record or result read into a bench's model; `what` names it in the error.
@@ -276,19 +322,6 @@ impl<B: Bench> AnyBench for B {
         }))
     }
 
-    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value> {
-        let record: B::Record = read(self.desc().kind, "record", record)?;
-        let result = Bench::solve(self, Bench::study(self, ctx, &record)?)?;
-        Ok(serde_json::to_value(&result)?)
-    }
-
-    fn solve(&self, result: &RawValue) -> anyhow::Result<Option<Value>> {
-        let result: B::Result = read(self.desc().kind, "result", result)?;
-        let before = serde_json::to_value(&result)?;
-        let after = serde_json::to_value(Bench::solve(self, result)?)?;
-        Ok((after != before).then_some(after))
-    }
-
     fn progress(&self, spec: &JobSpec, record: &RawValue) -> Option<String> {
         let record: B::Record = serde_json::from_str(record.get()).ok()?;
         Bench::progress(self, &self.props(spec).ok()?, &record)
@@ -302,7 +335,19 @@ impl<B: Bench> AnyBench for B {
         Bench::headline(self, &stored::<B>(entry)?)
     }
 
-    fn plot(&self, entry: &Entry) -> anyhow::Result<Option<String>> {
+    fn merging(&self) -> Option<Merging> {
+        Bench::merging(self)
+    }
+
+    fn merge_classifier(&self, entry: &Entry) -> Option<String> {
+        Bench::merge_classifier(self, entry)
+    }
+
+    fn merge(&self, srcs: &mut [MergeSrc]) -> anyhow::Result<Entry> {
+        Bench::merge(self, srcs)
+    }
+
+    fn plot(&self, entry: &Entry) -> anyhow::Result<Vec<PlotFile>> {
         Bench::plot(self, &stored::<B>(entry)?)
     }
 }
@@ -326,5 +371,19 @@ impl<B: Bench> BenchJob for TypedJob<B> {
     fn applies(&self, record: &RawValue) -> anyhow::Result<Option<Apply>> {
         let record: B::Record = read(self.bench.desc().kind, "record", record)?;
         Bench::applies(self.bench, &self.props, &record)
+    }
+
+    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value> {
+        let record: B::Record = read(self.bench.desc().kind, "record", record)?;
+        let result = Bench::study(self.bench, ctx, &record)?;
+        let result = Bench::solve(self.bench, &self.props, result)?;
+        Ok(serde_json::to_value(&result)?)
+    }
+
+    fn solve(&self, result: &RawValue) -> anyhow::Result<Option<Value>> {
+        let result: B::Result = read(self.bench.desc().kind, "result", result)?;
+        let before = serde_json::to_value(&result)?;
+        let after = serde_json::to_value(Bench::solve(self.bench, &self.props, result)?)?;
+        Ok((after != before).then_some(after))
     }
 }

@@ -123,6 +123,7 @@ pub static DESC: BenchDesc = BenchDesc {
         ],
         forward: &[],
         group_props: None,
+        open_keys: None,
         format_props: &[],
     },
     doc: Some(DocPage {

@@ -14,6 +14,9 @@ pub mod io;
 pub mod iocost_params;
 pub mod iocost_qos;
 pub mod iocost_tune;
+pub mod merge;
+pub mod merge_info;
+pub mod merge_src;
 pub mod needs;
 pub mod protection;
 pub mod runner;
@@ -41,6 +44,7 @@ pub static BENCHES: &[&dyn AnyBench] = &[
     &iocost_qos::IocostQos,
     &iocost_tune::IocostTune,
     &io::Io,
+    &merge_info::MergeInfoBench,
     &selftest::SelfTest,
     &systest::SysTest,
 ];

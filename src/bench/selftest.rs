@@ -36,6 +36,7 @@ pub static DESC: BenchDesc = BenchDesc {
         ],
         forward: &[],
         group_props: None,
+        open_keys: None,
         format_props: &[],
     },
     doc: None,

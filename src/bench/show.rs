@@ -78,9 +78,9 @@ pub fn format_entries(
     Ok(out)
 }
 
-/// `format --plot DIR`: writes an SVG for each selected entry whose bench draws one, as
-/// `DIR/<stem>-<kind>[-<id>].svg` (`-2`, `-3`… for further entries of the same name); returns
-/// the files written. An entry with nothing to draw is noted on stderr.
+/// `format --plot DIR`: writes the pictures of each selected entry whose bench draws some, as
+/// `DIR/<stem>-<kind>[-<id>]<suffix>.<ext>` (`-2`, `-3`… for further entries of the same name);
+/// returns the files written. An entry with nothing to draw is noted on stderr.
 pub fn plot_entries(
     entries: &[Entry],
     specs: &[JobSpec],
@@ -95,31 +95,38 @@ pub fn plot_entries(
         ))
     })?;
     let mut written: Vec<std::path::PathBuf> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
     for (entry, _) in select(entries, specs)? {
-        let svg = match super::find(&entry.spec.kind) {
+        let files = match super::find(&entry.spec.kind) {
             Some(bench) if has_result(entry) => bench.plot(entry)?,
-            _ => None,
+            _ => Vec::new(),
         };
-        let Some(svg) = svg else {
+        if files.is_empty() {
             eprintln!(
-                "note: {}: nothing to plot (only storage results of this version have probes)",
+                "note: {}: nothing to plot (storage results of this version and iocost-tune \
+                 results have pictures)",
                 job_name(&entry.spec)
             );
             continue;
-        };
-        let base = match &entry.spec.id {
+        }
+        let mut base = match &entry.spec.id {
             Some(id) => format!("{}-{}-{}", stem, entry.spec.kind, id),
             None => format!("{}-{}", stem, entry.spec.kind),
         };
-        let mut path = dir.join(format!("{}.svg", base));
+        // A second entry of the same name gets -2, -3…
         let mut n = 2;
-        while written.contains(&path) {
-            path = dir.join(format!("{}-{}.svg", base, n));
+        let first = base.clone();
+        while names.contains(&base) {
+            base = format!("{}-{}", first, n);
             n += 1;
         }
-        crate::util::atomic::write_atomic(&path, |w| w.write_all(svg.as_bytes()))?;
-        log::info!("wrote {}", path.display());
-        written.push(path);
+        names.push(base.clone());
+        for f in files {
+            let path = dir.join(format!("{}{}.{}", base, f.suffix, f.ext));
+            crate::util::atomic::write_atomic(&path, |w| w.write_all(f.text.as_bytes()))?;
+            log::info!("wrote {}", path.display());
+            written.push(path);
+        }
     }
     Ok(written)
 }

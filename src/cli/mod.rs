@@ -124,6 +124,9 @@ pub enum Command {
     Pack(PackArgs),
     /// Show the headline numbers of two result files side by side, with their ratio
     Compare(CompareArgs),
+    /// Merge the results of many hosts (e.g. iocost-tune per device model) into the file
+    /// given with --result
+    Merge(MergeArgs),
     /// Print documentation: `doc` lists subjects, `doc NAME` prints one
     Doc(DocArgs),
     /// Run resctl-bench inside a disposable QEMU VM test host (see `doc vm`)
@@ -161,6 +164,25 @@ pub struct CompareArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The result files to merge
+    #[arg(value_name = "SOURCE", required = true)]
+    pub sources: Vec<PathBuf>,
+    /// Keep entries with different ids apart
+    #[arg(long = "by-id")]
+    pub by_id: bool,
+    /// Merge results of different bench, agent and hashd versions
+    #[arg(long = "ignore-versions")]
+    pub ignore_versions: bool,
+    /// Merge results of runs that missed system requirements
+    #[arg(long = "ignore-sysreqs")]
+    pub ignore_sysreqs: bool,
+    /// Keep every group of each kind, not only the one with the most sources
+    #[arg(long = "multiple")]
+    pub multiple: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct PackArgs {
     /// Pack even when the reports of a run are nowhere to be found (they are left out)
     #[arg(long = "allow-missing")]
@@ -176,7 +198,7 @@ pub fn options_of(subcommand: &str) -> Option<&'static [&'static str]> {
         "run" => None,
         "study" => Some(&["result", "dir", "args", LOG[0], LOG[1]]),
         "solve" => Some(&["result", "args", LOG[0], LOG[1]]),
-        "format" | "summary" => Some(&["result", LOG[0], LOG[1]]),
+        "format" | "summary" | "merge" => Some(&["result", LOG[0], LOG[1]]),
         "pack" => Some(&["result", "dir", "args", LOG[0], LOG[1]]),
         "deps" => Some(&["dir", "dev", LOG[0], LOG[1]]),
         "doc" | "vm" | "compare" | "help" => Some(&LOG),

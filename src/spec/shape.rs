@@ -42,6 +42,10 @@ pub struct Shape {
     pub group_props: Option<&'static [PropDesc]>,
     /// Keys of the one group of a `format`/`summary` spec (besides `id` and `passive`).
     pub format_props: &'static [PropDesc],
+    /// Keys beyond the lists that the bench reads itself (iocost-tune's data selectors and
+    /// latency targets, too many to list): `(group index, key)` → whether it is one. Their
+    /// values are checked by the bench's `props`.
+    pub open_keys: Option<fn(usize, &str) -> bool>,
 }
 
 impl Shape {
@@ -92,6 +96,7 @@ impl JobSpec {
                 Some(p) => {
                     check_value(key, value, p.kind).map_err(|e| self.err(0, e))?;
                 }
+                None if shape.open_keys.is_some_and(|open| open(0, key)) => {}
                 None => return Err(self.err(0, self.unknown_first_group_key(shape, key))),
             }
         }
@@ -112,7 +117,12 @@ impl JobSpec {
                         Some(p) => {
                             check_value(key, value, p.kind).map_err(|e| self.err(gi, e))?;
                         }
-                        None => return Err(self.err(gi, self.unknown_group_key(group_props, key))),
+                        None if shape.open_keys.is_some_and(|open| open(gi, key)) => {}
+                        None => {
+                            return Err(
+                                self.err(gi, self.unknown_group_key(shape, group_props, key))
+                            )
+                        }
                     }
                 }
             }
@@ -173,6 +183,9 @@ impl JobSpec {
             listed += &format!(", {}KEY for any {} property", f.prefix, f.bench);
             candidates.extend(f.props.iter().map(|p| format!("{}{}", f.prefix, p.key)));
         }
+        if shape.open_keys.is_some() {
+            listed += &format!(" and the keys `doc {}` lists", self.kind);
+        }
         let mut msg = format!(
             "unknown property {:?} for {}; valid: {}{}",
             key,
@@ -195,13 +208,19 @@ impl JobSpec {
         msg
     }
 
-    fn unknown_group_key(&self, group_props: &[PropDesc], key: &str) -> String {
+    fn unknown_group_key(&self, shape: &Shape, group_props: &[PropDesc], key: &str) -> String {
         let valid: Vec<String> = group_props.iter().map(|p| p.key.to_string()).collect();
+        let more = if shape.open_keys.is_some() {
+            format!(" and the keys `doc {}` lists", self.kind)
+        } else {
+            String::new()
+        };
         let mut msg = format!(
-            "unknown property {:?} for {}; valid in groups 2+: {}{}",
+            "unknown property {:?} for {}; valid in groups 2+: {}{}{}",
             key,
             self.kind,
             valid.join(", "),
+            more,
             suggestion(key, &valid)
         );
         if key == "id" || key == "passive" {

@@ -35,6 +35,7 @@ pub static DESC: BenchDesc = BenchDesc {
         props: &APPLY_COMMIT,
         forward: &[],
         group_props: None,
+        open_keys: None,
         format_props: &[],
     },
     doc: Some(DocPage {

@@ -20,6 +20,7 @@ pub const SHAPE: Shape = Shape {
         props: &STORAGE_PROPS,
     }],
     group_props: Some(&GROUP_PROPS),
+    open_keys: None,
     format_props: &[prop(
         "sub-full",
         ValueKind::Bool,

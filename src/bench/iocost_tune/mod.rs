@@ -1,12 +1,16 @@
 //! `iocost-tune` (benches-doc/iocost-tune.md): io.cost QoS solutions derived from iocost-qos
 //! results — data series per vrate, the lines fitted to them and the solutions the rules pick.
-//! This version reads and prints stored results (`summary`, `format` with its graphs,
-//! `:high-level`, `:hwdb`, `:hwdb-fwrev`); running and solving are not available yet.
+//! This version reads, prints (`summary`, `format` with its graphs, `:high-level`, `:hwdb`,
+//! `:hwdb-fwrev`) and solves stored results; running is not available yet.
 
+pub mod fit;
+pub mod merge;
 pub mod model;
+pub mod plot;
 pub mod report;
 pub mod rules;
 pub mod sel;
+pub mod solve;
 
 use crate::bench::api::{
     prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, ValueKind,
@@ -16,6 +20,8 @@ use crate::spec::JobSpec;
 use anyhow::Result;
 use model::{IocostTuneRecord, IocostTuneResult};
 use rules::QosRule;
+use sel::DataSel;
+use std::collections::BTreeSet;
 
 pub struct IocostTune;
 
@@ -26,9 +32,21 @@ pub static DESC: BenchDesc = BenchDesc {
     incremental: true,
     runnable: false,
     shape: Shape {
-        props: &[],
+        props: &[
+            prop(
+                "scale-min",
+                ValueKind::Frac,
+                "lowest vrate solutions may pick, share of the model (1%)",
+            ),
+            prop(
+                "scale-max",
+                ValueKind::Frac,
+                "highest vrate solutions may pick, share of the model (100%)",
+            ),
+        ],
         forward: &[],
-        group_props: None,
+        group_props: Some(&RULE_PROPS),
+        open_keys: Some(open_key),
         format_props: &[
             prop(
                 "high-level",
@@ -54,6 +72,99 @@ pub static DESC: BenchDesc = BenchDesc {
     system: None,
 };
 
+/// The iocost-tune properties: the vrate range solutions are searched in (`scale-min`,
+/// `scale-max`, fractions of the model; 1 % to 100 %), extra series to collect (selector
+/// names given bare, e.g. `isol-01`) and the rules (groups 2+).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IocostTuneProps {
+    /// Percent of the model.
+    pub scale: (f64, f64),
+    pub sels: BTreeSet<DataSel>,
+    pub rules: Vec<QosRule>,
+}
+
+impl IocostTuneProps {
+    pub fn read(spec: &JobSpec) -> Result<IocostTuneProps, SpecError> {
+        let g = spec.group(0);
+        let mut scale = solve::DFL_SCALE;
+        let mut sels = BTreeSet::new();
+        for (k, v) in g.props() {
+            match k.as_str() {
+                "scale-min" | "scale-max" => {
+                    let f = crate::units::parse::parse_frac(v)
+                        .map_err(|e| g.err(format!("{}: {}", k, e)))?;
+                    if k == "scale-min" {
+                        scale.0 = f * 100.0;
+                    } else {
+                        scale.1 = f * 100.0;
+                    }
+                }
+                "id" | "passive" => {}
+                k => {
+                    let sel = DataSel::parse(k).map_err(|e| {
+                        g.err(format!(
+                            "{} (a first-group key is scale-min, scale-max or a data selector)",
+                            e
+                        ))
+                    })?;
+                    if !v.is_empty() {
+                        return Err(
+                            g.err(format!("data selector {} takes no value, not {:?}", k, v))
+                        );
+                    }
+                    sels.insert(sel);
+                }
+            }
+        }
+        if !(scale.0 > 0.0 && scale.0 < scale.1) {
+            return Err(g.err(format!(
+                "scale-min={}% and scale-max={}% don't make a range (accepted: 0 < min < max)",
+                scale.0, scale.1
+            )));
+        }
+        let groups = spec.props.get(1..).unwrap_or(&[]);
+        let rules = rules::rules(groups).map_err(|(i, e)| SpecError {
+            group: i + 1,
+            msg: e,
+        })?;
+        Ok(IocostTuneProps { scale, sels, rules })
+    }
+}
+
+/// Rule groups: a name and one target (see [`rules`]); the latency targets (`rlat-P`,
+/// `wlat-P`) are open keys.
+const RULE_PROPS: [crate::bench::api::PropDesc; 8] = [
+    prop("name", ValueKind::Str, "the rule's name"),
+    prop("vrate", ValueKind::Str, "target: a vrate range A-B"),
+    prop(
+        "rpct",
+        ValueKind::Str,
+        "with vrate: read latency percentile (0: none)",
+    ),
+    prop(
+        "wpct",
+        ValueKind::Str,
+        "with vrate: write latency percentile (0: none)",
+    ),
+    prop("mof", ValueKind::Str, "target: mof=max"),
+    prop("amof", ValueKind::Str, "target: amof=max or amof=max-vrate"),
+    prop("amof-delta", ValueKind::Str, "target: amof-delta=min"),
+    prop(
+        "isolated-bandwidth",
+        ValueKind::Bool,
+        "target: isolated-bandwidth",
+    ),
+];
+
+/// Data selectors in the first group, latency targets (`rlat-99=q1`) in rule groups.
+fn open_key(group: usize, key: &str) -> bool {
+    match (group, DataSel::parse(key)) {
+        (0, Ok(_)) => true,
+        (_, Ok(DataSel::RLat(..) | DataSel::WLat(..))) => group > 0,
+        _ => false,
+    }
+}
+
 /// The rules of a stored spec (its groups 2+, or the defaults).
 fn stored_rules(spec: &JobSpec) -> Result<Vec<QosRule>> {
     rules::rules(spec.props.get(1..).unwrap_or(&[])).map_err(|(i, e)| {
@@ -68,8 +179,7 @@ fn stored_rules(spec: &JobSpec) -> Result<Vec<QosRule>> {
 }
 
 impl Bench for IocostTune {
-    /// Nothing is run in this version.
-    type Props = ();
+    type Props = IocostTuneProps;
     type Record = IocostTuneRecord;
     type Result = IocostTuneResult;
 
@@ -77,8 +187,66 @@ impl Bench for IocostTune {
         &DESC
     }
 
-    fn props(&self, _spec: &JobSpec) -> Result<(), SpecError> {
-        Ok(())
+    fn props(&self, spec: &JobSpec) -> Result<IocostTuneProps, SpecError> {
+        IocostTuneProps::read(spec)
+    }
+
+    /// Merged per device model and firmware, as upstream.
+    fn merging(&self) -> Option<crate::bench::merge_src::Merging> {
+        Some(crate::bench::merge_src::Merging {
+            by_storage_model: true,
+            by_storage_fwrev: true,
+        })
+    }
+
+    /// The iocost-qos properties behind the data, but `vrate-intvs` (runs with more
+    /// configurations merge with fewer), written as in a spec.
+    fn merge_classifier(&self, entry: &crate::result::Entry) -> Option<String> {
+        let rec: IocostTuneRecord = crate::format::parse_record(entry).ok()??;
+        let mut props = rec.qos_props;
+        if let Some(g) = props.first_mut() {
+            g.remove("vrate-intvs");
+        }
+        let groups: Vec<String> = props
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|(k, v)| {
+                        if v.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{}={}", k, v)
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        Some(groups.join(":"))
+    }
+
+    fn merge(
+        &self,
+        srcs: &mut [crate::bench::merge_src::MergeSrc],
+    ) -> Result<crate::result::Entry> {
+        merge::merge(srcs)
+    }
+
+    /// One SVG per series and a page with them all and the solutions.
+    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::api::PlotFile>> {
+        let rules = stored_rules(&stored.entry.spec)?;
+        let sys = HeaderSysInfo::parse(stored.entry)?;
+        let device = sys
+            .sysreqs_report
+            .map(|r| r.scr_dev_model.trim().to_string())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "unknown device".into());
+        plot::files(&stored.result, &rules, &device)
+    }
+
+    /// Refits every series from its points and solves the rules again.
+    fn solve(&self, props: &IocostTuneProps, res: IocostTuneResult) -> Result<IocostTuneResult> {
+        Ok(solve::solve(res, &props.rules, props.scale))
     }
 
     fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {

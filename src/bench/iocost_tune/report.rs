@@ -268,9 +268,17 @@ fn y_label(sel: &DataSel, res: &IocostTuneResult) -> String {
     }
 }
 
-/// One series' graph: the fitted line sampled at 80 vrates (squares), the rejected points
-/// (crosses) and the points (circles), over vrate 0 to 110 % of the widest range.
-fn graph(out: &mut String, sel: &DataSel, s: &DataSeries, res: &IocostTuneResult, vmax: f64) {
+/// What a series' graph shows, shared by the text and SVG graphs: the y range (scaled), the
+/// scale of its values and both labels.
+pub struct GraphFrame {
+    pub y_min: f64,
+    pub y_max: f64,
+    pub yscale: f64,
+    pub x_label: String,
+    pub y_label: String,
+}
+
+pub fn graph_frame(sel: &DataSel, s: &DataSeries, res: &IocostTuneResult) -> GraphFrame {
     let (lo, hi) = s
         .data
         .iter()
@@ -280,23 +288,27 @@ fn graph(out: &mut String, sel: &DataSel, s: &DataSeries, res: &IocostTuneResult
         });
     let (ymin, yscale) = y_scale(sel, lo, hi);
     let ymax = (hi * 1.1).max(ymin + 0.000001);
+    GraphFrame {
+        y_min: ymin * yscale,
+        y_max: ymax * yscale,
+        yscale,
+        x_label: x_label(s, yscale),
+        y_label: y_label(sel, res),
+    }
+}
+
+/// One series' graph: the fitted line sampled at 80 vrates (squares), the rejected points
+/// (crosses) and the points (circles), over vrate 0 to 110 % of the widest range.
+fn graph(out: &mut String, sel: &DataSel, s: &DataSeries, res: &IocostTuneResult, vmax: f64) {
+    let g = graph_frame(sel, s, res);
     let (w, h) = GRAPH_SIZE;
-    let x = Axis::new(
-        0.0,
-        (vmax * 1.1).max(0.000001),
-        6,
-        &escape_xml(&x_label(s, yscale)),
-    );
-    let y = Axis::new(
-        ymin * yscale,
-        ymax * yscale,
-        6,
-        &escape_xml(&y_label(sel, res)),
-    );
+    let x = Axis::new(0.0, (vmax * 1.1).max(0.000001), 6, &escape_xml(&g.x_label));
+    let y = Axis::new(g.y_min, g.y_max, 6, &escape_xml(&g.y_label));
     let (Some(x), Some(y)) = (x, y) else {
         let _ = writeln!(out, "{}: no graph (no usable range)\n", sel);
         return;
     };
+    let yscale = g.yscale;
     let range = s.lines.range;
     let line: Vec<(f64, f64)> = (0..w)
         .map(|i| range.1 / f64::from(w) * f64::from(i))

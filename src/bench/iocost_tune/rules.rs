@@ -106,11 +106,17 @@ fn frac_range(key: &str, v: &str) -> Result<(f64, f64), String> {
     Ok((a, b))
 }
 
-/// A latency percentile given as 0 means no latency target.
-fn pct_or_none(v: &str) -> Option<String> {
+/// A latency percentile of the vrate target: one the reports keep, or 0 for none.
+fn pct_or_none(key: &str, v: &str) -> Result<Option<String>, String> {
     match v.parse::<f64>() {
-        Ok(0.0) => None,
-        _ => Some(v.to_string()),
+        Ok(0.0) => Ok(None),
+        _ if crate::report::model::IOLAT_PCTS.contains(&v) => Ok(Some(v.to_string())),
+        _ => Err(format!(
+            "{}={:?} is not a latency percentile (accepted: 0 for none, {})",
+            key,
+            v,
+            crate::report::model::IOLAT_PCTS.join(", ")
+        )),
     }
 }
 
@@ -127,8 +133,8 @@ impl QosTarget {
             };
             for (k, v) in props.iter().filter(|(k, _)| *k != "vrate") {
                 match k.as_str() {
-                    "rpct" => pcts.0 = pct_or_none(v),
-                    "wpct" => pcts.1 = pct_or_none(v),
+                    "rpct" => pcts.0 = pct_or_none(k, v)?,
+                    "wpct" => pcts.1 = pct_or_none(k, v)?,
                     k => {
                         return Err(format!(
                             "{:?} can't go with a vrate target (accepted: rpct, wpct)",
@@ -305,6 +311,7 @@ mod tests {
             group(&[("vrate", "80-50")]),
             group(&[("vrate", "0-50")]),
             group(&[("vrate", "50-80"), ("foo", "1")]),
+            group(&[("vrate", "50-80"), ("rpct", "98")]),
             group(&[("mof", "min")]),
             group(&[("rlat-99-99", "q1")]),
             group(&[("rlat-99", "0.8-0.2")]),

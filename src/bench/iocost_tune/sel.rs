@@ -29,7 +29,7 @@ pub enum DataSel {
 
 /// What a selector's fit assumes of its series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub enum FitShape {
     Any,
     /// Rises with vrate (or stays flat).
     Inc,
@@ -42,7 +42,7 @@ pub enum Shape {
 /// How a selector's series is fitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FitOpts {
-    pub shape: Shape,
+    pub shape: FitShape,
     /// Chauvenet's outlier filter on the points' errors.
     pub filter_outliers: bool,
     /// Points beyond the vrate where isolation falls below its threshold are rejected.
@@ -52,13 +52,15 @@ pub struct FitOpts {
 impl DataSel {
     pub fn fit_opts(&self) -> FitOpts {
         let (shape, filter_outliers, filter_by_isol) = match self {
-            DataSel::Mof => (Shape::Inc, false, false),
-            DataSel::Amof => (Shape::SinglePeak, false, true),
-            DataSel::AmofDelta => (Shape::Inc, false, true),
-            DataSel::Isol | DataSel::IsolPct(_) | DataSel::IsolMean => (Shape::Dec, false, false),
-            DataSel::LatImp | DataSel::Missing => (Shape::Inc, false, false),
-            DataSel::WorkCsv => (Shape::Any, false, false),
-            DataSel::RLat(..) | DataSel::WLat(..) => (Shape::Inc, true, false),
+            DataSel::Mof => (FitShape::Inc, false, false),
+            DataSel::Amof => (FitShape::SinglePeak, false, true),
+            DataSel::AmofDelta => (FitShape::Inc, false, true),
+            DataSel::Isol | DataSel::IsolPct(_) | DataSel::IsolMean => {
+                (FitShape::Dec, false, false)
+            }
+            DataSel::LatImp | DataSel::Missing => (FitShape::Inc, false, false),
+            DataSel::WorkCsv => (FitShape::Any, false, false),
+            DataSel::RLat(..) | DataSel::WLat(..) => (FitShape::Inc, true, false),
         };
         FitOpts {
             shape,

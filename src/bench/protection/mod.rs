@@ -43,6 +43,7 @@ pub static DESC: BenchDesc = BenchDesc {
         props: &[],
         forward: &[],
         group_props: Some(&props::SCENARIO_PROPS),
+        open_keys: None,
         format_props: &[],
     },
     doc: Some(DocPage {

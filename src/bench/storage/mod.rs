@@ -34,6 +34,7 @@ pub static DESC: BenchDesc = BenchDesc {
         props: &props::PROPS,
         forward: &[],
         group_props: None,
+        open_keys: None,
         format_props: &[],
     },
     doc: Some(DocPage {
@@ -90,13 +91,16 @@ impl Bench for Storage {
         Ok(vec![headline_of(&stored.result, rec.mem.profile, loops)?])
     }
 
-    fn plot(&self, stored: &Stored<Self>) -> Result<Option<String>> {
+    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::api::PlotFile>> {
         let rec = stored.record()?.unwrap_or_default();
         let title = format!(
             "{}: memory search probes (green passed, red failed)",
             stored.entry.spec.canonical()
         );
-        plot::svg(&rec, &title)
+        Ok(plot::svg(&rec, &title)?
+            .map(|svg| crate::bench::api::PlotFile::svg("", svg))
+            .into_iter()
+            .collect())
     }
 }
 

@@ -1,0 +1,687 @@
+//! Fitting a series with a piecewise-linear line, as upstream does, so a re-solve of a stored
+//! result gives the same lines to the last bit: every candidate shape is scored by its error
+//! (√Σ residual² / n) times 1.025 per segment beyond the first (fewer segments win ties), and
+//! the lowest wins. Candidates, by the series' [`FitShape`]:
+//!
+//! * a flat line at the mean (always), a linear regression (more than three points);
+//! * one flat part and one slope, split between two points (`fit_slope_with_left/right`);
+//! * two flat parts joined by a slope (`fit_slope_with_left_and_right`);
+//! * for a single-peak series (more than three points): up to two flats and two slopes, each
+//!   part optional (`fit_single_peak`).
+//!
+//! Splits sit halfway between neighbouring points, at least 0.25 apart from the previous split
+//! tried and leaving every part at least 10 vrate points wide. A line that dips to 0 or below,
+//! or goes against the shape (`Inc`, `Dec`), is not a candidate. Upstream's single-peak shape
+//! check compares the vertices as whole points, left to right, so it never refuses one; kept.
+
+use super::model::{DataLines, DataPoint, DataSeries};
+use super::sel::FitShape;
+use statrs::distribution::{ContinuousCDF, Normal};
+
+/// Each extra segment multiplies a candidate's error by this: simpler lines win close calls.
+const ERROR_MULTIPLIER: f64 = 1.025;
+/// Splits closer than this to the previous one tried are skipped.
+const MIN_DIV_DIST: f64 = 0.25;
+/// Every part of a line spans at least this much vrate.
+const MIN_SEG_DIST: f64 = 10.0;
+
+/// Why a line can't be built from its vertices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadLine(pub String);
+
+impl DataLines {
+    /// A line through `input`, whose x must strictly increase; its range spans them.
+    pub fn new(input: &[DataPoint]) -> Result<DataLines, BadLine> {
+        if let Some(w) = input
+            .windows(2)
+            .find(|w| w[0].x >= w[1].x || w[0].x.is_nan())
+        {
+            return Err(BadLine(format!(
+                "vertices out of order ({}, {}) before ({}, {})",
+                w[0].x, w[0].y, w[1].x, w[1].y
+            )));
+        }
+        let range = match (input.first(), input.last()) {
+            (Some(a), Some(b)) => (a.x, b.x),
+            _ => (0.0, 0.0),
+        };
+        Ok(DataLines {
+            points: input.to_vec(),
+            range,
+        })
+    }
+
+    /// The slope between two vertices (0 for a vertical pair).
+    pub fn slope_between(a: &DataPoint, b: &DataPoint) -> f64 {
+        if a.x == b.x {
+            0.0
+        } else {
+            (b.y - a.y) / (b.x - a.x)
+        }
+    }
+
+    /// The same line over `range`, which may reach beyond it: the end vertices are replaced by
+    /// the line's values at the new ends.
+    pub fn with_range(&self, range: (f64, f64)) -> Result<DataLines, BadLine> {
+        if range.0 > range.1 || range.0.is_nan() || range.1.is_nan() {
+            return Err(BadLine(format!("invalid range [{}, {}]", range.0, range.1)));
+        }
+        match self.points.len() {
+            0 => return DataLines::new(&[]),
+            1 => {
+                let y = self.points[0].y;
+                return if range.0 == range.1 {
+                    DataLines::new(&[DataPoint::new(range.0, y)])
+                } else {
+                    DataLines::new(&[DataPoint::new(range.0, y), DataPoint::new(range.1, y)])
+                };
+            }
+            _ => {}
+        }
+        let (start_y, end_y) = (
+            self.eval_extrapolate(range.0),
+            self.eval_extrapolate(range.1),
+        );
+        if range.0 == range.1 {
+            // Upstream's trimming from the back takes the new start vertex too.
+            return DataLines::new(&[DataPoint::new(range.1, end_y)]);
+        }
+        let inner = &self.points[1..self.points.len() - 1];
+        let mut pts = vec![DataPoint::new(range.0, start_y)];
+        pts.extend(
+            inner
+                .iter()
+                .filter(|p| p.x > range.0 && p.x < range.1)
+                .copied(),
+        );
+        pts.push(DataPoint::new(range.1, end_y));
+        DataLines::new(&pts)
+    }
+
+    /// [`with_range`](Self::with_range) limited to the line's own range; `None` if they don't
+    /// overlap.
+    pub fn clamped(&self, range: (f64, f64)) -> Result<Option<DataLines>, BadLine> {
+        let lo = range.0.max(self.range.0);
+        let hi = range.1.min(self.range.1);
+        if lo <= hi {
+            self.with_range((lo, hi)).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// `(slope, intercept)` of the least-squares line, or `None` when it is undefined (all x
+/// equal). Means first, then the centred sums, as the `linreg` crate upstream uses computes
+/// them.
+pub fn linear_regression(pts: &[DataPoint]) -> Option<(f64, f64)> {
+    if pts.is_empty() {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let (sx, sy) = pts
+        .iter()
+        .fold((0.0, 0.0), |(sx, sy), p| (sx + p.x, sy + p.y));
+    let (mx, my) = (sx / n, sy / n);
+    let (mut xx, mut xy) = (0.0, 0.0);
+    for p in pts {
+        xx += (p.x - mx) * (p.x - mx);
+        xy += (p.x - mx) * (p.y - my);
+    }
+    let slope = xy / xx;
+    if slope.is_nan() {
+        return None;
+    }
+    Some((slope, my - slope * mx))
+}
+
+/// Mean of the values (NaN for none), summed left to right.
+fn mean(v: &[f64]) -> f64 {
+    v.iter().fold(0.0, |a, x| a + x) / v.len() as f64
+}
+
+/// Sample standard deviation (n − 1), around the mean.
+fn stdev(v: &[f64]) -> f64 {
+    let m = mean(v);
+    let sum = v.iter().map(|x| (x - m) * (x - m)).fold(0.0, |a, x| a + x);
+    (sum / (v.len() as f64 - 1.0)).sqrt()
+}
+
+/// The level that minimises the squared distance to the points: their mean.
+fn height(pts: &[DataPoint]) -> f64 {
+    pts.iter().fold(0.0, |a, p| a + p.y) / pts.len() as f64
+}
+
+/// The slope through `hinge` that minimises the squared distance to the points.
+fn slope_through(pts: &[DataPoint], hinge: &DataPoint) -> f64 {
+    let top = pts
+        .iter()
+        .fold(0.0, |a, p| a + (p.x - hinge.x) * (p.y - hinge.y));
+    let bot = pts.iter().fold(0.0, |a, p| a + (p.x - hinge.x).powi(2));
+    top / bot
+}
+
+/// √Σ residual² / n over `pts` (0 for none).
+pub fn line_error<'a>(pts: impl Iterator<Item = &'a DataPoint>, lines: &DataLines) -> f64 {
+    let (sum, n) = pts.fold((0.0, 0u32), |(s, n), p| {
+        (s + (p.y - lines.eval(p.x)).powi(2), n + 1)
+    });
+    if n > 0 {
+        sum.sqrt() / f64::from(n)
+    } else {
+        0.0
+    }
+}
+
+/// Sorts points by x, then y (NaN last, never a panic).
+pub fn sort_points(pts: &mut [DataPoint]) {
+    pts.sort_by(|a, b| a.x.total_cmp(&b.x).then(a.y.total_cmp(&b.y)));
+}
+
+/// Whether a candidate's vertices follow the shape (a NaN vertex breaks no order, as
+/// upstream's comparisons go).
+fn follows(shape: FitShape, lines: &DataLines) -> bool {
+    let mut last = match shape {
+        FitShape::Any | FitShape::SinglePeak => return true,
+        FitShape::Inc => f64::MIN,
+        FitShape::Dec => f64::MAX,
+    };
+    for p in &lines.points {
+        let against = match shape {
+            FitShape::Inc => p.y < last,
+            _ => p.y > last,
+        };
+        if against {
+            return false;
+        }
+        last = p.y;
+    }
+    true
+}
+
+impl DataSeries {
+    /// Points and rejected points back together, sorted, nothing fitted.
+    pub fn reset(&mut self) {
+        let mut data = std::mem::take(&mut self.data);
+        data.append(&mut self.outliers);
+        sort_points(&mut data);
+        *self = DataSeries {
+            data,
+            ..Default::default()
+        };
+    }
+
+    fn x_range(&self) -> (f64, f64) {
+        match (self.data.first(), self.data.last()) {
+            (Some(a), Some(b)) => (a.x, b.x),
+            _ => (0.0, 0.0),
+        }
+    }
+
+    /// Where a split before point `idx` falls: halfway to the previous point; the first or
+    /// last point's own x at the ends.
+    fn div(&self, idx: usize) -> f64 {
+        if idx > 0 && idx < self.data.len() {
+            (self.data[idx - 1].x + self.data[idx].x) / 2.0
+        } else {
+            self.data[idx.min(self.data.len() - 1)].x
+        }
+    }
+
+    fn fit_line(&self) -> Option<DataLines> {
+        let (slope, intcp) = linear_regression(&self.data)?;
+        let r = self.x_range();
+        DataLines::new(&[
+            DataPoint::new(r.0, slope * r.0 + intcp),
+            DataPoint::new(r.1, slope * r.1 + intcp),
+        ])
+        .ok()
+    }
+
+    fn fit_slope_with_left(&self, lidx: usize) -> Option<DataLines> {
+        let (pl, pr) = self.data.split_at(lidx);
+        let left = DataPoint::new(self.div(lidx), height(pl));
+        let slope = slope_through(pr, &left);
+        if slope == 0.0 {
+            return None;
+        }
+        let r = self.x_range();
+        DataLines::new(&[
+            DataPoint::new(r.0, left.y),
+            left,
+            DataPoint::new(r.1, left.y + slope * (r.1 - left.x)),
+        ])
+        .ok()
+    }
+
+    fn fit_slope_with_right(&self, ridx: usize) -> Option<DataLines> {
+        let (pl, pr) = self.data.split_at(ridx);
+        let right = DataPoint::new(self.div(ridx), height(pr));
+        let slope = slope_through(pl, &right);
+        if slope == 0.0 {
+            return None;
+        }
+        let r = self.x_range();
+        DataLines::new(&[
+            DataPoint::new(r.0, right.y - slope * (right.x - r.0)),
+            right,
+            DataPoint::new(r.1, right.y),
+        ])
+        .ok()
+    }
+
+    fn fit_slope_with_left_and_right(&self, lidx: usize, ridx: usize) -> Option<DataLines> {
+        let (pl, pm) = self.data.split_at(lidx);
+        let (_, pr) = pm.split_at(ridx - lidx);
+        let left = DataPoint::new(self.div(lidx), height(pl));
+        let right = DataPoint::new(self.div(ridx), height(pr));
+        let r = self.x_range();
+        DataLines::new(&[
+            DataPoint::new(r.0, left.y),
+            left,
+            right,
+            DataPoint::new(r.1, right.y),
+        ])
+        .ok()
+    }
+
+    /// Flat (`..llidx`), slope (`llidx..lidx`), flat top (`lidx..ridx`), slope
+    /// (`ridx..rridx`), flat (`rridx..`); any part may be empty. Flats are means; a slope next
+    /// to a flat hinges on it; two slopes alone are two regressions meeting where they cross.
+    fn fit_single_peak(&self, idx: [usize; 4]) -> Option<DataLines> {
+        let n = self.data.len();
+        let mut pts: [Option<DataPoint>; 4] = [None; 4];
+        // A split shared by several indices sets all of them.
+        let set = |i: usize, y: f64, pts: &mut [Option<DataPoint>; 4]| {
+            for j in 0..4 {
+                if idx[i] == idx[j] {
+                    pts[j] = Some(DataPoint::new(self.div(idx[i]), y));
+                }
+            }
+        };
+        let [llidx, lidx, ridx, rridx] = idx;
+        if llidx > 0 {
+            set(0, height(&self.data[..llidx]), &mut pts);
+        }
+        if rridx < n {
+            set(3, height(&self.data[rridx..]), &mut pts);
+        }
+        if lidx < ridx {
+            let h = height(&self.data[lidx..ridx]);
+            set(1, h, &mut pts);
+            set(2, h, &mut pts);
+        }
+        // Upstream slices the data by the positions of the two hinges in this array (0..1,
+        // 2..3), not by their split indices; kept, as the fitted lines depend on it.
+        let anchor =
+            |li: usize, ri: usize, pts: &mut [Option<DataPoint>; 4]| match (pts[li], pts[ri]) {
+                (Some(l), None) => {
+                    let slope = slope_through(&self.data[li..ri], &l);
+                    set(ri, l.y + slope * (self.div(ri) - l.x), pts);
+                }
+                (None, Some(r)) => {
+                    let slope = slope_through(&self.data[li..ri], &r);
+                    set(li, r.y - slope * (r.x - self.div(li)), pts);
+                }
+                _ => {}
+            };
+        anchor(0, 1, &mut pts);
+        anchor(2, 3, &mut pts);
+        anchor(0, 1, &mut pts);
+        match pts.iter().filter(|p| p.is_some()).count() {
+            0 => {
+                if llidx != 0 || lidx != ridx || rridx != n {
+                    return None;
+                }
+                if lidx == 0 || lidx == n {
+                    let dl = self.fit_line()?;
+                    let (a, b) = (dl.points[0], dl.points[1]);
+                    pts = [Some(a), Some(b), Some(b), Some(b)];
+                } else {
+                    let (a_slope, a_intcp) = linear_regression(&self.data[..lidx])?;
+                    let (b_slope, b_intcp) = linear_regression(&self.data[lidx..])?;
+                    if a_slope == b_slope {
+                        return None;
+                    }
+                    let ix = (b_intcp - a_intcp) / (a_slope - b_slope);
+                    let iy = (a_slope * b_intcp - b_slope * a_intcp) / (a_slope - b_slope);
+                    if ix < self.data[0].x || ix > self.data[n - 1].x {
+                        return None;
+                    }
+                    let (llx, rrx) = (self.div(llidx), self.div(rridx));
+                    pts = [
+                        Some(DataPoint::new(llx, a_slope * llx + a_intcp)),
+                        Some(DataPoint::new(ix, iy)),
+                        Some(DataPoint::new(ix, iy)),
+                        Some(DataPoint::new(rrx, b_slope * rrx + b_intcp)),
+                    ];
+                }
+            }
+            4 => {}
+            _ => return None,
+        }
+        let pts: Vec<DataPoint> = pts.iter().map(|p| p.unwrap_or_default()).collect();
+        let mut out = Vec::with_capacity(6);
+        if pts[0].x != self.div(0) {
+            out.push(DataPoint::new(self.div(0), pts[0].y));
+        }
+        out.push(pts[0]);
+        for p in &pts[1..] {
+            if out.last().is_some_and(|l: &DataPoint| l.x != p.x) {
+                out.push(*p);
+            }
+        }
+        if pts[3].x != self.div(n) {
+            out.push(DataPoint::new(self.div(n), pts[3].y));
+        }
+        DataLines::new(&out).ok()
+    }
+
+    /// Fits `lines` to `data` (see the module doc).
+    pub fn fit_lines(&mut self, shape: FitShape) {
+        if self.data.is_empty() {
+            return;
+        }
+        let (start, end) = self.x_range();
+        let ys: Vec<f64> = self.data.iter().map(|p| p.y).collect();
+        let m = mean(&ys);
+        if self.data.len() == 1 {
+            self.lines = DataLines::new(&[DataPoint::new(start, m)]).unwrap_or_default();
+            return;
+        }
+        let flat = DataLines::new(&[DataPoint::new(start, m), DataPoint::new(end, m)]);
+        let mut best = flat.unwrap_or_default();
+        let mut best_err = line_error(self.data.iter(), &best);
+        let mut pick = |cand: Option<DataLines>| {
+            let Some(lines) = cand else { return };
+            if lines.min_max().0 <= 0.0 || !follows(shape, &lines) {
+                return;
+            }
+            let segs = lines.points.len() as i32 - 1;
+            let err = line_error(self.data.iter(), &lines) * ERROR_MULTIPLIER.powi(segs);
+            if err < best_err {
+                best = lines;
+                best_err = err;
+            }
+        };
+        let n = self.data.len();
+        if shape == FitShape::SinglePeak && n > 3 {
+            for idx in self.single_peak_splits(start, end) {
+                pick(self.fit_single_peak(idx));
+            }
+        } else {
+            if n > 3 {
+                pick(self.fit_line());
+            }
+            let mut last = f64::MIN;
+            for i in 0..n {
+                let div = self.div(i);
+                if div < last + MIN_DIV_DIST
+                    || div < start + MIN_SEG_DIST
+                    || div > end - MIN_SEG_DIST
+                {
+                    continue;
+                }
+                last = div;
+                pick(self.fit_slope_with_left(i));
+                pick(self.fit_slope_with_right(i));
+            }
+            let mut last_l = f64::MIN;
+            for lidx in 0..n {
+                let ldiv = self.div(lidx);
+                if ldiv < last_l + MIN_DIV_DIST || ldiv < start + MIN_SEG_DIST {
+                    continue;
+                }
+                last_l = ldiv;
+                let mut last_r = f64::MIN;
+                for ridx in lidx..n {
+                    let rdiv = self.div(ridx);
+                    if rdiv < last_r + MIN_DIV_DIST
+                        || rdiv - ldiv < MIN_SEG_DIST
+                        || rdiv > end - MIN_SEG_DIST
+                    {
+                        continue;
+                    }
+                    last_r = rdiv;
+                    pick(self.fit_slope_with_left_and_right(lidx, ridx));
+                }
+            }
+        }
+        self.lines = best;
+    }
+
+    /// The split quadruples a single-peak fit tries, in upstream's order.
+    fn single_peak_splits(&self, start: f64, end: f64) -> Vec<[usize; 4]> {
+        let n = self.data.len();
+        let mut out = Vec::new();
+        let mut last_ll = f64::MIN;
+        for llidx in 0..=n {
+            let lldiv = self.div(llidx);
+            if llidx > 0 && (lldiv < last_ll + MIN_DIV_DIST || lldiv < start + MIN_SEG_DIST) {
+                continue;
+            }
+            last_ll = lldiv;
+            let mut last_l = f64::MIN;
+            for lidx in llidx..=n {
+                let ldiv = self.div(lidx);
+                if lidx > llidx && (ldiv < last_l + MIN_DIV_DIST || ldiv - lldiv < MIN_SEG_DIST) {
+                    continue;
+                }
+                last_l = ldiv;
+                let mut last_r = f64::MIN;
+                for ridx in lidx..=n {
+                    let rdiv = self.div(ridx);
+                    if ridx > lidx && (rdiv < last_r + MIN_DIV_DIST || rdiv - ldiv < MIN_SEG_DIST) {
+                        continue;
+                    }
+                    last_r = rdiv;
+                    let mut last_rr = f64::MIN;
+                    for rridx in ridx..=n {
+                        let rrdiv = self.div(rridx);
+                        if rridx > ridx
+                            && (rrdiv - rdiv < MIN_SEG_DIST
+                                || (rridx + 1 < n
+                                    && (rrdiv < last_rr + MIN_DIV_DIST
+                                        || rrdiv > end - MIN_SEG_DIST)))
+                        {
+                            continue;
+                        }
+                        last_rr = rrdiv;
+                        out.push([llidx, lidx, ridx, rridx]);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Moves the points beyond vrate `thr` to the rejected ones.
+    pub fn filter_beyond(&mut self, thr: f64) {
+        let (keep, beyond): (Vec<DataPoint>, Vec<DataPoint>) = std::mem::take(&mut self.data)
+            .into_iter()
+            .partition(|p| p.x <= thr);
+        self.data = keep;
+        self.outliers.extend(beyond);
+        sort_points(&mut self.outliers);
+    }
+
+    /// Chauvenet's criterion on the squared residuals: a point whose residual is so far above
+    /// the others' that fewer than half a point of this many would be expected there is
+    /// rejected.
+    pub fn filter_outliers(&mut self) {
+        if self.data.len() < 2 {
+            return;
+        }
+        let data = std::mem::take(&mut self.data);
+        let errors: Vec<f64> = data
+            .iter()
+            .map(|p| (p.y - self.lines.eval(p.x)).powi(2))
+            .collect();
+        let n = data.len() as f64;
+        match Normal::new(mean(&errors), stdev(&errors)) {
+            Ok(dist) => {
+                for (p, e) in data.into_iter().zip(&errors) {
+                    if (1.0 - dist.cdf(*e)) * n >= 0.5 {
+                        self.data.push(p);
+                    } else {
+                        self.outliers.push(p);
+                    }
+                }
+                sort_points(&mut self.outliers);
+            }
+            Err(_) => self.data = data,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(pts: &[(f64, f64)]) -> DataSeries {
+        DataSeries {
+            data: pts.iter().map(|&(x, y)| DataPoint::new(x, y)).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn xy(l: &DataLines) -> Vec<(f64, f64)> {
+        l.points.iter().map(|p| (p.x, p.y)).collect()
+    }
+
+    #[test]
+    fn regression_and_means_by_hand() {
+        let s = series(&[(1.0, 2.0), (2.0, 4.0), (3.0, 5.0), (4.0, 4.0), (5.0, 5.0)]);
+        // x̄ = 3, ȳ = 4, Σ(x−x̄)(y−ȳ) = 6, Σ(x−x̄)² = 10.
+        let (m, b) = linear_regression(&s.data).unwrap();
+        assert!(
+            (m - 0.6).abs() < 1e-12 && (b - 2.2).abs() < 1e-12,
+            "{} {}",
+            m,
+            b
+        );
+        assert_eq!(
+            linear_regression(&series(&[(1.0, 1.0), (1.0, 2.0)]).data),
+            None
+        );
+        assert_eq!(stdev(&[1.0, 2.0, 3.0, 4.0]), (5.0f64 / 3.0).sqrt());
+        assert_eq!(height(&s.data), 4.0);
+        // Through (3, 4): Σ(x−3)(y−4) / Σ(x−3)² = 6 / 10.
+        assert_eq!(slope_through(&s.data, &DataPoint::new(3.0, 4.0)), 0.6);
+    }
+
+    #[test]
+    fn a_constant_series_is_one_flat_line() {
+        let mut s = series(&[
+            (10.0, 2.0),
+            (30.0, 2.0),
+            (50.0, 2.0),
+            (70.0, 2.0),
+            (90.0, 2.0),
+        ]);
+        s.fit_lines(FitShape::Inc);
+        assert_eq!(xy(&s.lines), vec![(10.0, 2.0), (90.0, 2.0)]);
+        let mut one = series(&[(40.0, 3.0)]);
+        one.fit_lines(FitShape::Inc);
+        assert_eq!(
+            (xy(&one.lines), one.lines.range),
+            (vec![(40.0, 3.0)], (40.0, 40.0))
+        );
+    }
+
+    #[test]
+    fn a_line_through_the_points_is_their_regression() {
+        let pts: Vec<(f64, f64)> = (0..8)
+            .map(|i| (10.0 + 10.0 * i as f64, 1.0 + 0.1 * i as f64))
+            .collect();
+        let mut s = series(&pts);
+        s.fit_lines(FitShape::Inc);
+        assert_eq!(s.lines.points.len(), 2);
+        assert!((s.lines.points[0].y - 1.0).abs() < 1e-12);
+        assert!((s.lines.points[1].y - 1.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_rise_then_a_plateau_gets_its_knee() {
+        // Rising 0.2 per 10 until x = 40, flat at 2.0 after: the knee sits halfway between the
+        // last rising point and the first flat one.
+        let pts = [
+            (0.0, 1.4),
+            (10.0, 1.6),
+            (20.0, 1.8),
+            (40.0, 2.0),
+            (60.0, 2.0),
+            (80.0, 2.0),
+            (100.0, 2.0),
+        ];
+        let mut s = series(&pts);
+        s.fit_lines(FitShape::Inc);
+        let p = xy(&s.lines);
+        assert_eq!(p.len(), 3, "{:?}", p);
+        assert_eq!(p[1], (30.0, 2.0), "{:?}", p);
+        assert_eq!(p[2], (100.0, 2.0));
+        // A falling series may not be fitted rising.
+        let mut d = series(&pts);
+        d.fit_lines(FitShape::Dec);
+        assert_eq!(
+            d.lines.min_max().0,
+            d.lines.min_max().1,
+            "{:?}",
+            xy(&d.lines)
+        );
+    }
+
+    #[test]
+    fn splits_leave_every_part_ten_vrate_points_wide() {
+        // 8 points within 14 vrate points: no split fits, only flat or regression.
+        let pts: Vec<(f64, f64)> = (0..8)
+            .map(|i| (50.0 + 2.0 * i as f64, if i < 4 { 1.0 } else { 2.0 }))
+            .collect();
+        let mut s = series(&pts);
+        s.fit_lines(FitShape::Inc);
+        assert_eq!(s.lines.points.len(), 2, "{:?}", xy(&s.lines));
+    }
+
+    #[test]
+    fn chauvenet_rejects_the_far_point_only() {
+        let mut pts: Vec<(f64, f64)> = (0..10)
+            .map(|i| (10.0 * i as f64, 1.0 + 0.01 * (i % 2) as f64))
+            .collect();
+        pts[6].1 = 5.0;
+        let mut s = series(&pts);
+        s.lines = DataLines::new(&[DataPoint::new(0.0, 1.0), DataPoint::new(90.0, 1.0)]).unwrap();
+        s.filter_outliers();
+        assert_eq!(s.outliers, vec![DataPoint::new(60.0, 5.0)]);
+        assert_eq!(s.data.len(), 9);
+        s.filter_beyond(45.0);
+        assert_eq!(s.data.len(), 5);
+        assert_eq!(s.outliers.first(), Some(&DataPoint::new(50.0, 1.01)));
+        s.reset();
+        assert_eq!((s.data.len(), s.outliers.len()), (10, 0));
+    }
+
+    #[test]
+    fn ranges_stretch_and_clamp() {
+        let l = DataLines::new(&[
+            DataPoint::new(10.0, 1.0),
+            DataPoint::new(50.0, 2.0),
+            DataPoint::new(90.0, 2.0),
+        ])
+        .unwrap();
+        assert_eq!(
+            xy(&l.with_range((0.0, 100.0)).unwrap()),
+            vec![(0.0, 0.75), (50.0, 2.0), (100.0, 2.0)]
+        );
+        assert_eq!(
+            xy(&l.with_range((60.0, 70.0)).unwrap()),
+            vec![(60.0, 2.0), (70.0, 2.0)]
+        );
+        assert_eq!(xy(&l.with_range((30.0, 30.0)).unwrap()), vec![(30.0, 1.5)]);
+        assert_eq!(l.clamped((95.0, 99.0)).unwrap(), None);
+        assert_eq!(
+            xy(&l.clamped((0.0, 30.0)).unwrap().unwrap()),
+            vec![(10.0, 1.0), (30.0, 1.5)]
+        );
+        assert!(DataLines::new(&[DataPoint::new(2.0, 1.0), DataPoint::new(1.0, 1.0)]).is_err());
+    }
+}

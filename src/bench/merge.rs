@@ -1,0 +1,203 @@
+//! `merge`: combines the results of many hosts into one file, as upstream does. Every entry of
+//! a mergeable bench in the sources is grouped by its merge id — kind, the id with `--by-id`,
+//! the major.minor versions of the bench, agent and hashd (unless `--ignore-versions`), the
+//! memory profile, the device model and firmware where the bench asks, and the bench's own
+//! classifier (iocost-tune: the iocost-qos properties but `vrate-intvs`). Sources that missed
+//! system requirements are rejected (unless `--ignore-sysreqs`). Each group is merged by its
+//! bench; without `--multiple` only the group with the most accepted sources per kind and id
+//! is kept. The output starts with a `merge-info` entry that says all of this.
+
+use super::merge_info::{MergeEntry, MergeId, MergeInfo};
+use super::merge_src::MergeSrc;
+use crate::result::Entry;
+use crate::spec::JobSpec;
+use anyhow::{Context, Result};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MergeOpts {
+    pub by_id: bool,
+    pub ignore_versions: bool,
+    pub ignore_sysreqs: bool,
+    pub multiple: bool,
+}
+
+/// `major.minor` of a version string such as `2.2.4-g6d013b1 x86_64-unknown-linux-gnu`.
+fn maj_min(v: &str) -> String {
+    let sem = v.split_whitespace().next().unwrap_or("");
+    let core = sem.split(['-', '+']).next().unwrap_or("");
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+    format!(
+        "{}.{}",
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0)
+    )
+}
+
+/// The host facts of a source's sysinfo the merge id uses.
+struct Facts {
+    bench_version: String,
+    agent_version: String,
+    hashd_version: String,
+    mem_profile: u32,
+    model: String,
+    fwrev: String,
+    missed: usize,
+}
+
+fn facts(e: &Entry) -> Facts {
+    let si: serde_json::Value = serde_json::from_str(e.sysinfo.get()).unwrap_or_default();
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    let rep = &si["sysreqs_report"];
+    let missed = match &si["sysreqs_missed"] {
+        serde_json::Value::Object(m) => m
+            .get("map")
+            .and_then(|m| m.as_object())
+            .map_or(m.len(), |m| m.len()),
+        serde_json::Value::Array(a) => a.len(),
+        _ => 0,
+    };
+    Facts {
+        bench_version: s(&si["bench_version"]),
+        agent_version: s(&rep["agent_version"]),
+        hashd_version: s(&rep["hashd_version"]),
+        mem_profile: si["mem"]["profile"].as_u64().unwrap_or(0) as u32,
+        model: s(&rep["scr_dev_model"]),
+        fwrev: s(&rep["scr_dev_fwrev"]),
+        missed,
+    }
+}
+
+fn merge_id(bench: &dyn super::AnyBench, e: &Entry, opts: &MergeOpts) -> MergeId {
+    let f = facts(e);
+    let how = bench.merging().unwrap_or(super::merge_src::Merging {
+        by_storage_model: false,
+        by_storage_fwrev: false,
+    });
+    MergeId {
+        kind: e.spec.kind.clone(),
+        id: if opts.by_id { e.spec.id.clone() } else { None },
+        versions: (!opts.ignore_versions).then(|| {
+            (
+                maj_min(&f.bench_version),
+                maj_min(&f.agent_version),
+                maj_min(&f.hashd_version),
+            )
+        }),
+        mem_profile: f.mem_profile,
+        storage_model: how.by_storage_model.then_some(f.model),
+        storage_fwver: how.by_storage_fwrev.then_some(f.fwrev),
+        classifier: bench.merge_classifier(e),
+    }
+}
+
+/// A bench and entry id: without `--multiple`, one merged group each.
+type KindId = (String, Option<String>);
+
+/// Merges the sources' entries; returns the output file's entries (`merge-info` first) and the
+/// merge-info entry's index (0).
+pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Result<Vec<Entry>> {
+    let mut sets: BTreeMap<MergeId, Vec<MergeSrc>> = BTreeMap::new();
+    for (file, entries) in files {
+        for e in entries {
+            let Some(bench) = super::find(&e.spec.kind) else {
+                continue;
+            };
+            if bench.merging().is_none() || e.result.is_none() {
+                continue;
+            }
+            let mut src = MergeSrc {
+                entry: e.clone(),
+                file: file.clone(),
+                rejected: None,
+            };
+            let f = facts(e);
+            if !opts.ignore_sysreqs && f.missed > 0 {
+                src.rejected = Some(format!("{} missed sysreqs", f.missed));
+            }
+            sets.entry(merge_id(bench, e, opts)).or_default().push(src);
+        }
+    }
+    let mut merged: BTreeMap<MergeId, (Entry, BTreeSet<MergeId>)> = BTreeMap::new();
+    for (mid, srcs) in sets.iter_mut() {
+        let bench = super::find(&mid.kind).context("a merged bench vanished")?;
+        let entry = bench.merge(srcs).with_context(|| {
+            let mut dump = String::new();
+            MergeEntry::of(mid, srcs).format(&mut dump, None);
+            format!(
+                "merging {} failed; its sources:\n{}",
+                mid.kind,
+                dump.trim_end()
+            )
+        })?;
+        merged.insert(mid.clone(), (entry, BTreeSet::new()));
+    }
+    if !opts.multiple {
+        // Per kind and id, the group with the most accepted sources (the first on a tie).
+        let mut best: BTreeMap<KindId, (usize, MergeId, BTreeSet<MergeId>)> = BTreeMap::new();
+        for (mid, srcs) in &sets {
+            let key = (mid.kind.clone(), mid.id.clone());
+            let n = MergeSrc::accepted(srcs).count();
+            match best.get_mut(&key) {
+                None => {
+                    best.insert(key, (n, mid.clone(), BTreeSet::new()));
+                }
+                Some((bn, bmid, lost)) => {
+                    if n > *bn {
+                        *bn = n;
+                        lost.insert(std::mem::replace(bmid, mid.clone()));
+                    } else {
+                        lost.insert(mid.clone());
+                    }
+                }
+            }
+        }
+        merged = merged
+            .into_iter()
+            .filter_map(|(mid, (e, _))| {
+                let (_, bmid, lost) = &best[&(mid.kind.clone(), mid.id.clone())];
+                (*bmid == mid).then(|| (mid, (e, lost.clone())))
+            })
+            .collect();
+    }
+    let mut info = MergeInfo::default();
+    let mut out = Vec::new();
+    for (mid, (entry, lost)) in merged {
+        let mut me = MergeEntry::of(&mid, &sets[&mid]);
+        for l in &lost {
+            me.dropped.push(MergeEntry::of(l, &sets[l]));
+        }
+        info.merges.push(me);
+        out.push(entry);
+    }
+    let raw = |v: serde_json::Value| serde_json::value::to_raw_value(&v);
+    let info_entry = Entry {
+        spec: JobSpec {
+            kind: "merge-info".into(),
+            id: None,
+            passive: None,
+            props: vec![Default::default()],
+        },
+        period: (now, now),
+        sysinfo: raw(serde_json::to_value(
+            crate::result::sysinfo::Sysinfo::default(),
+        )?)?,
+        record: Some(raw(serde_json::to_value(&info)?)?),
+        result: Some(raw(serde_json::Value::Bool(true))?),
+        incomplete: false,
+    };
+    out.insert(0, info_entry);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_by_major_minor() {
+        assert_eq!(maj_min("2.2.4-g6d013b1 x86_64-unknown-linux-gnu"), "2.2");
+        assert_eq!(maj_min("0.1.0"), "0.1");
+        assert_eq!(maj_min(""), "0.0");
+    }
+}

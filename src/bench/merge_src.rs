@@ -1,0 +1,39 @@
+//! What `merge` hands a bench: one entry of one source file, and whether the merge rejected it
+//! (with the reason `merge-info` shows). The procedure itself is `bench::merge`.
+
+use crate::result::Entry;
+
+/// Which host facts keep results apart besides kind, versions and memory profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Merging {
+    pub by_storage_model: bool,
+    pub by_storage_fwrev: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct MergeSrc {
+    pub entry: Entry,
+    /// The source file as named on the command line.
+    pub file: String,
+    pub rejected: Option<String>,
+}
+
+impl MergeSrc {
+    /// The sources still in the merge.
+    pub fn accepted(srcs: &[MergeSrc]) -> impl Iterator<Item = &MergeSrc> {
+        srcs.iter().filter(|s| s.rejected.is_none())
+    }
+
+    /// The merged entry's period: from the earliest start to the latest end of the accepted
+    /// sources ((0, 0) without any).
+    pub fn period(srcs: &[MergeSrc]) -> (u64, u64) {
+        let p = Self::accepted(srcs).fold((u64::MAX, 0), |(a, b), s| {
+            (a.min(s.entry.period.0), b.max(s.entry.period.1))
+        });
+        if p == (u64::MAX, 0) {
+            (0, 0)
+        } else {
+            p
+        }
+    }
+}
