@@ -30,7 +30,17 @@ fn marks(res: &IocostTuneResult) -> Vec<(f64, String)> {
             None => out.push((v, name.clone())),
         }
     }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
     out
+}
+
+/// The unit the graph's values are in.
+fn unit(sel: &DataSel) -> &'static str {
+    match sel {
+        DataSel::Mof | DataSel::Amof | DataSel::AmofDelta => "",
+        DataSel::RLat(..) | DataSel::WLat(..) => " (ms)",
+        _ => " (%)",
+    }
 }
 
 /// One series' SVG.
@@ -55,13 +65,16 @@ fn series_svg(
                 .x_label_area_size(40)
                 .y_label_area_size(60)
                 .build_cartesian_2d(0.0..x_hi, g.y_min..g.y_max)?;
+            let y_desc = format!("{}{}", g.y_label, unit(sel));
             chart
                 .configure_mesh()
                 .x_desc(g.x_label.as_str())
-                .y_desc(g.y_label.as_str())
+                .y_desc(y_desc.as_str())
                 .light_line_style(WHITE.mix(0.0))
                 .draw()?;
-            for (v, names) in marks(res) {
+            // Labels of nearby marks go on staggered rows.
+            let row = (g.y_max - g.y_min) * 0.05;
+            for (i, (v, names)) in marks(res).into_iter().enumerate() {
                 chart.draw_series(DashedLineSeries::new(
                     [(v, g.y_min), (v, g.y_max)],
                     4,
@@ -70,7 +83,7 @@ fn series_svg(
                 ))?;
                 chart.draw_series(std::iter::once(Text::new(
                     names,
-                    (v, g.y_max),
+                    (v, g.y_max - row * (i % 3) as f64),
                     ("sans-serif", 10).into_font().color(&MARK),
                 )))?;
             }
