@@ -36,7 +36,9 @@ pub fn save_entries<'a>(path: &Path, entries: impl IntoIterator<Item = &'a Entry
     let gz = is_gz(path);
     write_atomic(path, |w| {
         if gz {
-            let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            // Level 1: a third of the default's time on a 12 MB result, a quarter larger;
+            // saves come at every checkpoint and after every solve.
+            let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
             enc.write_all(&json)?;
             enc.finish()?;
         } else {

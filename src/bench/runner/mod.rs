@@ -325,9 +325,15 @@ fn run_job(
         let solved = job
             .solve(old)
             .with_context(|| format!("{}: solve failed", name))?;
-        if let Some(result) = solved {
-            file.entries[idx].result = Some(to_raw(&result)?);
-        }
+        let Some(result) = solved else {
+            // What the stored data implies is what is stored: nothing to write.
+            log::info!(
+                "{}: the stored result is what its data solves to; unchanged",
+                name
+            );
+            return Ok(());
+        };
+        file.entries[idx].result = Some(to_raw(&result)?);
     } else {
         let mut reused = false;
         let record = match (mode, prev) {
