@@ -136,12 +136,12 @@ pub fn linear_regression(pts: &[DataPoint]) -> Option<(f64, f64)> {
 }
 
 /// Mean of the values (NaN for none), summed left to right.
-fn mean(v: &[f64]) -> f64 {
+pub fn mean(v: &[f64]) -> f64 {
     v.iter().fold(0.0, |a, x| a + x) / v.len() as f64
 }
 
 /// Sample standard deviation (n − 1), around the mean.
-fn stdev(v: &[f64]) -> f64 {
+pub fn stdev(v: &[f64]) -> f64 {
     let m = mean(v);
     let sum = v.iter().map(|x| (x - m) * (x - m)).fold(0.0, |a, x| a + x);
     (sum / (v.len() as f64 - 1.0)).sqrt()

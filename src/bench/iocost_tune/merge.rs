@@ -5,6 +5,7 @@
 //! accepted source's data points are pooled per series, and the pool is solved with the
 //! default rules.
 
+use super::fit::{mean, stdev};
 use super::model::{IocostTuneRecord, IocostTuneResult};
 use super::rules;
 use super::solve::{solve, DFL_SCALE};
@@ -31,16 +32,6 @@ type Model = [u64; 6];
 fn model_of(e: &Entry) -> Model {
     let si: Value = serde_json::from_str(e.sysinfo.get()).unwrap_or_default();
     PARAMS.map(|p| si["iocost"]["model"][p].as_u64().unwrap_or(0))
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().fold(0.0, |a, x| a + x) / v.len() as f64
-}
-
-fn stdev(v: &[f64]) -> f64 {
-    let m = mean(v);
-    let s = v.iter().map(|x| (x - m) * (x - m)).fold(0.0, |a, x| a + x);
-    (s / (v.len() as f64 - 1.0)).sqrt()
 }
 
 /// The distinct models' per-parameter median (outliers left out) and which are outliers.
