@@ -91,6 +91,21 @@ fn merge_id(bench: &dyn super::AnyBench, e: &Entry, opts: &MergeOpts) -> MergeId
     }
 }
 
+/// The merge-info entry's sysinfo: no host, but every key upstream requires (an `iocost` of
+/// zeros, as its default).
+fn info_sysinfo() -> crate::result::sysinfo::Sysinfo {
+    use crate::system::iocost::{IoCostModel, IoCostQos};
+    crate::result::sysinfo::Sysinfo {
+        bench_version: env!("CARGO_PKG_VERSION").to_string(),
+        iocost: Some(serde_json::json!({
+            "vrate": 0.0,
+            "model": IoCostModel::default(),
+            "qos": IoCostQos::default(),
+        })),
+        ..Default::default()
+    }
+}
+
 /// A bench and entry id: without `--multiple`, one merged group each.
 type KindId = (String, Option<String>);
 
@@ -179,9 +194,7 @@ pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Resu
             props: vec![Default::default()],
         },
         period: (now, now),
-        sysinfo: raw(serde_json::to_value(
-            crate::result::sysinfo::Sysinfo::default(),
-        )?)?,
+        sysinfo: raw(serde_json::to_value(info_sysinfo())?)?,
         record: Some(raw(serde_json::to_value(&info)?)?),
         result: Some(raw(serde_json::Value::Bool(true))?),
         incomplete: false,
