@@ -645,6 +645,8 @@ fn paths_in_resolves_super_self_and_groups() {
 const COMPOSES: &[(&str, &[&str])] = &[
     ("iocost_qos", &["storage", "protection", "iocost_params"]),
     ("protection", &["hashd_params", "iocost_params"]),
+    // iocost-tune runs on iocost-qos's data: its runs, with protection's studies inside.
+    ("iocost_tune", &["iocost_qos", "protection"]),
 ];
 
 /// The bench modules: the `&module::Type` lines of `BENCHES` in `bench/mod.rs`.

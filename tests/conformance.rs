@@ -729,3 +729,59 @@ fn iocost_tune_plots_are_svgs_and_a_page() {
     assert!(html.contains("rbps=1793894030"));
     assert_eq!(html.matches("<svg").count(), 18);
 }
+
+/// The data series collected from each fixture's iocost-qos entry are, point for point, the
+/// ones upstream stored in the file's iocost-tune entry (kept and rejected points together).
+#[test]
+fn iocost_tune_series_come_from_iocost_qos_as_upstreams() {
+    use resctl_bench::bench::iocost_qos::{IoCostQosResult, QosRecord};
+    use resctl_bench::bench::iocost_tune::{model::IocostTuneResult, study};
+    for model in [
+        "INTEL_SSDPEKKA256G7",
+        "Samsung_SSD_970_PRO_512GB",
+        "WD_BLACK_SN850X_1000GB",
+    ] {
+        let all = fixture_entries(model);
+        let entry = |kind: &str| {
+            all.as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["spec"]["kind"] == kind)
+                .unwrap()
+                .clone()
+        };
+        let (qos, tune) = (entry("iocost-qos"), entry("iocost-tune"));
+        let rec: QosRecord = serde_json::from_value(qos["record"].clone()).unwrap();
+        let res: IoCostQosResult = serde_json::from_value(qos["result"].clone()).unwrap();
+        let stored: IocostTuneResult = serde_json::from_value(tune["result"].clone()).unwrap();
+        let got = study::collect(&rec, &res, &study::default_sels());
+        assert_eq!(
+            got.data.keys().collect::<Vec<_>>(),
+            stored.data.keys().collect::<Vec<_>>(),
+            "{}",
+            model
+        );
+        for (sel, s) in &stored.data {
+            let mut want: Vec<(f64, f64)> = s
+                .data
+                .iter()
+                .chain(&s.outliers)
+                .map(|p| (p.x, p.y))
+                .collect();
+            want.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let have: Vec<(f64, f64)> = got.data[sel].data.iter().map(|p| (p.x, p.y)).collect();
+            assert_eq!(have, want, "{} {}", model, sel);
+        }
+        assert_eq!(
+            (got.isol_pct.as_str(), got.isol_thr, got.mem_profile),
+            (
+                stored.isol_pct.as_str(),
+                stored.isol_thr,
+                stored.mem_profile
+            ),
+            "{}",
+            model
+        );
+        assert_eq!(got.base_model, stored.base_model, "{}", model);
+    }
+}

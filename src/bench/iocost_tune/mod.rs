@@ -11,6 +11,7 @@ pub mod report;
 pub mod rules;
 pub mod sel;
 pub mod solve;
+pub mod study;
 
 use crate::bench::api::{
     prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, ValueKind,
