@@ -785,3 +785,57 @@ fn iocost_tune_series_come_from_iocost_qos_as_upstreams() {
         assert_eq!(got.base_model, stored.base_model, "{}", model);
     }
 }
+
+/// `run iocost-tune` on a fixture whose iocost-tune entry was taken out derives it again from
+/// the iocost-qos run: every output is upstream's but for the time it ran.
+#[test]
+fn run_iocost_tune_on_an_iocost_qos_result_is_upstreams() {
+    let dir = tempfile::tempdir().unwrap();
+    for model in [
+        "INTEL_SSDPEKKA256G7",
+        "Samsung_SSD_970_PRO_512GB",
+        "WD_BLACK_SN850X_1000GB",
+    ] {
+        let mut all = fixture_entries(model);
+        all.as_array_mut()
+            .unwrap()
+            .retain(|e| e["spec"]["kind"] != "iocost-tune");
+        let path = dir.path().join(format!("{}.json", model));
+        std::fs::write(&path, serde_json::to_vec(&all).unwrap()).unwrap();
+        output_ok(
+            &path,
+            &["-d", dir.path().to_str().unwrap(), "run", "iocost-tune"],
+        );
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let tune = written
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["spec"]["kind"] == "iocost-tune")
+            .unwrap();
+        assert_eq!(upstream::problems(tune), Vec::<String>::new());
+        assert_eq!(tune["record"]["dfl_qos"], true);
+        assert_eq!(tune["record"]["qos_props"][0]["vrate-intvs"], "25");
+        // The header's first line carries the time of the run.
+        let untimed = |t: &str| {
+            t.lines()
+                .filter(|l| !l.starts_with("[iocost-tune "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        for (args, fixture) in [
+            (&["summary", "iocost-tune"][..], "summary"),
+            (&["format", "iocost-tune"][..], "format"),
+            (&["format", "iocost-tune:hwdb"][..], "format-hwdb"),
+        ] {
+            let want = expected(&format!("{}.{}.iocost-tune.txt", model, fixture));
+            let got = output_ok(&path, args);
+            assert_same_text(
+                &format!("{} run, {}", model, fixture),
+                &untimed(&want),
+                &untimed(&got),
+            );
+        }
+    }
+}

@@ -242,10 +242,18 @@ fn usage_errors_exit_2() {
         let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
         assert!(stderr.contains(msg), "{:?}: {}", args, stderr);
     }
+    let out = cmd(&res).args(["run", "merge-info"]).assert().code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("\"merge-info\" can't run in this version yet"),
+        "{}",
+        stderr
+    );
+    // iocost-tune runs on an iocost-qos run in the file; without one it says which to run.
     let out = cmd(&res).args(["run", "iocost-tune"]).assert().code(2);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(
-        stderr.contains("\"iocost-tune\" can't run in this version yet"),
+        stderr.contains("run `iocost-qos:dither,vrate-max=125,vrate-intvs=25` first"),
         "{}",
         stderr
     );

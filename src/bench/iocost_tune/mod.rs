@@ -1,7 +1,9 @@
 //! `iocost-tune` (benches-doc/iocost-tune.md): io.cost QoS solutions derived from iocost-qos
 //! results — data series per vrate, the lines fitted to them and the solutions the rules pick.
-//! This version reads, prints (`summary`, `format` with its graphs, `:high-level`, `:hwdb`,
-//! `:hwdb-fwrev`) and solves stored results; running is not available yet.
+//! `run` works on the finished iocost-qos run before it in the result file (its series,
+//! collected into the record), `study` hands them on and `solve` fits and solves; stored
+//! results print as upstream's (`summary`, `format` with its graphs, `:high-level`, `:hwdb`,
+//! `:hwdb-fwrev`).
 
 pub mod fit;
 pub mod merge;
@@ -16,6 +18,8 @@ pub mod study;
 use crate::bench::api::{
     prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, ValueKind,
 };
+use crate::bench::iocost_qos::{IoCostQosResult, QosRecord};
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::format::header::HeaderSysInfo;
 use crate::spec::JobSpec;
 use anyhow::Result;
@@ -26,12 +30,15 @@ use std::collections::BTreeSet;
 
 pub struct IocostTune;
 
+/// The iocost-qos run iocost-tune wants: fine-grained vrates, dithered.
+pub const DFL_QOS_SPEC: &str = "iocost-qos:dither,vrate-max=125,vrate-intvs=25";
+
 pub static DESC: BenchDesc = BenchDesc {
     kind: "iocost-tune",
     about: "Derive io.cost QoS solutions from iocost-qos results",
     hidden: false,
     incremental: true,
-    runnable: false,
+    runnable: true,
     shape: Shape {
         props: &[
             prop(
@@ -190,6 +197,62 @@ impl Bench for IocostTune {
 
     fn props(&self, spec: &JobSpec) -> Result<IocostTuneProps, SpecError> {
         IocostTuneProps::read(spec)
+    }
+
+    /// Collects the series from the finished iocost-qos run before this job, whose sysinfo
+    /// (host, device, model) the entry carries.
+    fn run(&self, ctx: &mut RunCtx, props: &IocostTuneProps) -> Result<IocostTuneRecord> {
+        let Some(qos) = ctx.done_entry("iocost-qos") else {
+            crate::usage_bail!(
+                "iocost-tune works on a finished iocost-qos run earlier in the result file; run \
+                 `{}` first (e.g. `run {} iocost-tune`)",
+                DFL_QOS_SPEC,
+                DFL_QOS_SPEC
+            );
+        };
+        let rec: QosRecord = crate::format::parse_record(qos)?
+            .ok_or_else(|| anyhow::anyhow!("the iocost-qos entry has no record"))?;
+        let res: IoCostQosResult = crate::format::parse_result(qos)?;
+        if rec.runs.is_empty() {
+            crate::usage_bail!("the iocost-qos entry has no configuration to tune from");
+        }
+        let sels = study::sels(&props.sels, &props.rules);
+        let collected = study::collect(&rec, &res, &sels);
+        let qos_props = qos.spec.props.clone();
+        // The run's host and device; no hashd ran in this job (upstream leaves it out too).
+        let mut sysinfo: serde_json::Value = serde_json::from_str(qos.sysinfo.get())?;
+        if let Some(o) = sysinfo.as_object_mut() {
+            o.insert("hashd".into(), serde_json::Value::Null);
+        }
+        let sysinfo = serde_json::value::to_raw_value(&sysinfo)?;
+        log::info!(
+            "iocost-tune: {} configurations of {} pinned to one vrate",
+            collected
+                .data
+                .get(&DataSel::Mof)
+                .map_or(0, |s| s.data.len()),
+            crate::format::job_name(&qos.spec)
+        );
+        ctx.forward_sysinfo(sysinfo);
+        let dfl_qos = JobSpec::parse(DFL_QOS_SPEC)
+            .map(|s| s.props == qos_props)
+            .unwrap_or(false);
+        Ok(IocostTuneRecord {
+            qos_props,
+            dfl_qos,
+            collected: Some(collected),
+        })
+    }
+
+    /// The series `run` collected (upstream's records don't keep them: run it again).
+    fn study(&self, _ctx: &StudyCtx, rec: &IocostTuneRecord) -> Result<IocostTuneResult> {
+        rec.collected.clone().ok_or_else(|| {
+            crate::error::UsageError::new(
+                "this iocost-tune record has no collected series (upstream's records don't); \
+                 `run iocost-tune` collects them again from the iocost-qos run",
+            )
+            .into()
+        })
     }
 
     /// Merged per device model and firmware, as upstream.

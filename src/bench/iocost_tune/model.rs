@@ -185,13 +185,16 @@ impl QosSolution {
     }
 }
 
-/// The record: the iocost-qos spec properties the data came from.
+/// The record: the iocost-qos spec properties the data came from (upstream's), and ours: the
+/// series collected from that run, which `study` turns into the result.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct IocostTuneRecord {
     #[serde(default)]
     pub qos_props: Vec<BTreeMap<String, String>>,
     #[serde(default)]
     pub dfl_qos: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collected: Option<IocostTuneResult>,
 }
 
 /// The result: the base model and QoS, the series and what was solved from them.

@@ -68,6 +68,24 @@ impl SysinfoSrc<'_> {
 }
 
 impl RunCtx<'_> {
+    /// The nearest finished entry of `kind` before this job's in the result file (iocost-tune
+    /// works on the iocost-qos run before it).
+    pub fn done_entry(&self, kind: &str) -> Option<&crate::result::Entry> {
+        self.file.entries[..self.idx]
+            .iter()
+            .rev()
+            .find(|e| e.spec.kind == kind && e.result.is_some() && !e.incomplete)
+    }
+
+    /// Records `sysinfo` as the job's, for a job that doesn't touch the host and stands for
+    /// another's measurements (iocost-tune carries its iocost-qos run's). A job on the host
+    /// keeps the host's.
+    pub fn forward_sysinfo(&mut self, sysinfo: Box<RawValue>) {
+        if let SysinfoSrc::Fixed(_) = self.sysinfo {
+            self.sysinfo = SysinfoSrc::Fixed(sysinfo);
+        }
+    }
+
     /// The record this job left in the result file earlier (incremental benches only; for other
     /// benches a complete record is reused without running).
     pub fn prev_record(&self) -> Option<&RawValue> {
