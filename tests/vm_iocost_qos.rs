@@ -17,6 +17,7 @@
 //!   baseline, and ends with 0; `summary` prints the configuration list, a MOF/aMOF row with
 //!   numbers (or FAIL) for both configurations and both latency tables with two rows;
 //!   the record holds two finished runs with the QoS the kernel had;
+//! * `run iocost-tune` on that iocost-qos run prints solutions;
 //! * hashd-params:fake-cpu-load,mem-frac=30% commits hashd's parameters for the mem-hog run
 //!   without measuring (rps_max from the memory profile, the given mem_frac, no sizing in the
 //!   record; upstream 2.2.6 can load what it wrote);
@@ -264,6 +265,22 @@ fn check_qos(v: &Value) {
         res[1]["vrate"]["mean"].as_f64().unwrap() > 0.0,
         "{}",
         res[1]
+    );
+
+    // iocost-tune on that run: one configuration pinned to a vrate (50), so its series have
+    // one point each, and the rules still solve.
+    assert_eq!(v["tune_status"], 0, "{}", v["tune_summary"]);
+    assert_has_all(
+        v["tune_summary"].as_str().unwrap(),
+        &[
+            "[iocost-tune ",
+            "Solutions",
+            "[naive] vrate=75-100, rpct=99, wpct=99",
+            "  info: scale=",
+            "  model: rbps=",
+            "  qos: rpct=",
+        ],
+        "iocost-tune summary",
     );
 }
 

@@ -56,6 +56,9 @@ struct QosPart {
     format: String,
     record: Value,
     result: Value,
+    /// `run iocost-tune` after it: its exit status and the summary it printed.
+    tune_status: Option<i32>,
+    tune_summary: String,
 }
 
 fn entry(all: &Value) -> Value {
@@ -180,6 +183,9 @@ fn qos_part(work: &Path) -> Result<QosPart> {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
+    let tune = bench_cmd(work, &["run", "iocost-tune"])
+        .output()
+        .context("running iocost-tune")?;
     let e = entry(&entries(work));
     let keep = |l: &String| l.contains("iocost-qos");
     let on_model = |l: &String| l.contains("io.cost parameters") || l.contains("iocost-params");
@@ -197,5 +203,7 @@ fn qos_part(work: &Path) -> Result<QosPart> {
         format: show("format")?,
         record: e["record"].clone(),
         result: e["result"].clone(),
+        tune_status: tune.status.code(),
+        tune_summary: String::from_utf8_lossy(&tune.stdout).into_owned(),
     })
 }
