@@ -405,11 +405,7 @@ mod upstream;
 /// report, and no agent/hashd versions.
 #[test]
 fn upstream_layout_checker_accepts_upstream_files_and_catches_what_it_refuses() {
-    for model in [
-        "INTEL_SSDPEKKA256G7",
-        "Samsung_SSD_970_PRO_512GB",
-        "WD_BLACK_SN850X_1000GB",
-    ] {
+    for model in MODELS {
         let path = fixtures_dir().join(format!("{}.json.gz", model));
         let bytes = resctl_bench::result::read_bytes(&path).unwrap().unwrap();
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
@@ -540,6 +536,13 @@ fn layout_2_1_iocost_tune_prints_its_solutions() {
     );
 }
 
+/// The three fixture files' device models.
+const MODELS: [&str; 3] = [
+    "INTEL_SSDPEKKA256G7",
+    "Samsung_SSD_970_PRO_512GB",
+    "WD_BLACK_SN850X_1000GB",
+];
+
 /// A fixture file's entries as JSON.
 fn fixture_entries(model: &str) -> serde_json::Value {
     use std::io::Read;
@@ -556,11 +559,7 @@ fn fixture_entries(model: &str) -> serde_json::Value {
 #[test]
 fn solve_iocost_tune_derives_upstreams_solutions_again() {
     let dir = tempfile::tempdir().unwrap();
-    for model in [
-        "INTEL_SSDPEKKA256G7",
-        "Samsung_SSD_970_PRO_512GB",
-        "WD_BLACK_SN850X_1000GB",
-    ] {
+    for model in MODELS {
         let mut all = fixture_entries(model);
         for e in all.as_array_mut().unwrap() {
             if e["spec"]["kind"] != "iocost-tune" {
@@ -736,11 +735,7 @@ fn iocost_tune_plots_are_svgs_and_a_page() {
 fn iocost_tune_series_come_from_iocost_qos_as_upstreams() {
     use resctl_bench::bench::iocost_qos::{IoCostQosResult, QosRecord};
     use resctl_bench::bench::iocost_tune::{model::IocostTuneResult, study};
-    for model in [
-        "INTEL_SSDPEKKA256G7",
-        "Samsung_SSD_970_PRO_512GB",
-        "WD_BLACK_SN850X_1000GB",
-    ] {
+    for model in MODELS {
         let all = fixture_entries(model);
         let entry = |kind: &str| {
             all.as_array()
@@ -791,11 +786,7 @@ fn iocost_tune_series_come_from_iocost_qos_as_upstreams() {
 #[test]
 fn run_iocost_tune_on_an_iocost_qos_result_is_upstreams() {
     let dir = tempfile::tempdir().unwrap();
-    for model in [
-        "INTEL_SSDPEKKA256G7",
-        "Samsung_SSD_970_PRO_512GB",
-        "WD_BLACK_SN850X_1000GB",
-    ] {
+    for model in MODELS {
         let mut all = fixture_entries(model);
         all.as_array_mut()
             .unwrap()
