@@ -190,6 +190,7 @@ fn merge_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::MergeArgs) -> Resu
         ignore_versions: a.ignore_versions,
         ignore_sysreqs: a.ignore_sysreqs,
         multiple: a.multiple,
+        merge_time_savers: a.merge_time_savers,
     };
     let entries = crate::bench::merge::merge(&files, &opts, crate::util::now())?;
     let _lock = crate::result::lock::ResultLock::acquire(&out)?;

@@ -830,3 +830,86 @@ fn run_iocost_tune_on_an_iocost_qos_result_is_upstreams() {
         }
     }
 }
+
+/// A result measured with our time-savers stays out of a merge with upstream-faithful ones
+/// (merge-info says which) unless `--merge-time-savers` is given.
+#[test]
+fn merge_keeps_time_saver_runs_apart_unless_told() {
+    use std::io::Read;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/merge/KINGSTON_SA2000M8250G");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("result-") && n.ends_with(".json.gz"))
+        .collect();
+    names.sort();
+    for (i, n) in names.iter().enumerate() {
+        let mut text = String::new();
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(dir.join(n)).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let mut all: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if i == 2 {
+            for e in all.as_array_mut().unwrap() {
+                if e["spec"]["kind"] == "iocost-tune" {
+                    e["record"]["time_savers"] = serde_json::json!(["mof-hint", "tune-hint"]);
+                }
+            }
+        }
+        std::fs::write(tmp.path().join(format!("src{}.json", i)), all.to_string()).unwrap();
+    }
+    let merge = |extra: &[&str]| -> String {
+        let out = Command::cargo_bin("resctl-bench")
+            .unwrap()
+            .current_dir(tmp.path())
+            .args([
+                "-r",
+                "merged.json",
+                "merge",
+                "src0.json",
+                "src1.json",
+                "src2.json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let apart = merge(&[]);
+    assert_has_lines(
+        &apart,
+        &[
+            "  classifier: dither,vrate-max=125",
+            "    + src0.json",
+            "    + src1.json",
+            "[-] iocost-tune",
+            "  classifier: dither,vrate-max=125 (time-savers: mof-hint, tune-hint)",
+            "    + src2.json",
+        ],
+    );
+    let together = merge(&["--merge-time-savers"]);
+    assert!(!together.contains("time-savers"), "{}", together);
+    assert!(!together.contains("[-]"), "{}", together);
+    assert_has_lines(
+        &together,
+        &["    + src0.json", "    + src1.json", "    + src2.json"],
+    );
+}
+
+fn assert_has_lines(text: &str, lines: &[&str]) {
+    for l in lines {
+        assert!(
+            text.lines().any(|t| t == *l),
+            "no line {:?} in:\n{}",
+            l,
+            text
+        );
+    }
+}

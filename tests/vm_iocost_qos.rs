@@ -282,6 +282,13 @@ fn check_qos(v: &Value) {
         ],
         "iocost-tune summary",
     );
+    // Measured with the default time-savers: the record says so, for merges.
+    assert_eq!(
+        v["tune_record"]["time_savers"],
+        serde_json::json!(["mof-hint", "mof-ceiling", "tune-hint", "early-stop"]),
+        "{}",
+        v["tune_record"]
+    );
 }
 
 fn pct(v: &Value, label: &str) -> f64 {

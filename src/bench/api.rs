@@ -9,7 +9,7 @@ pub use crate::spec::{prop, Forward, PropDesc, Shape, SpecError};
 pub use crate::units::{ValueKind, PCT_LABELS};
 
 use super::headline::Row;
-use super::merge_src::{MergeSrc, Merging};
+use super::merge_src::{MergeOpts, MergeSrc, Merging};
 use super::needs::SystemNeeds;
 use super::runner::ctx::{RunCtx, StudyCtx};
 use crate::result::Entry;
@@ -168,7 +168,7 @@ pub trait Bench: Sync + 'static {
 
     /// What besides kind, versions, memory profile and device keeps results apart in a
     /// merge (e.g. the properties of the runs behind them).
-    fn merge_classifier(&self, _entry: &Entry) -> Option<String> {
+    fn merge_classifier(&self, _entry: &Entry, _opts: &MergeOpts) -> Option<String> {
         None
     }
 
@@ -272,7 +272,7 @@ pub trait AnyBench: Sync {
     /// [`Bench::merging`].
     fn merging(&self) -> Option<Merging>;
     /// [`Bench::merge_classifier`].
-    fn merge_classifier(&self, entry: &Entry) -> Option<String>;
+    fn merge_classifier(&self, entry: &Entry, opts: &MergeOpts) -> Option<String>;
     /// [`Bench::merge`].
     fn merge(&self, srcs: &mut [MergeSrc]) -> anyhow::Result<Entry>;
     /// [`Bench::format`] of an entry that has a result.
@@ -339,8 +339,8 @@ impl<B: Bench> AnyBench for B {
         Bench::merging(self)
     }
 
-    fn merge_classifier(&self, entry: &Entry) -> Option<String> {
-        Bench::merge_classifier(self, entry)
+    fn merge_classifier(&self, entry: &Entry, opts: &MergeOpts) -> Option<String> {
+        Bench::merge_classifier(self, entry, opts)
     }
 
     fn merge(&self, srcs: &mut [MergeSrc]) -> anyhow::Result<Entry> {

@@ -8,19 +8,12 @@
 //! is kept. The output starts with a `merge-info` entry that says all of this.
 
 use super::merge_info::{MergeEntry, MergeId, MergeInfo};
+pub use super::merge_src::MergeOpts;
 use super::merge_src::MergeSrc;
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, BTreeSet};
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MergeOpts {
-    pub by_id: bool,
-    pub ignore_versions: bool,
-    pub ignore_sysreqs: bool,
-    pub multiple: bool,
-}
 
 /// `major.minor` of a version string such as `2.2.4-g6d013b1 x86_64-unknown-linux-gnu`.
 fn maj_min(v: &str) -> String {
@@ -87,7 +80,7 @@ fn merge_id(bench: &dyn super::AnyBench, e: &Entry, opts: &MergeOpts) -> MergeId
         mem_profile: f.mem_profile,
         storage_model: how.by_storage_model.then_some(f.model),
         storage_fwver: how.by_storage_fwrev.then_some(f.fwrev),
-        classifier: bench.merge_classifier(e),
+        classifier: bench.merge_classifier(e, opts),
     }
 }
 

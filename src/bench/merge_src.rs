@@ -3,6 +3,17 @@
 
 use crate::result::Entry;
 
+/// `merge`'s options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MergeOpts {
+    pub by_id: bool,
+    pub ignore_versions: bool,
+    pub ignore_sysreqs: bool,
+    pub multiple: bool,
+    /// Merge runs that used our time-savers with upstream-faithful ones.
+    pub merge_time_savers: bool,
+}
+
 /// Which host facts keep results apart besides kind, versions and memory profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Merging {

@@ -180,6 +180,10 @@ pub struct MergeArgs {
     /// Keep every group of each kind, not only the one with the most sources
     #[arg(long = "multiple")]
     pub multiple: bool,
+    /// Merge results measured with this tool's time-savers (iocost-qos's mof-hint and
+    /// the others) with upstream-faithful ones; kept apart otherwise
+    #[arg(long = "merge-time-savers")]
+    pub merge_time_savers: bool,
 }
 
 #[derive(Debug, Args)]

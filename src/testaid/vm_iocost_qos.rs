@@ -59,6 +59,8 @@ struct QosPart {
     /// `run iocost-tune` after it: its exit status and the summary it printed.
     tune_status: Option<i32>,
     tune_summary: String,
+    /// The iocost-tune entry's record.
+    tune_record: Value,
 }
 
 fn entry(all: &Value) -> Value {
@@ -186,7 +188,13 @@ fn qos_part(work: &Path) -> Result<QosPart> {
     let tune = bench_cmd(work, &["run", "iocost-tune"])
         .output()
         .context("running iocost-tune")?;
-    let e = entry(&entries(work));
+    let all = entries(work);
+    let e = entry(&all);
+    let tune_record = all
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["spec"]["kind"] == "iocost-tune"))
+        .map(|e| e["record"].clone())
+        .unwrap_or(Value::Null);
     let keep = |l: &String| l.contains("iocost-qos");
     let on_model = |l: &String| l.contains("io.cost parameters") || l.contains("iocost-params");
     Ok(QosPart {
@@ -205,5 +213,6 @@ fn qos_part(work: &Path) -> Result<QosPart> {
         result: e["result"].clone(),
         tune_status: tune.status.code(),
         tune_summary: String::from_utf8_lossy(&tune.stdout).into_owned(),
+        tune_record,
     })
 }

@@ -264,6 +264,23 @@ impl IocostQosProps {
 
 /// The rules of a spec to run: a grid whose bounds are in order, and explicit groups that are
 /// valid QoS overrides.
+impl IocostQosProps {
+    /// The time-savers in effect (upstream has none of them): what keeps a run's results
+    /// apart from upstream-faithful ones in a merge.
+    pub fn time_savers(&self) -> Vec<&'static str> {
+        [
+            (self.mof_hint, "mof-hint"),
+            (self.mof_ceiling, "mof-ceiling"),
+            (self.tune_hint, "tune-hint"),
+            (self.early_stop.is_some(), "early-stop"),
+            (self.tune_bisect, "tune-bisect"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
+    }
+}
+
 pub fn check(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
     let g = spec.group(0);
     let min = g.f64("vrate-min", ValueKind::Float)?;
@@ -307,4 +324,28 @@ pub fn check(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
         }
     }
     Ok(props)
+}
+
+#[cfg(test)]
+mod saver_tests {
+    use super::*;
+
+    fn savers(spec: &str) -> Vec<&'static str> {
+        IocostQosProps::read(&JobSpec::parse(spec).unwrap())
+            .unwrap()
+            .time_savers()
+    }
+
+    #[test]
+    fn the_time_savers_in_effect() {
+        assert_eq!(
+            savers("iocost-qos"),
+            ["mof-hint", "mof-ceiling", "tune-hint", "early-stop"]
+        );
+        assert_eq!(
+            savers("iocost-qos:mof-hint=false,mof-ceiling=false,tune-hint=false,early-stop=false"),
+            Vec::<&str>::new()
+        );
+        assert_eq!(savers("iocost-qos:early-stop=false,tune-bisect").len(), 4);
+    }
 }

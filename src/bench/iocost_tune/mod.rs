@@ -233,6 +233,16 @@ impl Bench for IocostTune {
                 .map_or(0, |s| s.data.len()),
             crate::format::job_name(&qos.spec)
         );
+        // Runs of this tool carry their options in sysinfo (`bench_args`); upstream's don't,
+        // and they used no time-savers.
+        let ours = serde_json::from_str::<serde_json::Value>(qos.sysinfo.get())
+            .is_ok_and(|si| !si["bench_args"].is_null());
+        let time_savers = match ours {
+            true => crate::bench::iocost_qos::props::IocostQosProps::read(&qos.spec)
+                .map(|p| p.time_savers().into_iter().map(String::from).collect())
+                .unwrap_or_default(),
+            false => Vec::new(),
+        };
         ctx.forward_sysinfo(sysinfo);
         let dfl_qos = JobSpec::parse(DFL_QOS_SPEC)
             .map(|s| s.props == qos_props)
@@ -241,6 +251,7 @@ impl Bench for IocostTune {
             qos_props,
             dfl_qos,
             collected: Some(collected),
+            time_savers,
         })
     }
 
@@ -264,9 +275,15 @@ impl Bench for IocostTune {
     }
 
     /// The iocost-qos properties behind the data, but `vrate-intvs` (runs with more
-    /// configurations merge with fewer), written as in a spec.
-    fn merge_classifier(&self, entry: &crate::result::Entry) -> Option<String> {
+    /// configurations merge with fewer), written as in a spec; then the time-savers the data
+    /// was measured with, unless told to merge them with upstream-faithful runs.
+    fn merge_classifier(
+        &self,
+        entry: &crate::result::Entry,
+        opts: &crate::bench::merge_src::MergeOpts,
+    ) -> Option<String> {
         let rec: IocostTuneRecord = crate::format::parse_record(entry).ok()??;
+        let savers = rec.time_savers;
         let mut props = rec.qos_props;
         if let Some(g) = props.first_mut() {
             g.remove("vrate-intvs");
@@ -286,7 +303,11 @@ impl Bench for IocostTune {
                     .join(",")
             })
             .collect();
-        Some(groups.join(":"))
+        let mut c = groups.join(":");
+        if !savers.is_empty() && !opts.merge_time_savers {
+            c += &format!(" (time-savers: {})", savers.join(", "));
+        }
+        Some(c)
     }
 
     fn merge(

@@ -195,6 +195,9 @@ pub struct IocostTuneRecord {
     pub dfl_qos: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collected: Option<IocostTuneResult>,
+    /// Ours: the iocost-qos time-savers the data was measured with (none for upstream's runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_savers: Vec<String>,
 }
 
 /// The result: the base model and QoS, the series and what was solved from them.
