@@ -317,6 +317,40 @@ impl Bench for IocostTune {
         merge::merge(srcs)
     }
 
+    /// One record per solution: the rule, its scale, MOF and aMOF there, the model and QoS.
+    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+        use crate::bench::headline::num;
+        use serde_json::json;
+        let res = &stored.result;
+        Ok(res
+            .solutions
+            .iter()
+            .map(|(name, s)| {
+                let (m, q) = (&s.model, &s.qos);
+                vec![
+                    ("solution", json!(name)),
+                    ("scale", num(s.scale_factor)),
+                    ("mof", num(s.mem_offload_factor)),
+                    ("amof", num(s.adjusted_mem_offload_factor)),
+                    ("amof_delta", num(s.adjusted_mem_offload_delta)),
+                    ("isol", num(s.isol)),
+                    ("rbps", json!(m.rbps)),
+                    ("rseqiops", json!(m.rseqiops)),
+                    ("rrandiops", json!(m.rrandiops)),
+                    ("wbps", json!(m.wbps)),
+                    ("wseqiops", json!(m.wseqiops)),
+                    ("wrandiops", json!(m.wrandiops)),
+                    ("rpct", num(q.rpct)),
+                    ("rlat", json!(q.rlat)),
+                    ("wpct", num(q.wpct)),
+                    ("wlat", json!(q.wlat)),
+                    ("min", num(q.min)),
+                    ("max", num(q.max)),
+                ]
+            })
+            .collect())
+    }
+
     /// One SVG per series and a page with them all and the solutions.
     fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::api::PlotFile>> {
         let rules = stored_rules(&stored.entry.spec)?;
