@@ -543,15 +543,32 @@ const MODELS: [&str; 3] = [
     "WD_BLACK_SN850X_1000GB",
 ];
 
-/// A fixture file's entries as JSON.
-fn fixture_entries(model: &str) -> serde_json::Value {
+/// A gzip'd result file's entries as JSON.
+fn gz_entries(path: &std::path::Path) -> serde_json::Value {
     use std::io::Read;
-    let gz = std::fs::File::open(fixtures_dir().join(format!("{}.json.gz", model))).unwrap();
     let mut text = String::new();
-    flate2::read::MultiGzDecoder::new(gz)
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(path).unwrap())
         .read_to_string(&mut text)
         .unwrap();
     serde_json::from_str(&text).unwrap()
+}
+
+/// A fixture file's entries as JSON.
+fn fixture_entries(model: &str) -> serde_json::Value {
+    gz_entries(&fixtures_dir().join(format!("{}.json.gz", model)))
+}
+
+/// The merge fixture's folder and its source files' names, sorted.
+fn merge_sources() -> (PathBuf, Vec<String>) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/merge/KINGSTON_SA2000M8250G");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("result-") && n.ends_with(".json.gz"))
+        .collect();
+    names.sort();
+    (dir, names)
 }
 
 /// `solve iocost-tune` on a fixture whose solutions, remarks and fitted lines were emptied
@@ -596,16 +613,9 @@ fn solve_iocost_tune_derives_upstreams_solutions_again() {
 /// upstream printed for its merge (tests/fixtures/merge), the merge's own time aside.
 #[test]
 fn merge_of_one_device_model_is_upstreams() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/merge/KINGSTON_SA2000M8250G");
+    let (dir, sources) = merge_sources();
     let tmp = tempfile::tempdir().unwrap();
     let merged = tmp.path().join("merged.json");
-    let mut sources: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("result-") && n.ends_with(".json.gz"))
-        .collect();
-    sources.sort();
     let out = Command::cargo_bin("resctl-bench")
         .unwrap()
         .current_dir(&dir)
@@ -835,22 +845,10 @@ fn run_iocost_tune_on_an_iocost_qos_result_is_upstreams() {
 /// (merge-info says which) unless `--merge-time-savers` is given.
 #[test]
 fn merge_keeps_time_saver_runs_apart_unless_told() {
-    use std::io::Read;
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/merge/KINGSTON_SA2000M8250G");
+    let (dir, names) = merge_sources();
     let tmp = tempfile::tempdir().unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("result-") && n.ends_with(".json.gz"))
-        .collect();
-    names.sort();
     for (i, n) in names.iter().enumerate() {
-        let mut text = String::new();
-        flate2::read::MultiGzDecoder::new(std::fs::File::open(dir.join(n)).unwrap())
-            .read_to_string(&mut text)
-            .unwrap();
-        let mut all: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut all = gz_entries(&dir.join(n));
         if i == 2 {
             for e in all.as_array_mut().unwrap() {
                 if e["spec"]["kind"] == "iocost-tune" {

@@ -7,6 +7,24 @@ use serde_json::{json, Value};
 /// One record: keys in the order they are written.
 pub type Row = Vec<(&'static str, Value)>;
 
+/// An io.cost model and QoS as cells: `rbps` … `wrandiops` (bytes and IOs per second), then
+/// `rpct rlat wpct wlat min max` (percentiles, µs, vrate %).
+pub fn model_qos_row(
+    m: &crate::system::iocost::IoCostModel,
+    q: &crate::system::iocost::IoCostQos,
+) -> Row {
+    let mut row: Row = m.params().iter().map(|(k, v)| (*k, json!(v))).collect();
+    row.extend([
+        ("rpct", num(q.rpct)),
+        ("rlat", json!(q.rlat)),
+        ("wpct", num(q.wpct)),
+        ("wlat", json!(q.wlat)),
+        ("min", num(q.min)),
+        ("max", num(q.max)),
+    ]);
+    row
+}
+
 /// `read_lat_p50` … `write_lat_max`: the mean over time of each per-second latency percentile
 /// of the summary line, in seconds; `null` where the source measured no per-IO latencies.
 pub fn iolat_row(iolat: &IoLat) -> Row {

@@ -12,7 +12,7 @@ use crate::bench::api::{
     Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored,
     APPLY_COMMIT,
 };
-use crate::bench::headline::{num, Row};
+use crate::bench::headline::Row;
 use crate::bench::needs;
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
@@ -90,22 +90,12 @@ impl Bench for IocostParams {
         let Some(rec) = stored.record()? else {
             return Ok(Vec::new());
         };
-        let (m, q) = (&rec.knobs.model, &rec.knobs.qos);
-        Ok(vec![vec![
-            ("devnr", json!(rec.knobs.devnr)),
-            ("rbps", json!(m.rbps)),
-            ("rseqiops", json!(m.rseqiops)),
-            ("rrandiops", json!(m.rrandiops)),
-            ("wbps", json!(m.wbps)),
-            ("wseqiops", json!(m.wseqiops)),
-            ("wrandiops", json!(m.wrandiops)),
-            ("rpct", num(q.rpct)),
-            ("rlat", json!(q.rlat)),
-            ("wpct", num(q.wpct)),
-            ("wlat", json!(q.wlat)),
-            ("min", num(q.min)),
-            ("max", num(q.max)),
-        ]])
+        let mut row = vec![("devnr", json!(rec.knobs.devnr))];
+        row.extend(crate::bench::headline::model_qos_row(
+            &rec.knobs.model,
+            &rec.knobs.qos,
+        ));
+        Ok(vec![row])
     }
 }
 

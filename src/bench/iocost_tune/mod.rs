@@ -326,27 +326,16 @@ impl Bench for IocostTune {
             .solutions
             .iter()
             .map(|(name, s)| {
-                let (m, q) = (&s.model, &s.qos);
-                vec![
+                let mut row = vec![
                     ("solution", json!(name)),
                     ("scale", num(s.scale_factor)),
                     ("mof", num(s.mem_offload_factor)),
                     ("amof", num(s.adjusted_mem_offload_factor)),
                     ("amof_delta", num(s.adjusted_mem_offload_delta)),
                     ("isol", num(s.isol)),
-                    ("rbps", json!(m.rbps)),
-                    ("rseqiops", json!(m.rseqiops)),
-                    ("rrandiops", json!(m.rrandiops)),
-                    ("wbps", json!(m.wbps)),
-                    ("wseqiops", json!(m.wseqiops)),
-                    ("wrandiops", json!(m.wrandiops)),
-                    ("rpct", num(q.rpct)),
-                    ("rlat", json!(q.rlat)),
-                    ("wpct", num(q.wpct)),
-                    ("wlat", json!(q.wlat)),
-                    ("min", num(q.min)),
-                    ("max", num(q.max)),
-                ]
+                ];
+                row.extend(crate::bench::headline::model_qos_row(&s.model, &s.qos));
+                row
             })
             .collect())
     }
