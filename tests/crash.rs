@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
-const KILLS_PER_FORMAT: u64 = 100;
+const KILLS_PER_FORMAT: u64 = 50;
 
 fn fixture() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))

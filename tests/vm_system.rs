@@ -1,7 +1,8 @@
-//! End-to-end tests of the system layer in `resctl-bench vm` guests: the fix pass of `deps`,
-//! restoring the host after a SIGKILLed run, the memory-profile balloon, and a run's
-//! per-second reports, `--swappiness`, hostcritical.slice and SIGTERM. They run only with
-//! RESCTL_BENCH_VM_TESTS=1, in one test so the guests boot one after another (four in all).
+//! End-to-end tests of the system layer in one `resctl-bench vm` guest (`__vm-scenario system`,
+//! see `src/testaid/vm_scenario.rs`): the fix pass of `deps`, restoring the host after a
+//! SIGKILLed run, the memory-profile balloon, and a run's per-second reports, `--swappiness`,
+//! hostcritical.slice and SIGTERM, one after another (each leaves the guest as it found it,
+//! and checks that). They run only with RESCTL_BENCH_VM_TESTS=1.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::time::Instant;
 fn vm(cwd: &std::path::Path, mem: &str, args: &[&str]) -> Output {
     let t = Instant::now();
     let out = vm_output(|| {
-        let mut c = vm_command(cwd, mem, "3min");
+        let mut c = vm_command(cwd, mem, "8min");
         c.arg("--").args(args);
         c
     });
@@ -43,24 +44,34 @@ fn journal_old<'a>(journal: &'a Value, suffix: &str) -> &'a str {
 }
 
 #[test]
-fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
+fn vm_sysreqs_fix_restore_after_kill_balloon_and_reports() {
     if !enabled() {
         return;
     }
     let group = Instant::now();
     let cwd = tempfile::tempdir().unwrap();
+    // With `-r sys.json` in the guest command, the guest's `<--dir>/report.d` is the host's
+    // `sys-report.d` (the reports scenario's first run writes that result, its work dir is
+    // --dir). The balloon scenario needs 2G.
+    let all = ok_json(&vm(
+        cwd.path(),
+        "2G",
+        &[
+            "-d",
+            "/var/lib/resctl-demo/scenario",
+            "-r",
+            "sys.json",
+            "__vm-scenario",
+            "system",
+            "--run-result",
+            "sys.json",
+        ],
+    ));
 
-    // Boot 1: on a default guest the fix pass of `deps --fix` satisfies every requirement
+    // First, on a default guest the fix pass of `deps --fix` satisfies every requirement
     // (io.cost and wbt are what it has to fix), and says so.
-    let out = vm(cwd.path(), "1G", &["deps", "--fix"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        text,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = all["deps"]["stdout"].as_str().unwrap();
+    assert_eq!(all["deps"]["status"], 0, "{}", text);
     assert_eq!(text.matches("[ ok ]").count(), 13, "{}", text);
     assert!(!text.contains("[MISS]"), "{}", text);
     assert!(text.contains("13 of 13 requirements satisfied"), "{}", text);
@@ -73,13 +84,9 @@ fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
         assert!(text.contains(fixed), "{} not fixed:\n{}", fixed, text);
     }
 
-    // Boot 2: a run SIGKILLed after its fix pass changed swappiness, the scheduler, wbt and
+    // Then a run SIGKILLed after its fix pass changed swappiness, the scheduler, wbt and
     // io.cost leaves restore.json with the old values; the next start restores each one.
-    let j = ok_json(&vm(
-        cwd.path(),
-        "1G",
-        &["__vm-scenario", "restore-after-kill"],
-    ));
+    let j = &all["restore_after_kill"];
     let (before, during, after) = (&j["before"], &j["during"], &j["after_next_start"]);
     assert_eq!(knob(before, "swappiness"), "10");
     assert_ne!(knob(before, "scheduler"), "none");
@@ -146,9 +153,9 @@ fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
     );
     assert!(!summary.contains("Missed sysreqs"), "{}", summary);
 
-    // Boot 3: under --mem-profile 1 in a 2G guest the balloon leaves about the profile's share
+    // Then under --mem-profile 1 in the 2G guest the balloon leaves about the profile's share
     // available, holds its memory without swapping, and is gone after the run.
-    let j = ok_json(&vm(cwd.path(), "2G", &["__vm-scenario", "balloon"]));
+    let j = &all["balloon"];
     assert_eq!(j["run_status"], 0, "{}", j);
     let num = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a number: {}", v)) as f64;
     let (avail, share) = (num(&j["mem"]["avail"]), num(&j["mem"]["share"]));
@@ -193,25 +200,10 @@ fn vm_sysreqs_fix_restore_after_kill_and_balloon() {
         j
     );
 
-    // Boot 4: a run writes a report for (nearly) every second of its entry's period from
+    // Last, a run writes a report for (nearly) every second of its entry's period from
     // inside hostcritical.slice, under --swappiness 70 and tracefs latencies; its header shows
     // the host with io.cost on; nothing is left behind, after a normal end or a SIGTERM.
-    // With `-r sys.json` in the guest command, the guest's `<--dir>/report.d` is the host's
-    // `sys-report.d` (the scenario's first run writes that result, its work dir is --dir).
-    let j = ok_json(&vm(
-        cwd.path(),
-        "1G",
-        &[
-            "-d",
-            "/var/lib/resctl-demo/scenario",
-            "-r",
-            "sys.json",
-            "__vm-scenario",
-            "reports",
-            "--run-result",
-            "sys.json",
-        ],
-    ));
+    let j = &all["reports"];
     assert_eq!(j["run_status"], 0, "{}", j);
     let before = j["swappiness_before"].as_str().unwrap();
     for h in [&j["holding"], &j["term_holding"]] {

@@ -144,6 +144,7 @@ pub struct HashdBenchArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
+    System,
     RestoreAfterKill,
     Balloon,
     Reports,

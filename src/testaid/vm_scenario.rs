@@ -14,6 +14,9 @@
 //!   run left behind. Then a second run is stopped with SIGTERM while it holds, and the same
 //!   leftovers are read. `--run-result FILE` sends the first run's result there (e.g. into the
 //!   shared directory, so that `vm` binds FILE's report directory at `WORK/report.d`).
+//! * `system`: `deps --fix`, then `restore-after-kill` (in WORK/restore), `balloon` (in
+//!   WORK/balloon) and `reports` (in WORK, whose `report.d` `vm` may bind) in one boot, as one
+//!   object with a member for each.
 //! * `iocost-qos`: see `vm_iocost_qos` (with protection's parts from `vm_protection`).
 //! * `seq`: the `--cmd` command lines one after another with `--dir WORK` (their output passed
 //!   on), so several runs share one guest and its scratch disk (bench.json, testfiles); stops
@@ -401,8 +404,32 @@ fn seq(work: &Path, cmds: &[String]) -> Result<serde_json::Value> {
     Ok(serde_json::Value::Array(done))
 }
 
+/// `system`: the system layer's scenarios one after another in one guest; each leaves the
+/// host as it found it, which is what the next one starts from (and what they check).
+fn system(a: &ScenarioArgs) -> Result<serde_json::Value> {
+    std::fs::create_dir_all(&a.work).with_context(|| format!("creating {}", a.work.display()))?;
+    let deps = Command::new("/proc/self/exe")
+        .arg("--dir")
+        .arg(&a.work)
+        .args(["deps", "--fix"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running deps --fix")?;
+    Ok(serde_json::json!({
+        "deps": {
+            "status": deps.status.code(),
+            "stdout": String::from_utf8_lossy(&deps.stdout),
+        },
+        "restore_after_kill": restore_after_kill(&a.work.join("restore"))?,
+        "balloon": balloon(&a.work.join("balloon"), &a.profile)?,
+        "reports": reports(&a.work, a.run_result.as_deref())?,
+    }))
+}
+
 pub fn run(a: &ScenarioArgs) -> Result<()> {
     let v = match a.scenario {
+        Scenario::System => system(a)?,
         Scenario::RestoreAfterKill => restore_after_kill(&a.work)?,
         Scenario::Balloon => balloon(&a.work, &a.profile)?,
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
