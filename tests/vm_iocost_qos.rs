@@ -2,17 +2,17 @@
 //! (RESCTL_BENCH_VM_TESTS=1, sata-ssd profile, `--quick`), with the release binary
 //! (`scripts/test` builds it). The guest-side scenario `__vm-scenario iocost-qos` (see
 //! `src/testaid/vm_iocost_qos.rs` and `vm_protection.rs`) runs the baseline and one vrate (50),
-//! SIGKILLs the job inside the baseline's mem-hog-tune once it has checkpointed a probe, runs
-//! it again and SIGKILLs it inside the second configuration once its storage has checkpointed,
-//! and runs it to the end; then `hashd-params:fake-cpu-load,mem-frac=30%` (given knobs: its
-//! sizing is storage's, run just before) and a mem-hog scenario, and a run stopped with SIGINT
-//! during its hog. Every run takes the kernel's io.cost model
+//! stops the job with SIGINT inside the baseline's mem-hog-tune once it has checkpointed a probe
+//! and the next probe's hog runs, runs it again and SIGKILLs it inside the second configuration
+//! once its storage has checkpointed, and runs it to the end; then
+//! `hashd-params:fake-cpu-load,mem-frac=30%` (given knobs: its sizing is storage's, run just
+//! before) and a mem-hog scenario. Every run takes the kernel's io.cost model
 //! (`--iocost-from-sys`; measuring one is `vm_iocost_params`'s).
 //! This test checks what it reports:
 //!
 //! * iocost-qos: it plans against the kernel's model (no nested iocost-params); the second run
 //!   resumes the baseline with its storage and the tune's probes
-//!   before the kill kept; the last run lists the baseline as reused (`iocost-qos[00]: -`),
+//!   before SIGINT kept; the last run lists the baseline as reused (`iocost-qos[00]: -`),
 //!   resumes the second configuration without measuring its storage again or running the
 //!   baseline, and ends with 0; `summary` prints the configuration list, a MOF/aMOF row with
 //!   numbers (or FAIL) for both configurations and both latency tables with two rows;
@@ -24,7 +24,7 @@
 //! * mem-hog: the run completes, the hog is ended by the swap or pressure watch or its timeout
 //!   (the record says which), and `summary`/`format --rstat` print every section with real
 //!   numbers (isolation percentiles not all equal, hog_bytes > 0, missing < 10 %);
-//! * after SIGINT no hog process is left and every knob is as before.
+//! * after SIGINT (exit status 130) no hog process is left and every knob is as before.
 //!
 //! The scenario's output goes to `target/vm-iocost-qos.json`, its log to
 //! `target/vm-iocost-qos.log`.
@@ -125,8 +125,8 @@ fn check_qos(v: &Value) {
     );
     assert!(v["record"]["base_model"]["rbps"].as_u64().unwrap_or(0) > 0);
 
-    // The first kill, inside the baseline's tune: the second run resumed the baseline with its
-    // storage and the probes before the kill kept.
+    // The first stop (SIGINT), inside the baseline's tune: the second run resumed the baseline
+    // with its storage and the probes before it kept.
     let base = &v["baseline_at_kill"];
     let second = lines("second_log");
     if v["tune_killed"] == true {
@@ -146,7 +146,7 @@ fn check_qos(v: &Value) {
         assert_eq!(runs[0]["stor"]["loops"], base["stor"]["loops"]);
     } else {
         // Seen in none of the runs so far: the baseline's tune passed its first probe.
-        eprintln!("the baseline finished between two looks; the first kill came in [01]");
+        eprintln!("the baseline finished between two looks; SIGINT came in [01]");
     }
 
     // The second kill, inside [01] once its storage had checkpointed: the last run lists the
@@ -381,6 +381,15 @@ fn check_mem_hog(m: &Value) {
 }
 
 fn check_sigint(si: &Value) {
+    eprintln!(
+        "SIGINT {:.0}s into the first run, {}",
+        si["secs"].as_f64().unwrap_or(-1.0),
+        if si["in_hog"] == true {
+            "with the baseline tune's hog running"
+        } else {
+            "at the start of [01] (the baseline's tune was one probe)"
+        }
+    );
     assert!(
         si["hog_procs_after"].as_array().unwrap().is_empty(),
         "{}",

@@ -1,13 +1,14 @@
 //! `__vm-scenario iocost-qos`: `run iocost-qos` end to end inside one boot, in quick mode —
-//! the baseline and one vrate — SIGKILLed inside the baseline's tune once it has checkpointed
-//! a probe, run again and SIGKILLed inside the second configuration once its storage has
-//! checkpointed, then run to the end; what the runs logged, the summary and the record. The
-//! same boot then runs protection's own scenarios (see `vm_protection`): one guest instead of
-//! two, CI's budget being what it is. Every run takes the io.cost model from the kernel
+//! the baseline and one vrate — stopped with SIGINT inside the baseline's tune once it has
+//! checkpointed a probe and its memory hog runs (what a Ctrl-C leaves behind is checked there),
+//! run again and SIGKILLed inside the second configuration once its storage has checkpointed,
+//! then run to the end; what the runs logged, the summary and the record. The same boot then
+//! runs protection's mem-hog scenario (see `vm_protection`): one guest instead of two, CI's
+//! budget being what it is. Every run takes the io.cost model from the kernel
 //! (`--iocost-from-sys`) rather than measuring one first: `vm_iocost_params` measures models,
 //! and this boot saves the minute a nested `iocost-params` takes.
 
-use super::guest::{bench_cmd, entries, KnobPaths};
+use super::guest::{bench_cmd, entries, procs_with_arg, KnobPaths, Knobs};
 use super::probe::scratch_device;
 use super::vm_protection::{mem_hog_part, sigint_part, MemHogPart, SigintPart};
 use anyhow::{bail, Context, Result};
@@ -70,13 +71,23 @@ fn entry(all: &Value) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Runs `args`, stderr passed on and kept; `stop` looks at the result file every second and
-/// says when to SIGKILL the run.
+/// How a run ended.
+struct Ended {
+    status: std::process::ExitStatus,
+    /// Its stderr lines.
+    lines: Vec<String>,
+    /// The entry when `stop` said to stop it, if it did.
+    stopped_at: Option<Value>,
+}
+
+/// Runs `args`, stderr passed on and kept; `stop` looks at the result file twice a second and
+/// says when to send the run `signal`.
 fn run_logged(
     work: &Path,
     args: &[&str],
+    signal: libc::c_int,
     mut stop: impl FnMut(&Value) -> bool,
-) -> Result<(Option<i32>, Vec<String>, Option<Value>)> {
+) -> Result<Ended> {
     let mut child = bench_cmd(work, args)
         .stderr(Stdio::piped())
         .spawn()
@@ -98,7 +109,10 @@ fn run_logged(
         }
         let e = entry(&entries(work));
         if stop(&e) {
-            child.kill().context("killing the run")?;
+            // SAFETY: kill(2) on the pid of our own child, not yet reaped.
+            if unsafe { libc::kill(child.id() as libc::pid_t, signal) } != 0 {
+                bail!("kill: {}", std::io::Error::last_os_error());
+            }
             killed_at = Some(e);
             break child.wait()?;
         }
@@ -109,7 +123,11 @@ fn run_logged(
         std::thread::sleep(Duration::from_millis(500));
     };
     let lines = lines.join().unwrap_or_default();
-    Ok((status.code(), lines, killed_at))
+    Ok(Ended {
+        status,
+        lines,
+        stopped_at: killed_at,
+    })
 }
 
 fn non_empty(v: &Value) -> bool {
@@ -120,11 +138,15 @@ fn tune_probes(run: &Value) -> &Value {
     &run["prot"]["scenarios"][0]["MemHogTune"]["probes"]
 }
 
-/// The first kill: inside the baseline's tune once it has a probe checkpointed, or — when the
-/// baseline finished between two looks — as soon as [01] has started.
-fn in_baseline_tune(e: &Value) -> bool {
+/// The first stop (SIGINT): inside the baseline's tune once it has a probe checkpointed and
+/// the next probe's hog runs, or — when the baseline finished between two looks — as soon as
+/// [01] has started.
+fn in_baseline_hog(e: &Value) -> bool {
     let runs = &e["record"]["inc_runs"];
-    (runs[0]["done"] == false && non_empty(tune_probes(&runs[0]))) || !runs[1].is_null()
+    (runs[0]["done"] == false
+        && non_empty(tune_probes(&runs[0]))
+        && !procs_with_arg("__mem-hog").is_empty())
+        || !runs[1].is_null()
 }
 
 /// The second kill: inside [01] once its storage (one loop) has checkpointed.
@@ -145,9 +167,8 @@ pub fn iocost_qos(work: &Path) -> Result<Value> {
     .context("turning io.cost on")?;
     let paths = KnobPaths::new(&dev);
     let before = paths.read()?;
-    let qos = qos_part(work)?;
+    let (qos, sigint) = qos_part(work, &paths, before)?;
     let mem_hog = mem_hog_part(work)?;
-    let sigint = sigint_part(work, &paths, before)?;
     Ok(serde_json::to_value(IocostQosScenario {
         qos,
         mem_hog,
@@ -155,22 +176,24 @@ pub fn iocost_qos(work: &Path) -> Result<Value> {
     })?)
 }
 
-fn qos_part(work: &Path) -> Result<QosPart> {
+fn qos_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Result<(QosPart, SigintPart)> {
     let args = ["--quick", "-M", "2", "--iocost-from-sys", "run", SPEC];
-    let (_, first_log, at_kill) = run_logged(work, &args, in_baseline_tune)?;
-    let Some(first) = at_kill else {
-        bail!("the first run ended before it was killed in the baseline's tune");
-    };
-    let baseline_at_kill = first["record"]["inc_runs"][0].clone();
-    let tune_killed = baseline_at_kill["done"] == false;
     let t = Instant::now();
-    let (_, second_log, at_kill) = run_logged(work, &args, in_second_storage)?;
-    let Some(at_kill) = at_kill else {
+    let first = run_logged(work, &args, libc::SIGINT, in_baseline_hog)?;
+    let Some(at_sigint) = first.stopped_at else {
+        bail!("the first run ended before it was stopped in the baseline's tune");
+    };
+    let baseline_at_kill = at_sigint["record"]["inc_runs"][0].clone();
+    let tune_killed = baseline_at_kill["done"] == false;
+    let sigint = sigint_part(work, paths, before, first.status, t.elapsed(), tune_killed)?;
+    let t = Instant::now();
+    let second = run_logged(work, &args, libc::SIGKILL, in_second_storage)?;
+    let Some(at_kill) = second.stopped_at else {
         bail!("the second run ended before [01] checkpointed its storage");
     };
     let kill_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let (rerun_status, rerun, _) = run_logged(work, &args, |_| false)?;
+    let rerun = run_logged(work, &args, libc::SIGKILL, |_| false)?;
     let rerun_secs = t.elapsed().as_secs_f64();
     let show = |what: &str| -> Result<String> {
         let out = std::process::Command::new("/proc/self/exe")
@@ -197,16 +220,16 @@ fn qos_part(work: &Path) -> Result<QosPart> {
         .unwrap_or(Value::Null);
     let keep = |l: &String| l.contains("iocost-qos");
     let on_model = |l: &String| l.contains("io.cost parameters") || l.contains("iocost-params");
-    Ok(QosPart {
+    let qos = QosPart {
         tune_killed,
-        first_model_log: first_log.into_iter().filter(on_model).collect(),
+        first_model_log: first.lines.into_iter().filter(on_model).collect(),
         baseline_at_kill,
-        second_log: second_log.into_iter().filter(keep).collect(),
+        second_log: second.lines.into_iter().filter(keep).collect(),
         record_at_kill: at_kill["record"].clone(),
         kill_secs,
-        rerun_status,
+        rerun_status: rerun.status.code(),
         rerun_secs,
-        rerun_log: rerun.into_iter().filter(keep).collect(),
+        rerun_log: rerun.lines.into_iter().filter(keep).collect(),
         summary: show("summary")?,
         format: show("format")?,
         record: e["record"].clone(),
@@ -214,5 +237,6 @@ fn qos_part(work: &Path) -> Result<QosPart> {
         tune_status: tune.status.code(),
         tune_summary: String::from_utf8_lossy(&tune.stdout).into_owned(),
         tune_record,
-    })
+    };
+    Ok((qos, sigint))
 }

@@ -1,13 +1,13 @@
 //! Protection's parts of the `__vm-scenario iocost-qos` boot (see `vm_iocost_qos`), run after
-//! iocost-qos with the kernel's io.cost model (`--iocost-from-sys`), in quick mode (a tune killed and
-//! resumed is iocost-qos's part: it is killed inside its baseline's tune):
+//! iocost-qos with the kernel's io.cost model (`--iocost-from-sys`), in quick mode (a tune
+//! stopped and resumed is iocost-qos's part: it is stopped inside its baseline's tune):
 //!
 //! 1. `run hashd-params:fake-cpu-load,mem-frac=30% protection::scenario=mem-hog,loops=1`
 //!    (hashd-params with nothing left to measure gives bench.json the hashd parameters the later
 //!    run reuses; its sizing is storage's, which iocost-qos has just run in this guest), then
 //!    `summary` and `format protection --rstat`; what the records and results say.
-//! 2. A mem-hog run stopped with SIGINT while its hog runs: hog processes, the kernel knobs
-//!    and the slices afterwards.
+//! 2. What a run stopped with SIGINT while a hog runs leaves behind (the first iocost-qos run,
+//!    stopped inside its baseline's tune): hog processes, the kernel knobs and the slices.
 
 use super::guest::{bench_cmd, entries, exists, procs_with_arg, KnobPaths, Knobs, SLICES};
 use anyhow::{bail, Context, Result};
@@ -64,8 +64,11 @@ pub(super) struct MemHogPart {
 
 #[derive(Debug, Serialize)]
 pub(super) struct SigintPart {
-    /// Seconds the hog ran before SIGINT.
-    hog_seen_after: f64,
+    /// Seconds from the run's start to SIGINT.
+    secs: f64,
+    /// Whether SIGINT came inside the baseline's tune with its hog running (else at the start
+    /// of [01], when the baseline's tune was one probe).
+    in_hog: bool,
     status: Option<i32>,
     signal: Option<i32>,
     hog_procs_after: Vec<u32>,
@@ -74,8 +77,6 @@ pub(super) struct SigintPart {
     slices_after: Vec<String>,
     restore_json_after: bool,
 }
-
-const TIMEOUT: Duration = Duration::from_secs(20 * 60);
 
 pub(super) fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
     let t = Instant::now();
@@ -122,41 +123,22 @@ pub(super) fn mem_hog_part(work: &Path) -> Result<MemHogPart> {
     })
 }
 
-pub(super) fn sigint_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Result<SigintPart> {
+/// What the run stopped with SIGINT left: its exit status (`st`), hog processes, the knobs
+/// against `before`, the slices and the restore journal.
+pub(super) fn sigint_part(
+    work: &Path,
+    paths: &KnobPaths,
+    before: Knobs,
+    st: std::process::ExitStatus,
+    secs: Duration,
+    in_hog: bool,
+) -> Result<SigintPart> {
     use std::os::unix::process::ExitStatusExt;
-    let args = [
-        "--quick",
-        "-M",
-        "2",
-        "--iocost-from-sys",
-        "run",
-        "protection:id=int:scenario=mem-hog,loops=1",
-    ];
-    let t = Instant::now();
-    let mut child = bench_cmd(work, &args).spawn().context("starting the run")?;
-    loop {
-        std::thread::sleep(Duration::from_millis(200));
-        if !procs_with_arg("__mem-hog").is_empty() {
-            break;
-        }
-        if let Some(st) = child.try_wait()? {
-            bail!("the run ended ({}) before its hog started", st);
-        }
-        if t.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            bail!("no hog within {:?}", TIMEOUT);
-        }
-    }
-    let hog_seen_after = t.elapsed().as_secs_f64();
-    std::thread::sleep(Duration::from_secs(3));
-    // SAFETY: kill(2) on the pid of our own child.
-    if unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) } != 0 {
-        bail!("kill: {}", std::io::Error::last_os_error());
-    }
-    let st = child.wait()?;
+    // The hog's own exit after the run's may take a moment.
     std::thread::sleep(Duration::from_millis(500));
     Ok(SigintPart {
-        hog_seen_after,
+        secs: secs.as_secs_f64(),
+        in_hog,
         status: st.code(),
         signal: st.signal(),
         hog_procs_after: procs_with_arg("__mem-hog"),
