@@ -17,6 +17,9 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         ),
         Command::Solve(a) => cli_jobs(&cli.global, Mode::Solve, &a),
         Command::Format(a) => {
+            if let Some(dir) = &a.plot {
+                crate::bench::show::prepare_plot_dir(dir)?;
+            }
             format_cmd(
                 &cli.global,
                 &a.specs.specs,
@@ -43,7 +46,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Merge(a) => merge_cmd(&cli.global, &a),
         Command::Doc(a) => {
             crate::config::Config::from_opts(&cli.global)?;
-            print!("{}", crate::doc::render(&a.subjects)?);
+            crate::util::out::out_text(&crate::doc::render(&a.subjects)?);
             Ok(())
         }
         Command::Vm(a) => {
@@ -127,7 +130,7 @@ fn compare_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::CompareArgs) -> 
         &a.a.display().to_string(),
         &a.b.display().to_string(),
     );
-    print!("{}", text);
+    crate::util::out::out_text(&text);
     Ok(())
 }
 
@@ -201,7 +204,7 @@ fn merge_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::MergeArgs) -> Resu
         ..Default::default()
     };
     crate::bench::show::format_entry(&mut text, &entries[0], &opts)?;
-    print!("{}", text);
+    crate::util::out::out_text(&text);
     Ok(())
 }
 

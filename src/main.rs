@@ -1,6 +1,7 @@
 use resctl_bench::error;
 
 fn main() {
+    resctl_bench::util::out::ensure_std_fds();
     // Inside a `resctl-bench vm` guest this binary is /init, PID 1: set the guest up, run the
     // command, power off. Never returns.
     if resctl_bench::vm::guest::is_vm_init() {
@@ -13,18 +14,18 @@ fn main() {
             resctl_bench::cli::without_hidden_suggestions(e).exit();
         }
         Err(resctl_bench::cli::ParseError::NotApplicable(msg)) => {
-            eprintln!("error: {}", msg);
+            resctl_bench::errln!("error: {}", msg);
             std::process::exit(error::EXIT_USAGE);
         }
     };
     if let Err(e) = resctl_bench::logging::init(cli.global.verbose, cli.global.logfile.as_deref()) {
-        eprintln!("error: {}", e);
+        resctl_bench::errln!("error: {}", e);
         std::process::exit(error::EXIT_USAGE);
     }
     if let Err(e) = run(cli) {
         let msg = format!("{:#}", e);
         resctl_bench::logging::log_final_error(&msg);
-        eprintln!("error: {}", msg);
+        resctl_bench::errln!("error: {}", msg);
         std::process::exit(error::exit_code(&e));
     }
 }

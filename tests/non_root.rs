@@ -69,6 +69,32 @@ fn benches_that_change_the_host_say_they_need_root() {
         .code(0);
 }
 
+/// `run iocost-tune` with no iocost-qos run to work on puts upstream's iocost-qos job first,
+/// which is a bench that changes the host.
+#[test]
+fn iocost_tune_without_iocost_qos_runs_it_first_which_needs_root() {
+    let d = open_dir();
+    let out = unprivileged(d.path())
+        .args(["-r", "r.json", "-d", "work", "run", "iocost-tune"])
+        .assert()
+        .code(2);
+    let err = stderr_of(&out);
+    assert!(
+        err.contains(
+            "job[iocost-tune:-]: no finished iocost-qos run in the result file or before it on the \
+             command line; running `iocost-qos:dither,vrate-max=125,vrate-intvs=25` first, as \
+             its own job"
+        ),
+        "{}",
+        err
+    );
+    assert!(
+        err.contains("error: iocost-qos needs root: it changes cgroups"),
+        "{}",
+        err
+    );
+}
+
 #[test]
 fn an_unreadable_kernel_cache_is_named() {
     let host_kernel = os_release().map(|r| format!("/boot/vmlinuz-{}", r));

@@ -249,18 +249,8 @@ fn usage_errors_exit_2() {
         "{}",
         stderr
     );
-    // iocost-tune runs on an iocost-qos run in the file; without one it says which to run.
-    let out = cmd(&res).args(["run", "iocost-tune"]).assert().code(2);
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    assert!(
-        stderr.contains("run `iocost-qos:dither,vrate-max=125,vrate-intvs=25` first"),
-        "{}",
-        stderr
-    );
-    assert!(
-        !res.exists(),
-        "a refused run must not create the result file"
-    );
+    // (`run iocost-tune` without an iocost-qos run runs one first: tests/non_root.rs, as a user
+    // without root, so that it can't start on this host.)
     // Nothing to study: exit 2, naming the job.
     let out = cmd(&res).args(["study", "selftest"]).assert().code(2);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();

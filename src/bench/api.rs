@@ -32,6 +32,10 @@ pub struct BenchDesc {
     /// Whether `run` and `study` are available in this version; the others format (and
     /// `solve`) existing results.
     pub runnable: bool,
+    /// A job `run` puts before this one, as its own entry, when neither an earlier job of the
+    /// invocation nor a finished entry of the result file is of that job's kind (iocost-tune
+    /// works on an iocost-qos run, which upstream runs first the same way).
+    pub runs_first: Option<&'static str>,
     /// The keys and values its specs take.
     pub shape: Shape,
     /// Its `doc` page (hidden benches have none).

@@ -23,9 +23,14 @@ fn key(r: &Row) -> (String, String, Option<u64>) {
 
 /// A value as the reports show its kind of number.
 fn show(key: &str, v: f64) -> String {
+    let is_lat = key.contains("_lat_") || key.contains("_clat_");
     if key.ends_with("_bps") || key.ends_with("_bps_final") {
         format!("{}/s", format_size(v))
-    } else if key.contains("_lat_") {
+    } else if is_lat && key.ends_with("_us") {
+        format_duration(v / 1e6)
+    } else if is_lat && key.ends_with("_ns") {
+        format_duration(v / 1e9)
+    } else if is_lat {
         format_duration(v)
     } else if key.starts_with("mem_size")
         || key.starts_with("mem_usage")
@@ -46,18 +51,15 @@ const IDENTITY: &[&str] = &["kind", "id", "spec", "start", "end", "complete", "c
 /// The comparison table of `a` and `b` (named `name_a`, `name_b` in the header).
 pub fn compare(a: &[Row], b: &[Row], name_a: &str, name_b: &str) -> String {
     let mut out = String::new();
+    let partner = pair(a, b);
     let mut used_b = vec![false; b.len()];
-    for ra in a {
-        let k = key(ra);
-        let rb = b
-            .iter()
-            .enumerate()
-            .find(|(i, rb)| !used_b[*i] && key(rb) == k);
+    for (ra, ib) in a.iter().zip(&partner) {
         let title = title(ra);
-        let Some((ib, rb)) = rb else {
+        let Some(ib) = *ib else {
             let _ = writeln!(out, "{}: only in {}\n", title, name_a);
             continue;
         };
+        let rb = &b[ib];
         used_b[ib] = true;
         let _ = writeln!(out, "{}", title);
         let _ = writeln!(out, "  {:<18} {:>14} {:>14} {:>8}", "", "A", "B", "B/A");
@@ -96,6 +98,32 @@ pub fn compare(a: &[Row], b: &[Row], name_a: &str, name_b: &str) -> String {
     }
     let _ = writeln!(out, "A: {}\nB: {}", name_a, name_b);
     out
+}
+
+/// For each record of `a`, the record of `b` it pairs with: first those of the same key and
+/// the same spec (a file's randread io entry with the other's randread, not with its randwrite),
+/// then, among the rest, the first of the same key.
+fn pair(a: &[Row], b: &[Row]) -> Vec<Option<usize>> {
+    let spec = |r: &Row| r.iter().find(|(k, _)| *k == "spec").map(|(_, v)| v.clone());
+    let mut used_b = vec![false; b.len()];
+    let mut partner: Vec<Option<usize>> = vec![None; a.len()];
+    for exact in [true, false] {
+        for (ia, ra) in a.iter().enumerate() {
+            if partner[ia].is_some() {
+                continue;
+            }
+            let k = key(ra);
+            let found = b
+                .iter()
+                .enumerate()
+                .position(|(i, rb)| !used_b[i] && key(rb) == k && (!exact || spec(rb) == spec(ra)));
+            if let Some(i) = found {
+                used_b[i] = true;
+                partner[ia] = Some(i);
+            }
+        }
+    }
+    partner
 }
 
 /// `[storage] storage:loops=1`, `[iocost-qos #03] rpct=95.00 …`.
@@ -151,5 +179,34 @@ mod tests {
              \n\
              A: a.json\nB: b.json\n"
         );
+    }
+
+    fn io(spec: &str, iops: f64) -> Row {
+        vec![
+            ("kind", json!("io")),
+            ("id", Value::Null),
+            ("spec", json!(spec)),
+            ("iops", json!(iops)),
+            ("read_lat_mean_us", json!(34.6)),
+        ]
+    }
+
+    #[test]
+    fn io_records_pair_by_spec_and_microseconds_show_as_such() {
+        let a = vec![io("io:rw=randread", 100.0), io("io:rw=randwrite", 50.0)];
+        let b = vec![io("io:rw=randwrite", 60.0), io("io:rw=randread", 120.0)];
+        let text = compare(&a, &b, "a.json", "b.json");
+        assert!(!text.contains("only in"), "{}", text);
+        assert!(
+            text.contains("iops                          100            120    1.200"),
+            "{}",
+            text
+        );
+        assert!(
+            text.contains("iops                           50             60    1.200"),
+            "{}",
+            text
+        );
+        assert!(text.contains(" 34.6u "), "{}", text);
     }
 }

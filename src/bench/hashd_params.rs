@@ -35,6 +35,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: false,
     incremental: false,
     runnable: true,
+    runs_first: None,
     shape: Shape {
         props: &[
             APPLY_COMMIT[0],
@@ -498,6 +499,7 @@ mod tests {
             record: Some(raw),
             result: Some(serde_json::value::to_raw_value(&result).unwrap()),
             incomplete: false,
+            unknown: Default::default(),
         }
     }
 
@@ -617,6 +619,7 @@ mod tests {
             record: Some(knobs.clone()),
             result: Some(knobs),
             incomplete: false,
+            unknown: Default::default(),
         };
         assert_eq!(
             render(&e, true),

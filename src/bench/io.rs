@@ -29,6 +29,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: false,
     incremental: false,
     runnable: true,
+    runs_first: None,
     shape: Shape {
         props: &[
             prop(
@@ -152,11 +153,18 @@ fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
     } else {
         Pattern::Seq
     };
-    let mix = g.u64("rwmix", ValueKind::Int)?;
+    // Counts checked against their range as given, so a message echoes the value typed.
+    let int = |key: &str, max: u64, range: &str| -> Result<Option<u32>, SpecError> {
+        match g.u64(key, ValueKind::Int)? {
+            Some(v) if v > max => Err(g.err(format!("{}={} is not {}", key, v, range))),
+            v => Ok(v.map(|v| v as u32)),
+        }
+    };
+    let mix = int("rwmix", 100, "from 0 to 100")?;
     job.read_pct = match rw.trim_start_matches("rand") {
         "read" => 100,
         "write" => 0,
-        _ => mix.unwrap_or(50).min(u32::MAX as u64) as u32,
+        _ => mix.unwrap_or(50),
     };
     if mix.is_some() && !rw.ends_with("rw") {
         return Err(g.err(format!("rwmix is for rw and randrw, not rw={}", rw)));
@@ -169,10 +177,9 @@ fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
     if let Some(r) = g.u64("range", ValueKind::Size)? {
         job.end = job.start + r;
     }
-    let clamp = |v: u64| v.min(u32::MAX as u64) as u32;
-    job.qd = clamp(g.u64("qd", ValueKind::Int)?.unwrap_or(1));
-    job.batch = clamp(g.u64("batch", ValueKind::Int)?.unwrap_or(1));
-    job.workers = clamp(g.u64("workers", ValueKind::Int)?.unwrap_or(1));
+    job.qd = int("qd", 4096, "from 1 to 4096")?.unwrap_or(1);
+    job.batch = int("batch", 4096, "from 0 to qd (at most 4096)")?.unwrap_or(1);
+    job.workers = int("workers", 1024, "from 1 to 1024")?.unwrap_or(1);
     let dur = g.f64("dur", ValueKind::Duration)?;
     job.stop = match (dur, g.u64("size", ValueKind::Size)?) {
         (Some(_), Some(_)) => return Err(g.err("dur and size both stop the job; give one")),
@@ -260,7 +267,7 @@ impl Bench for Io {
         let (target, written) = match &props.target {
             Some(t) => (t.clone(), false),
             None => {
-                let path = ctx.dir().join("scratch/io-testfile");
+                let path = ctx.scratch_dir()?.join("io-testfile");
                 crate::logging::progress::phase("test file");
                 let written =
                     crate::workload::ioengine::testfile::ensure(&path, props.file_size, job.direct)

@@ -191,6 +191,7 @@ pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Resu
         record: Some(raw(serde_json::to_value(&info)?)?),
         result: Some(raw(serde_json::Value::Bool(true))?),
         incomplete: false,
+        unknown: Default::default(),
     };
     out.insert(0, info_entry);
     Ok(out)

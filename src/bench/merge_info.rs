@@ -17,6 +17,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: true,
     incremental: false,
     runnable: false,
+    runs_first: None,
     shape: NO_PROPS,
     doc: None,
     system: None,

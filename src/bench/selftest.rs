@@ -28,6 +28,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: true,
     incremental: true,
     runnable: true,
+    runs_first: None,
     shape: Shape {
         props: &[
             prop("steps", ValueKind::Int, "number of steps"),

@@ -68,7 +68,7 @@ pub fn format_entries(
     for (entry, props) in select(entries, specs)? {
         let opts = FormatOpts { full, rstat, props };
         if !format_entry(&mut out, entry, &opts)? {
-            eprintln!(
+            crate::errln!(
                 "note: {}: this version can't format {} results yet; skipped",
                 job_name(&entry.spec),
                 entry.spec.kind
@@ -76,6 +76,29 @@ pub fn format_entries(
         }
     }
     Ok(out)
+}
+
+/// Creates `format --plot`'s directory if needed and checks that files can be written there —
+/// before the report is printed, not after.
+pub fn prepare_plot_dir(dir: &std::path::Path) -> Result<(), crate::error::UsageError> {
+    let bad = |why: String| {
+        crate::error::UsageError::new(format!(
+            "--plot {}: {}; give a writable directory",
+            dir.display(),
+            why
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| bad(format!("can't create the directory ({})", e)))?;
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| bad("a NUL byte in the path".into()))?;
+    // SAFETY: a NUL-terminated path; access(2) only checks.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(bad(format!(
+            "not writable ({})",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
 }
 
 /// `format --plot DIR`: writes the pictures of each selected entry whose bench draws some, as
@@ -87,13 +110,7 @@ pub fn plot_entries(
     dir: &std::path::Path,
     stem: &str,
 ) -> Result<Vec<std::path::PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        crate::error::UsageError::new(format!(
-            "--plot {}: can't create the directory ({}); give a writable directory",
-            dir.display(),
-            e
-        ))
-    })?;
+    prepare_plot_dir(dir)?;
     let mut written: Vec<std::path::PathBuf> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for (entry, _) in select(entries, specs)? {
@@ -102,7 +119,7 @@ pub fn plot_entries(
             _ => Vec::new(),
         };
         if files.is_empty() {
-            eprintln!(
+            crate::errln!(
                 "note: {}: nothing to plot (storage results of this version and iocost-tune \
                  results have pictures)",
                 job_name(&entry.spec)

@@ -33,6 +33,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: true,
     incremental: false,
     runnable: true,
+    runs_first: None,
     shape: Shape {
         props: &[prop(
             "hold",

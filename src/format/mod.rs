@@ -133,7 +133,28 @@ pub fn select<'a>(entries: &'a [Entry], specs: &[JobSpec]) -> Result<Vec<(&'a En
                 taken[i] = true;
                 picked.push((&entries[i], spec.first_group()));
             }
-            None => crate::usage_bail!("no matching result for {}", job_name(spec)),
+            None => {
+                let same = |e: &Entry| e.spec.kind == spec.kind && e.spec.id == spec.id;
+                let n = entries
+                    .iter()
+                    .zip(&taken)
+                    .filter(|(e, t)| **t && same(e))
+                    .count();
+                if n > 0 {
+                    crate::usage_bail!(
+                        "no further result for {}: the file's {} {} picked by the specs before \
+                         it (each spec picks one entry of its own)",
+                        job_name(spec),
+                        n,
+                        if n == 1 {
+                            "matching entry is"
+                        } else {
+                            "matching entries are"
+                        }
+                    );
+                }
+                crate::usage_bail!("no matching result for {}", job_name(spec))
+            }
         }
     }
     Ok(picked)

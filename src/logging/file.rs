@@ -9,7 +9,14 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 /// The `--logfile`, once opened.
-pub(super) static LOGFILE: OnceLock<Mutex<File>> = OnceLock::new();
+pub(super) static LOGFILE: OnceLock<Mutex<LogFile>> = OnceLock::new();
+
+pub(super) struct LogFile {
+    file: File,
+    path: std::path::PathBuf,
+    /// A write failed and the console said so (once).
+    failed: bool,
+}
 
 /// Appends a timestamped line to the log file, if there is one.
 pub(super) fn append(level: &dyn std::fmt::Display, msg: &dyn std::fmt::Display) {
@@ -23,8 +30,19 @@ pub(super) fn append(level: &dyn std::fmt::Display, msg: &dyn std::fmt::Display)
         msg
     );
     if let Ok(mut f) = file.lock() {
-        // A full disk mustn't stop the run; the console still has the line.
-        let _ = f.write_all(line.as_bytes());
+        // A full disk mustn't stop the run; the console still has the line, and says once
+        // that the file is missing lines.
+        if let Err(e) = f.file.write_all(line.as_bytes()) {
+            if !f.failed {
+                f.failed = true;
+                crate::errln!(
+                    "warning: --logfile {}: can't write to it ({}); lines from now on may be \
+                     missing there (the console has them)",
+                    f.path.display(),
+                    e
+                );
+            }
+        }
     }
 }
 
@@ -41,8 +59,8 @@ pub fn to_file_only(level: log::Level, msg: &str) {
 
 /// Opens the log file for appending (created if missing). A path we can't write is a usage
 /// error; a FIFO without a reader is refused rather than waited on.
-pub(super) fn open_logfile(path: &Path) -> Result<File, UsageError> {
-    std::fs::OpenOptions::new()
+pub(super) fn open_logfile(path: &Path) -> Result<LogFile, UsageError> {
+    let file = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -53,5 +71,10 @@ pub(super) fn open_logfile(path: &Path) -> Result<File, UsageError> {
                 path.display(),
                 e
             ))
-        })
+        })?;
+    Ok(LogFile {
+        file,
+        path: path.to_path_buf(),
+        failed: false,
+    })
 }

@@ -212,8 +212,8 @@ pub fn eta(secs_left: Option<f64>) {
 pub fn print_line(line: &str) {
     let st = state();
     match &st.bar {
-        Some(bar) => bar.suspend(|| eprintln!("{}", line)),
-        None => eprintln!("{}", line),
+        Some(bar) => bar.suspend(|| crate::errln!("{}", line)),
+        None => crate::errln!("{}", line),
     }
 }
 

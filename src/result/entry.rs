@@ -6,9 +6,10 @@ use crate::spec::JobSpec;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use std::collections::BTreeMap;
 use std::path::Path;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     pub spec: JobSpec,
     pub period: (u64, u64),
@@ -17,8 +18,95 @@ pub struct Entry {
     pub result: Option<Box<RawValue>>,
     /// Our addition: `record` is a checkpoint of a run that hasn't finished (kept only while
     /// true, so finished entries have exactly upstream's keys).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incomplete: bool,
+    /// Keys this version doesn't know, kept as they were so that a save doesn't drop what a
+    /// newer (or older) writer stored.
+    pub unknown: Unknown,
+}
+
+/// An entry's keys this version doesn't read: at the top level and inside `spec`.
+#[derive(Debug, Clone, Default)]
+pub struct Unknown {
+    top: BTreeMap<String, Box<RawValue>>,
+    spec: serde_json::Map<String, serde_json::Value>,
+}
+
+const SPEC_KEYS: [&str; 4] = ["kind", "id", "passive", "props"];
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut m = BTreeMap::<String, Box<RawValue>>::deserialize(d)?;
+        let mut take = |k: &'static str| m.remove(k);
+        let field = |k: &'static str, raw: Option<Box<RawValue>>| {
+            raw.ok_or_else(|| D::Error::missing_field(k))
+        };
+        fn parse<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+            k: &str,
+            raw: &RawValue,
+        ) -> Result<T, E> {
+            serde_json::from_str(raw.get()).map_err(|e| E::custom(format!("{}: {}", k, e)))
+        }
+        let mut spec: serde_json::Map<String, serde_json::Value> =
+            parse::<_, D::Error>("spec", &field("spec", take("spec"))?)?;
+        let spec_unknown: serde_json::Map<String, serde_json::Value> = spec
+            .iter()
+            .filter(|(k, _)| !SPEC_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        spec.retain(|k, _| SPEC_KEYS.contains(&k.as_str()));
+        let spec: JobSpec = serde_json::from_value(serde_json::Value::Object(spec))
+            .map_err(|e| D::Error::custom(format!("spec: {}", e)))?;
+        let period = parse::<_, D::Error>("period", &field("period", take("period"))?)?;
+        let sysinfo = field("sysinfo", take("sysinfo"))?;
+        let opt = |raw: Option<Box<RawValue>>| raw.filter(|r| r.get().trim() != "null");
+        let record = opt(take("record"));
+        let result = opt(take("result"));
+        let incomplete = match take("incomplete") {
+            Some(raw) => parse::<_, D::Error>("incomplete", &raw)?,
+            None => false,
+        };
+        Ok(Entry {
+            spec,
+            period,
+            sysinfo,
+            record,
+            result,
+            incomplete,
+            unknown: Unknown {
+                top: m,
+                spec: spec_unknown,
+            },
+        })
+    }
+}
+
+impl Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let mut m = s.serialize_map(None)?;
+        if self.unknown.spec.is_empty() {
+            m.serialize_entry("spec", &self.spec)?;
+        } else {
+            let mut spec = match serde_json::to_value(&self.spec).map_err(S::Error::custom)? {
+                serde_json::Value::Object(o) => o,
+                _ => return Err(S::Error::custom("a spec that isn't an object")),
+            };
+            spec.extend(self.unknown.spec.clone());
+            m.serialize_entry("spec", &spec)?;
+        }
+        m.serialize_entry("period", &self.period)?;
+        m.serialize_entry("sysinfo", &self.sysinfo)?;
+        m.serialize_entry("record", &self.record)?;
+        m.serialize_entry("result", &self.result)?;
+        if self.incomplete {
+            m.serialize_entry("incomplete", &true)?;
+        }
+        for (k, v) in &self.unknown.top {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 pub fn is_gz(path: &Path) -> bool {
@@ -78,6 +166,7 @@ impl Entry {
             record: None,
             result: None,
             incomplete: false,
+            unknown: Unknown::default(),
         }
     }
 }

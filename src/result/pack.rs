@@ -8,6 +8,7 @@ use super::entry::{parse_entries, read_bytes, Entry};
 use super::save::write_atomic;
 use crate::error::UsageError;
 use anyhow::{Context, Result};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// `x.json.gz` → `x`, `x.json` → `x`, `x` → `x`.
@@ -58,20 +59,39 @@ pub fn report_dirs(result: &Path, dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The report of second `t` in the first of `dirs` that has it.
-fn find_report(dirs: &[PathBuf], t: u64) -> Option<PathBuf> {
-    dirs.iter()
-        .map(|d| d.join(format!("{}.json", t)))
-        .find(|p| p.is_file())
+/// The reports in `dirs` by second (`<t>.json`), each from the first dir that has it. Listed
+/// once: walking an entry's period second by second would take as long as the period is (a
+/// damaged file's can be centuries).
+fn list_reports(dirs: &[PathBuf]) -> BTreeMap<u64, PathBuf> {
+    let mut found = BTreeMap::new();
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(t) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if e.path().is_file() {
+                found.entry(t).or_insert_with(|| e.path());
+            }
+        }
+    }
+    found
 }
 
-/// Entries with a period of which no second has a report in `dirs`: their runs' reports are
-/// gone, or somewhere we don't look.
-fn entries_without_reports(entries: &[Entry], dirs: &[PathBuf]) -> Vec<String> {
+/// Entries with a period of which no second has a report in `reports`: their runs' reports
+/// are gone, or somewhere we don't look.
+fn entries_without_reports(entries: &[Entry], reports: &BTreeMap<u64, PathBuf>) -> Vec<String> {
     entries
         .iter()
         .filter(|e| e.period.0 < e.period.1)
-        .filter(|e| (e.period.0..e.period.1).all(|t| find_report(dirs, t).is_none()))
+        .filter(|e| reports.range(e.period.0..e.period.1).next().is_none())
         .map(|e| {
             format!(
                 "{} ({} s from {})",
@@ -101,7 +121,8 @@ pub fn pack(result: &Path, dir: &Path, out_dir: &Path, allow_missing: bool) -> R
         .ok_or_else(|| UsageError::new(format!("{}: not a file name", result.display())))?;
     let tarball = out_dir.join(format!("{}.tar.gz", stem));
     let dirs = report_dirs(result, dir);
-    let bare = entries_without_reports(&entries, &dirs);
+    let reports = list_reports(&dirs);
+    let bare = entries_without_reports(&entries, &reports);
     if !bare.is_empty() {
         let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
         let msg = format!(
@@ -129,15 +150,13 @@ pub fn pack(result: &Path, dir: &Path, out_dir: &Path, allow_missing: bool) -> R
         tar.mode(tar::HeaderMode::Deterministic);
         tar.append_path_with_name(result, base)?;
         for &(a, b) in &periods {
-            for t in a..b {
-                match find_report(&dirs, t) {
-                    Some(src) => {
-                        tar.append_path_with_name(&src, format!("{}-report.d/{}.json", stem, t))?;
-                        packed += 1;
-                    }
-                    None => missing += 1,
-                }
+            let mut here = 0;
+            for (t, src) in reports.range(a..b) {
+                tar.append_path_with_name(src, format!("{}-report.d/{}.json", stem, t))?;
+                here += 1;
             }
+            packed += here;
+            missing += (b - a) - here;
         }
         tar.into_inner()?.finish()?;
         Ok(())

@@ -110,6 +110,24 @@ mod tests {
     }
 
     #[test]
+    fn keys_this_version_does_not_read_survive_a_save() {
+        let text = r#"[{"spec":{"kind":"k","id":null,"passive":null,"props":[{}],
+            "forward_results_from":[0]},"period":[1,2],"sysinfo":{},"record":null,
+            "result":null,"comment":{"by":"a newer writer"},"x":[1,2]}]"#;
+        let entries = crate::result::parse_entries(Path::new("r.json"), text.as_bytes()).unwrap();
+        let saved: serde_json::Value =
+            serde_json::from_slice(&serialize_entries(&entries).unwrap()).unwrap();
+        assert_eq!(
+            saved[0]["spec"]["forward_results_from"],
+            serde_json::json!([0])
+        );
+        assert_eq!(saved[0]["comment"]["by"], "a newer writer");
+        assert_eq!(saved[0]["x"], serde_json::json!([1, 2]));
+        assert_eq!(saved[0]["spec"]["kind"], "k");
+        assert!(saved[0]["record"].is_null());
+    }
+
+    #[test]
     fn failed_save_keeps_the_old_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.json");

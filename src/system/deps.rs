@@ -126,11 +126,11 @@ pub fn deps_cmd(dir: &std::path::Path, dev: Option<&str>, fix: bool) -> Result<(
         scratch: scratch.as_ref().map_err(|e| e.clone()),
     };
     let ev = sysreqs::evaluate(&host, Enforce::all(), journal.as_ref())?;
-    print!("{}", render(&scratch, &ev, fix));
+    crate::util::out::out_text(&render(&scratch, &ev, fix));
     if let Some(j) = journal {
         let n = j.changes().len();
         if n > 0 {
-            println!("Restoring the {} change(s) made by --fix", n);
+            crate::util::out::out_text(&format!("Restoring the {} change(s) made by --fix\n", n));
         }
         j.restore_all()?;
     }

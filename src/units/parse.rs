@@ -239,11 +239,18 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
         };
         total += term.num * mult;
     }
-    if !total.is_finite() {
-        return Err(format!("{:?} is too long a duration", s));
+    if total.is_nan() || total > MAX_DURATION_SECS {
+        return Err(format!(
+            "{:?} is longer than 100Y, the longest duration accepted",
+            s
+        ));
     }
     Ok(total)
 }
+
+/// The longest duration any option or property takes (100 years): every accepted duration
+/// fits a `std::time::Duration` and can be added to the clock.
+pub const MAX_DURATION_SECS: f64 = 100.0 * 365.0 * 24.0 * 3600.0;
 
 /// Fraction: a number (`0.9`) or a percentage (`90%`); finite and ≥ 0. `90%` yields 0.9.
 pub fn parse_frac(s: &str) -> Result<f64, String> {

@@ -106,6 +106,14 @@ pub fn resolve_symlinks(path: &Path) -> Result<PathBuf> {
 /// Checks, before any work that would end in a save to `path`, that its directory exists and
 /// takes new files: a usage error naming the path otherwise. `what` names the file.
 pub fn check_dir_writable(path: &Path, what: &str) -> Result<()> {
+    let text = path.as_os_str().as_encoded_bytes();
+    if text.ends_with(b"/") || path.file_name().is_none() {
+        crate::usage_bail!(
+            "{}: names a directory, not a file; give the {} a file name",
+            path.display(),
+            what
+        );
+    }
     let target = resolve_symlinks(path)?;
     let dir = parent_dir(&target);
     match std::fs::metadata(dir) {

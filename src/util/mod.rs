@@ -3,6 +3,8 @@
 
 pub mod atomic;
 pub mod fs;
+pub mod lockfile;
+pub mod out;
 pub mod proc;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -34,7 +34,7 @@ pub fn init_main() -> ! {
         },
     };
     if let Event::Error { msg } = &ev {
-        eprintln!("vm-init: error: {}", msg);
+        crate::errln!("vm-init: error: {}", msg);
     }
     if let Some(ctl) = ctl.as_mut() {
         let _ = send(ctl, &ev);
@@ -58,7 +58,7 @@ fn send(ctl: &mut File, ev: &Event) -> Result<()> {
 
 fn log(ctl: &mut Option<File>, verbose: u8, msg: String) {
     if verbose > 0 {
-        eprintln!("vm-init: {}", msg);
+        crate::errln!("vm-init: {}", msg);
     }
     if let Some(c) = ctl.as_mut() {
         let _ = send(c, &Event::Log { msg });

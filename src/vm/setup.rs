@@ -272,7 +272,7 @@ fn fetch_kernel() -> Result<Kernel> {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let res = (|| -> Result<Kernel> {
-        eprintln!("vm setup: downloading {}", pkg);
+        crate::errln!("vm setup: downloading {}", pkg);
         let mut dl = Command::new("apt-get");
         if unsafe { libc::geteuid() } == 0 {
             // Root downloads into a directory the _apt sandbox user can't write; say so.
@@ -310,15 +310,15 @@ pub fn run() -> Result<()> {
         .map(|(_, pkg)| *pkg)
         .collect();
     if missing.is_empty() {
-        eprintln!("vm setup: qemu, mkfs.ext4, ldd and nbdkit are installed");
+        crate::errln!("vm setup: qemu, mkfs.ext4, ldd and nbdkit are installed");
     } else {
-        eprintln!("vm setup: installing {}", missing.join(" "));
+        crate::errln!("vm setup: installing {}", missing.join(" "));
         install(&missing)?;
     }
     if let Some(k) = host_kernel() {
-        eprintln!("vm setup: using the host's kernel {}", k.image.display());
+        crate::errln!("vm setup: using the host's kernel {}", k.image.display());
     } else if let Some(k) = cached_kernel() {
-        eprintln!("vm setup: kernel cached at {}", k.image.display());
+        crate::errln!("vm setup: kernel cached at {}", k.image.display());
     } else {
         for (cmd, pkg) in [("apt-get", "apt"), ("dpkg", "dpkg")] {
             if which(cmd).is_none() {
@@ -326,7 +326,7 @@ pub fn run() -> Result<()> {
             }
         }
         let k = fetch_kernel()?;
-        eprintln!("vm setup: kernel unpacked at {}", k.image.display());
+        crate::errln!("vm setup: kernel unpacked at {}", k.image.display());
     }
     Ok(())
 }

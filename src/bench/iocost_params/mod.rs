@@ -31,6 +31,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: false,
     incremental: false,
     runnable: true,
+    runs_first: None,
     shape: Shape {
         props: &APPLY_COMMIT,
         forward: &[],

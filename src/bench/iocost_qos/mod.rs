@@ -28,6 +28,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: false,
     incremental: true,
     runnable: true,
+    runs_first: None,
     shape: props::SHAPE,
     doc: Some(DocPage {
         title: "MOF and protection per io.cost QoS setting",

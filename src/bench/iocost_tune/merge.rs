@@ -147,6 +147,7 @@ pub fn merge(srcs: &mut [MergeSrc]) -> Result<Entry> {
         record: Some(raw(&serde_json::to_value(&rec)?)?),
         result: Some(raw(&serde_json::to_value(&res)?)?),
         incomplete: false,
+        unknown: Default::default(),
     })
 }
 

@@ -39,6 +39,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: false,
     incremental: true,
     runnable: true,
+    runs_first: Some(DFL_QOS_SPEC),
     shape: Shape {
         props: &[
             prop(

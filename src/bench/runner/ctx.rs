@@ -30,6 +30,8 @@ pub struct RunCtx<'a> {
     pub(super) quick: bool,
     /// Set while a sub-bench runs inside this job ([`RunCtx::nested`]).
     pub(super) nest: Option<Nest>,
+    /// The work directory claimed by [`RunCtx::scratch_dir`] for a job without the host session.
+    pub(super) dir_lock: Option<crate::util::lockfile::LockFile>,
 }
 
 /// Where a sub-bench's checkpoints go: into `outer` (the job's own record) at the JSON
@@ -100,6 +102,16 @@ impl RunCtx<'_> {
     /// Top-level work directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// `<dir>/scratch`, for a job's test files: the work directory is claimed for this run
+    /// first (a second run with the same `--dir` is refused while this one holds it; runs on
+    /// the host session hold it from their start).
+    pub fn scratch_dir(&mut self) -> Result<PathBuf> {
+        if matches!(self.sysinfo, SysinfoSrc::Fixed(_)) && self.dir_lock.is_none() {
+            self.dir_lock = Some(super::workdir::claim(&self.dir)?);
+        }
+        Ok(self.dir.join("scratch"))
     }
 
     /// Where the per-second reports of this run go (`<dir>/report.d`).

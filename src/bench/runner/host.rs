@@ -9,6 +9,8 @@ use anyhow::Result;
 pub struct RunHost {
     pub reporter: Option<ReporterHandle>,
     pub session: Session,
+    /// The work directory claimed for this run (`workdir::claim`), released last.
+    pub _dir_lock: Option<crate::util::lockfile::LockFile>,
 }
 
 impl RunHost {

@@ -54,6 +54,7 @@ pub struct RunConfig {
 
 pub mod ctx;
 mod host;
+mod workdir;
 pub use crate::util::now;
 use ctx::SysinfoSrc;
 pub use ctx::{RunCtx, StudyCtx};
@@ -77,6 +78,38 @@ fn check_runnable(mode: &Mode, jobs: &[(JobSpec, Box<dyn BenchJob>)]) -> Result<
     Ok(())
 }
 
+/// The jobs with, before each whose bench names a job to run first (`runs_first`), that job —
+/// unless an earlier job of the invocation or a finished entry of the file is of its kind.
+fn with_first_runs(
+    jobs: Vec<(JobSpec, Box<dyn BenchJob>)>,
+    file: &ResultFile,
+) -> Result<Vec<(JobSpec, Box<dyn BenchJob>)>> {
+    let mut out: Vec<(JobSpec, Box<dyn BenchJob>)> = Vec::with_capacity(jobs.len() + 1);
+    for (spec, job) in jobs {
+        if let Some(text) = job.bench().desc().runs_first {
+            let first = JobSpec::parse(text)?;
+            let earlier = out.iter().any(|(s, _)| s.kind == first.kind);
+            let stored = file
+                .entries
+                .iter()
+                .any(|e| e.spec.kind == first.kind && e.result.is_some() && !e.incomplete);
+            if !earlier && !stored {
+                log::info!(
+                    "{}: no finished {} run in the result file or before it on the command \
+                     line; running `{}` first, as its own job",
+                    job_name(&spec),
+                    first.kind,
+                    text
+                );
+                let first_job = bench::validate_run(&first)?;
+                out.push((first, first_job));
+            }
+        }
+        out.push((spec, job));
+    }
+    Ok(out)
+}
+
 /// `run`, `study` or `solve` the given jobs against the result file.
 /// The jobs come from [`bench::validate_run`]: their properties are read.
 pub fn run_cmd(cfg: &RunConfig, mode: Mode, jobs: Vec<(JobSpec, Box<dyn BenchJob>)>) -> Result<()> {
@@ -87,11 +120,15 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, jobs: Vec<(JobSpec, Box<dyn BenchJob
         );
     }
     check_runnable(&mode, &jobs)?;
-    let specs: Vec<JobSpec> = jobs.iter().map(|(s, _)| s.clone()).collect();
     // Held until the last save: a second writer of the file fails at once instead of one
     // run's jobs silently overwriting the other's.
     let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
     let mut file = ResultFile::load(&cfg.result)?;
+    let jobs = match mode {
+        Mode::Run => with_first_runs(jobs, &file)?,
+        _ => jobs,
+    };
+    let specs: Vec<JobSpec> = jobs.iter().map(|(s, _)| s.clone()).collect();
     file.set_reorder(mode == Mode::Run);
     let idxs = file.link(&specs, |kind| {
         bench::find(kind).is_some_and(|b| b.desc().incremental)
@@ -169,7 +206,7 @@ fn print_summaries(summaries: &str, result: &Path, shown: &[String]) {
     let _ = stdout
         .write_all(summaries.as_bytes())
         .and_then(|_| stdout.flush());
-    eprintln!(
+    crate::errln!(
         "Full report: resctl-bench -r {} format {}",
         result.display(),
         shown.join(" ")
@@ -232,12 +269,14 @@ fn start_session(
     let Some(opts) = &cfg.system else {
         crate::usage_bail!("these benches need the host setup, which this invocation lacks");
     };
+    let dir_lock = workdir::claim(&cfg.dir)?;
     let mut session = Session::start(HostPaths::real(), opts, &needs)?;
     let reporter =
         crate::report::reporter::start_on(&mut session, opts).context("starting the reporter")?;
     Ok(Some(RunHost {
         reporter: Some(reporter),
         session,
+        _dir_lock: Some(dir_lock),
     }))
 }
 
@@ -482,6 +521,7 @@ fn execute(
         revert_knobs: false,
         quick: cfg.quick,
         nest: None,
+        dir_lock: None,
     };
     let display = crate::logging::progress::job(&format_spec_of(spec));
     let run = job.run(&mut ctx);

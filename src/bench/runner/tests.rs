@@ -22,6 +22,7 @@ fn rerun_finished_hashd_params(spec: &str, with_session: bool) -> (tempfile::Tem
     let mut host = RunHost {
         reporter: None,
         session,
+        _dir_lock: None,
     };
     host.session.prepare_job(Enforce::all(), false).unwrap();
     let path = hp.path("work/r.json");
@@ -35,6 +36,7 @@ fn rerun_finished_hashd_params(spec: &str, with_session: bool) -> (tempfile::Tem
         record: Some(raw.clone()),
         result: Some(raw),
         incomplete: false,
+        unknown: Default::default(),
     });
     let cfg = RunConfig {
         result: path,
@@ -106,6 +108,7 @@ fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
         record: None,
         result: None,
         incomplete: true,
+        unknown: Default::default(),
     });
     let mut ctx = RunCtx {
         spec,
@@ -118,6 +121,7 @@ fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
         revert_knobs: false,
         quick: false,
         nest: None,
+        dir_lock: None,
     };
     let outer = serde_json::json!({"base": 1, "inc_runs": [{"done": true}, {"stor": null}]});
     let sub_prev = to_raw(&serde_json::json!({"loops": [1]})).unwrap();
@@ -151,4 +155,61 @@ fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
     assert!(ctx
         .nested(outer, "/inc_runs/5/stor", None, |_| Ok(()))
         .is_err());
+}
+
+fn kinds_to_run(specs: &[&str], stored: &[(&str, bool)]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = ResultFile::load(&dir.path().join("r.json")).unwrap();
+    for (spec, finished) in stored {
+        let raw = to_raw(&serde_json::json!({})).unwrap();
+        file.push(Entry {
+            spec: JobSpec::parse(spec).unwrap(),
+            period: (1700000000, 1700001200),
+            sysinfo: raw.clone(),
+            record: Some(raw.clone()),
+            result: finished.then_some(raw),
+            incomplete: !finished,
+            unknown: Default::default(),
+        });
+    }
+    let jobs = specs
+        .iter()
+        .map(|s| {
+            let spec = JobSpec::parse(s).unwrap();
+            let job = bench::validate_run(&spec).unwrap();
+            (spec, job)
+        })
+        .collect();
+    with_first_runs(jobs, &file)
+        .unwrap()
+        .iter()
+        .map(|(s, _)| s.canonical())
+        .collect()
+}
+
+#[test]
+fn iocost_tune_without_an_iocost_qos_run_gets_upstreams_first() {
+    let dfl = JobSpec::parse(crate::bench::iocost_tune::DFL_QOS_SPEC)
+        .unwrap()
+        .canonical();
+    // Nothing to tune from: the default iocost-qos goes first, as its own job.
+    assert_eq!(kinds_to_run(&["iocost-tune"], &[]), [&dfl, "iocost-tune"]);
+    // An unfinished one in the file is no run to tune from either (the inserted job resumes
+    // it, iocost-qos being incremental).
+    assert_eq!(
+        kinds_to_run(&["iocost-tune"], &[("iocost-qos:vrate=50", false)]),
+        [&dfl, "iocost-tune"]
+    );
+    // A finished one in the file, or one earlier on the command line, is what it tunes from.
+    assert_eq!(
+        kinds_to_run(&["iocost-tune"], &[("iocost-qos:vrate=50", true)]),
+        ["iocost-tune"]
+    );
+    let qos = JobSpec::parse("iocost-qos::vrate=50").unwrap().canonical();
+    assert_eq!(
+        kinds_to_run(&["iocost-qos::vrate=50", "iocost-tune"], &[]),
+        [&qos, "iocost-tune"]
+    );
+    // Other benches are left alone.
+    assert_eq!(kinds_to_run(&["storage"], &[]), ["storage"]);
 }

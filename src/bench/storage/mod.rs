@@ -30,6 +30,7 @@ pub static DESC: BenchDesc = BenchDesc {
     hidden: false,
     incremental: false,
     runnable: true,
+    runs_first: None,
     shape: Shape {
         props: &props::PROPS,
         forward: &[],

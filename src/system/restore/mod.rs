@@ -342,7 +342,7 @@ fn registry() -> MutexGuard<'static, Vec<Weak<Mutex<Inner>>>> {
 }
 
 fn restore_after_signal(sig: i32) -> ! {
-    eprintln!("resctl-bench: got signal {}, restoring host changes", sig);
+    crate::errln!("resctl-bench: got signal {}, restoring host changes", sig);
     let hooks: Vec<_> = signal_hooks().iter().filter_map(|w| w.upgrade()).collect();
     for h in hooks {
         h();
@@ -351,7 +351,7 @@ fn restore_after_signal(sig: i32) -> ! {
     for j in journals {
         let mut inner = lock(&j);
         if let Err(e) = restore_locked(&mut inner, true) {
-            eprintln!("resctl-bench: {:#}", e);
+            crate::errln!("resctl-bench: {:#}", e);
         }
         inner.closed = true;
     }

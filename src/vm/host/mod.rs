@@ -268,7 +268,7 @@ fn exit_of(boot: Boot, opts: &Opts) -> Result<i32> {
     match outcome {
         Outcome::Exit(code) => Ok(code),
         Outcome::Signal(sig) => {
-            eprintln!("vm: stopped by signal {}", sig);
+            crate::errln!("vm: stopped by signal {}", sig);
             Ok(128 + sig)
         }
         Outcome::GuestError(msg) => Err(fail(format!("vm: guest setup failed: {}", msg))),
@@ -292,7 +292,7 @@ fn exit_of(boot: Boot, opts: &Opts) -> Result<i32> {
             );
             let msg = format!("{:#}", fail(msg));
             crate::logging::log_final_error(&msg);
-            eprintln!("error: {}", msg);
+            crate::errln!("error: {}", msg);
             Ok(EXIT_STALLED)
         }
     }

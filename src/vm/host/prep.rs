@@ -78,7 +78,7 @@ impl Drop for WorkDir {
                     }
                 }
             }
-            eprintln!("vm: kept the scratch disk image {}", self.disk().display());
+            crate::errln!("vm: kept the scratch disk image {}", self.disk().display());
         } else {
             let _ = std::fs::remove_dir_all(&self.path);
         }

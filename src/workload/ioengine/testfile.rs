@@ -21,8 +21,9 @@ pub fn ensure(path: &Path, size: u64, direct: bool) -> Result<bool> {
     let free = crate::util::fs::free_bytes(dir).unwrap_or(u64::MAX);
     if size > free + held {
         crate::usage_bail!(
-            "a test file of {} doesn't fit in {} ({} free)",
+            "a test file of {} ({} bytes) doesn't fit in {} ({} free)",
             crate::units::format_size(size as f64),
+            size,
             dir.display(),
             crate::units::format_size(free as f64)
         );

@@ -203,7 +203,7 @@ pub fn run(a: &MemHogArgs) -> Result<()> {
                 .name("writer".into())
                 .spawn(move || {
                     if let Err(e) = writer(area, written, args, stat, stop) {
-                        eprintln!("mem-hog: {:#}", e);
+                        crate::errln!("mem-hog: {:#}", e);
                         std::process::exit(1);
                     }
                 })?,
@@ -251,7 +251,7 @@ pub fn run(a: &MemHogArgs) -> Result<()> {
         };
         (last_w, last_r, last_t) = (w.bytes, r.bytes, Instant::now());
         if let Err(e) = write_report(&a.report, &rep) {
-            eprintln!("mem-hog: {:#}", e);
+            crate::errln!("mem-hog: {:#}", e);
         }
         if a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d) {
             break;
