@@ -335,3 +335,121 @@ fn work_dirs_that_cannot_be_are_refused_at_once() {
     }
     assert!(!d.path().join("missing").exists());
 }
+
+/// An upstream iocost-tune entry relabelled as each other bench that has a result model: every
+/// report refuses it with one line instead of printing a report of zeros.
+#[test]
+fn a_relabelled_entry_is_not_read_as_another_bench() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results/INTEL_SSDPEKKA256G7.json.gz");
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(fixture).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    let all: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let tune = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["spec"]["kind"] == "iocost-tune")
+        .unwrap()
+        .clone();
+    let d = tempfile::tempdir().unwrap();
+    for kind in [
+        "storage",
+        "iocost-params",
+        "iocost-qos",
+        "protection",
+        "hashd-params",
+        "io",
+    ] {
+        let mut e = tune.clone();
+        e["spec"]["kind"] = json!(kind);
+        e["spec"]["props"] = json!([{}]);
+        let file = format!("{}.json", kind);
+        write_entries(&d.path().join(&file), json!([e]));
+        for cmd in [
+            &["summary"][..],
+            &["format"],
+            &["summary", "-o", "json"],
+            &["summary", "-o", "csv"],
+        ] {
+            let mut args = vec!["-r", file.as_str()];
+            args.extend_from_slice(cmd);
+            usage_error(d.path(), &args, "the stored result is not what a");
+        }
+    }
+}
+
+/// An entry with neither record nor result shows as incomplete, as the docs say, instead of
+/// being left out.
+#[test]
+fn an_entry_without_record_or_result_shows_as_incomplete() {
+    let d = tempfile::tempdir().unwrap();
+    let mut e = selftest_entry((1, 2));
+    e["record"] = serde_json::Value::Null;
+    e["result"] = serde_json::Value::Null;
+    write_entries(&d.path().join("r.json"), json!([e]));
+    for args in [
+        &["-r", "r.json", "summary"][..],
+        &["-r", "r.json", "summary", "selftest"],
+    ] {
+        let out = bin(d.path()).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("Incomplete: job[selftest:-]: nothing recorded; the run stopped before its first checkpoint"),
+            "{}",
+            text
+        );
+    }
+}
+
+#[test]
+fn values_the_kernel_or_the_engine_would_quietly_change_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    for (args, want) in [
+        (
+            &[
+                "--iocost-qos",
+                "vrate=0",
+                "-r",
+                "r.json",
+                "run",
+                "selftest:steps=1",
+            ][..],
+            "vrate=0 is outside io.cost's vrate range, 1 to 10000 (%)",
+        ),
+        (
+            &[
+                "--iocost-qos",
+                "max=0",
+                "-r",
+                "r.json",
+                "run",
+                "selftest:steps=1",
+            ],
+            "max=0 is outside",
+        ),
+        (
+            &[
+                "--iocost-qos",
+                "vrate=1e9",
+                "-r",
+                "r.json",
+                "run",
+                "selftest:steps=1",
+            ],
+            "vrate=1e9 is outside",
+        ),
+        (
+            &["-r", "r.json", "run", "io:dur=1n"],
+            "dur=1n is shorter than 1s, the shortest measurement io takes",
+        ),
+    ] {
+        usage_error(d.path(), args, want);
+    }
+    assert!(!d.path().join("r.json").exists());
+}

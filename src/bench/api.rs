@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// What a bench is and accepts.
 #[derive(Debug)]
@@ -133,6 +134,11 @@ pub trait Bench: Sync + 'static {
     type Record: Serialize + DeserializeOwned;
     /// What the study makes of a record: what `format`, `headline` and `plot` read.
     type Result: Serialize + DeserializeOwned;
+
+    /// Keys every stored result of this bench has, in every layout the reports read (when the
+    /// result is an object): a result without one is another bench's under a changed kind,
+    /// which the lenient models would otherwise print as zeros.
+    const RESULT_KEYS: &'static [&'static str] = &[];
 
     fn desc(&self) -> &'static BenchDesc;
 
@@ -308,10 +314,39 @@ fn read<T: DeserializeOwned>(kind: &str, what: &str, raw: &RawValue) -> anyhow::
 
 /// The entry's result in the bench's model, as the reports read it.
 fn stored<B: Bench>(entry: &Entry) -> anyhow::Result<Stored<'_, B>> {
+    if let Some(raw) = entry.result.as_deref() {
+        check_result_keys(entry, raw, B::RESULT_KEYS)?;
+    }
     Ok(Stored {
         entry,
         result: crate::format::parse_result(entry)?,
     })
+}
+
+/// A usage error when `raw` is an object without one of `keys` (see [`Bench::RESULT_KEYS`]).
+/// The values are only skipped over, not parsed.
+fn check_result_keys(entry: &Entry, raw: &RawValue, keys: &[&str]) -> anyhow::Result<()> {
+    if keys.is_empty() || !raw.get().trim_start().starts_with('{') {
+        return Ok(());
+    }
+    let present: BTreeMap<std::borrow::Cow<str>, &RawValue> = serde_json::from_str(raw.get())
+        .map_err(|e| {
+            crate::error::UsageError::new(format!(
+                "{}: the stored result doesn't read ({})",
+                crate::format::job_name(&entry.spec),
+                e
+            ))
+        })?;
+    if let Some(missing) = keys.iter().find(|k| !present.contains_key(**k)) {
+        crate::usage_bail!(
+            "{}: the stored result is not what a {} run stores (it has no {:?}); is the \
+             entry's kind right?",
+            crate::format::job_name(&entry.spec),
+            entry.spec.kind,
+            missing
+        );
+    }
+    Ok(())
 }
 
 impl<B: Bench> AnyBench for B {

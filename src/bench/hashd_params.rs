@@ -180,6 +180,7 @@ impl Bench for HashdParams {
     type Record = HashdParamsRecord;
     /// The knobs alone, as upstream stores them.
     type Result = HashdKnobs;
+    const RESULT_KEYS: &'static [&'static str] = &["hash_size", "rps_max"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

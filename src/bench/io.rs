@@ -186,6 +186,13 @@ fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
         (_, Some(b)) => Stop::Bytes(b),
         (d, None) => Stop::Time(Duration::from_secs_f64(d.unwrap_or(30.0))),
     };
+    // Shorter "measurements" stored entries of no IO at all.
+    if dur.is_some_and(|d| d > 0.0 && d < 1.0) {
+        return Err(g.err(format!(
+            "dur={} is shorter than 1s, the shortest measurement io takes",
+            g.text("dur").unwrap_or_default()
+        )));
+    }
     job.ramp = Duration::from_secs_f64(g.f64("ramp", ValueKind::Duration)?.unwrap_or(0.0));
     job.rate = match (
         g.f64("rate-iops", ValueKind::Float)?,
@@ -252,6 +259,7 @@ impl Bench for Io {
     type Record = IoRecord;
     /// The record, once its version is known to be readable.
     type Result = IoRecord;
+    const RESULT_KEYS: &'static [&'static str] = &["io"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

@@ -43,15 +43,27 @@ fn incomplete_body(out: &mut String, entry: &Entry) {
         (Some(rec), Some(bench)) => bench.progress(&entry.spec, rec),
         _ => None,
     };
-    let how = if entry.incomplete {
-        "re-run the same command to resume it"
+    let has_record = entry.record.as_ref().is_some_and(|r| r.get() != "null");
+    let (done, how) = if !has_record {
+        (
+            "nothing recorded",
+            "the run stopped before its first checkpoint; re-run the same command to start it again",
+        )
+    } else if entry.incomplete {
+        (
+            progress.as_deref().unwrap_or("checkpointed"),
+            "re-run the same command to resume it",
+        )
     } else {
-        "the run finished but has no result; `study` with the same spec re-derives it"
+        (
+            progress.as_deref().unwrap_or("checkpointed"),
+            "the run finished but has no result; `study` with the same spec re-derives it",
+        )
     };
     out.push_str(&format!(
         "Incomplete: {}: {}; {}\n\n",
         job_name(&entry.spec),
-        progress.as_deref().unwrap_or("checkpointed"),
+        done,
         how
     ));
 }

@@ -108,16 +108,13 @@ fn has_record_only(e: &Entry) -> bool {
     !has_result(e) && e.record.as_ref().is_some_and(|r| r.get() != "null")
 }
 
-/// Picks the entries a `format`/`summary` invocation prints: every entry with a result or a
-/// record (an unfinished run) in file order without specs; otherwise, per spec, the first not
-/// yet picked entry with a result and the same kind and id, else such an entry with a record.
+/// Picks the entries a `format`/`summary` invocation prints: every entry in file order
+/// without specs (those without a result show as incomplete); otherwise, per spec, the first
+/// not yet picked entry with a result and the same kind and id, else such an entry with a
+/// record, else one with neither.
 pub fn select<'a>(entries: &'a [Entry], specs: &[JobSpec]) -> Result<Vec<(&'a Entry, PropSet)>> {
     if specs.is_empty() {
-        return Ok(entries
-            .iter()
-            .filter(|e| has_result(e) || has_record_only(e))
-            .map(|e| (e, PropSet::new()))
-            .collect());
+        return Ok(entries.iter().map(|e| (e, PropSet::new())).collect());
     }
     let mut taken = vec![false; entries.len()];
     let mut picked = Vec::new();
@@ -127,7 +124,9 @@ pub fn select<'a>(entries: &'a [Entry], specs: &[JobSpec]) -> Result<Vec<(&'a En
                 !taken[i] && usable(e) && e.spec.kind == spec.kind && e.spec.id == spec.id
             })
         };
-        let found = pick(has_result).or_else(|| pick(has_record_only));
+        let found = pick(has_result)
+            .or_else(|| pick(has_record_only))
+            .or_else(|| pick(|_| true));
         match found {
             Some(i) => {
                 taken[i] = true;

@@ -50,6 +50,7 @@ impl Bench for IocostParams {
     type Props = ApplyCommit;
     type Record = IocostParamsRecord;
     type Result = IocostParamsResult;
+    const RESULT_KEYS: &'static [&'static str] = &["model", "qos"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

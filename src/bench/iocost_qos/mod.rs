@@ -41,6 +41,7 @@ impl Bench for IocostQos {
     type Props = IocostQosProps;
     type Record = QosRecord;
     type Result = IoCostQosResult;
+    const RESULT_KEYS: &'static [&'static str] = &["runs"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

@@ -191,6 +191,7 @@ impl Bench for IocostTune {
     type Props = IocostTuneProps;
     type Record = IocostTuneRecord;
     type Result = IocostTuneResult;
+    const RESULT_KEYS: &'static [&'static str] = &["data"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

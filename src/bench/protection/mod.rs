@@ -58,6 +58,7 @@ impl Bench for Protection {
     type Props = props::ProtectionProps;
     type Record = ProtectionRecord;
     type Result = ProtectionResult;
+    const RESULT_KEYS: &'static [&'static str] = &["scenarios"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

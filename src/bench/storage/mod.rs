@@ -52,6 +52,7 @@ impl Bench for Storage {
     type Props = StorageProps;
     type Record = StorageRecord;
     type Result = StorageResult;
+    const RESULT_KEYS: &'static [&'static str] = &["mem_offload_factor"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

@@ -496,6 +496,10 @@ pub struct QosOverride {
 
 pub const QOS_KEYS: &[&str] = &["rpct", "rlat", "wpct", "wlat", "min", "max", "vrate"];
 
+/// The vrate range (%) the kernel takes for `min` and `max` (it clamps others into it).
+pub const VRATE_PCT_MIN: f64 = 1.0;
+pub const VRATE_PCT_MAX: f64 = 10000.0;
+
 impl QosOverride {
     pub fn off() -> Self {
         Self {
@@ -529,7 +533,7 @@ impl QosOverride {
     }
 
     /// Builds an override from key/value pairs: rpct/wpct percentiles (0-100), rlat/wlat
-    /// (usecs), min/max vrate percentages (≥ 0, min ≤ max) and vrate (sets min and max; can't be
+    /// (usecs), min/max vrate percentages (1 to 10000, min ≤ max) and vrate (sets min and max; can't be
     /// combined with them). Floats are rounded to 2 decimals. Unknown keys are errors.
     pub fn from_pairs<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -562,8 +566,13 @@ impl QosOverride {
                 "wlat" => o.wlat = Some(int()?),
                 "min" | "max" | "vrate" => {
                     let p = float()?;
-                    if p < 0.0 {
-                        return Err(format!("{}={} must not be negative", k, v));
+                    // The kernel clamps into this range without a word: a value outside
+                    // would be stored as one QoS and run as another.
+                    if !(VRATE_PCT_MIN..=VRATE_PCT_MAX).contains(&p) {
+                        return Err(format!(
+                            "{}={} is outside io.cost's vrate range, 1 to 10000 (%)",
+                            k, v
+                        ));
                     }
                     match k {
                         "min" => o.min = Some(p),

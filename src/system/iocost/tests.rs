@@ -279,7 +279,14 @@ fn qos_override_parse_and_apply() {
         ("min=50,max=40", "must not be above"),
         ("vrate=50,min=40", "don't combine"),
         ("wpct=101", "between 0 and 100"),
-        ("max=-1", "must not be negative"),
+        (
+            "max=-1",
+            "max=-1 is outside io.cost's vrate range, 1 to 10000 (%)",
+        ),
+        ("vrate=0", "vrate=0 is outside"),
+        ("max=0", "max=0 is outside"),
+        ("vrate=1e9", "vrate=1e9 is outside"),
+        ("min=0.5", "min=0.5 is outside"),
     ] {
         let e = QosOverride::parse(bad).unwrap_err();
         assert!(e.contains(want), "{:?}: {}", bad, e);
