@@ -158,3 +158,12 @@ pub fn select<'a>(entries: &'a [Entry], specs: &[JobSpec]) -> Result<Vec<(&'a En
     }
     Ok(picked)
 }
+
+/// Larger than any real measurement a picture shows (seconds, bytes in GiB, %, ms, vrates);
+/// beyond it a value is damage, and the plotting library's axis ticks would never end.
+pub const PLOTTABLE_MAX: f64 = 1e12;
+
+/// Whether `v` can go on a plot's axis (see [`PLOTTABLE_MAX`]).
+pub fn plottable(v: f64) -> bool {
+    v.is_finite() && v.abs() <= PLOTTABLE_MAX
+}

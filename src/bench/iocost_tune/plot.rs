@@ -203,12 +203,47 @@ fn page(
     h
 }
 
+/// A usage error naming the first value no axis can show (a damaged result: the plotting
+/// library would panic or never end on it).
+fn check_plottable(res: &IocostTuneResult) -> Result<()> {
+    for (sel, s) in &res.data {
+        let points = s.data.iter().chain(&s.outliers).chain(&s.lines.points);
+        let range = [s.lines.range.0, s.lines.range.1];
+        if let Some(v) = points
+            .flat_map(|p| [p.x, p.y])
+            .chain(range)
+            .find(|v| !crate::format::plottable(*v))
+        {
+            crate::usage_bail!(
+                "iocost-tune: the {} series holds {}, which no plot can show; is the result \
+                 file damaged?",
+                sel,
+                v
+            );
+        }
+    }
+    if let Some((name, s)) = res
+        .solutions
+        .iter()
+        .find(|(_, s)| !crate::format::plottable(s.scale_factor * 100.0))
+    {
+        crate::usage_bail!(
+            "iocost-tune: the solution {} has the scale factor {}, which no plot can show; is \
+             the result file damaged?",
+            name,
+            s.scale_factor
+        );
+    }
+    Ok(())
+}
+
 /// Every series' SVG (suffix `-<selector>`) and the page (`.html`).
 pub fn files(
     res: &IocostTuneResult,
     rules: &[super::rules::QosRule],
     device: &str,
 ) -> Result<Vec<PlotFile>> {
+    check_plottable(res)?;
     let vmax = res
         .data
         .values()

@@ -12,9 +12,6 @@ const WIDTH: u32 = 960;
 const HEIGHT: u32 = 720;
 const PASS: RGBColor = RGBColor(0, 140, 60);
 const FAIL: RGBColor = RGBColor(200, 30, 30);
-/// Larger than any real probe's time, footprint, RPS share or latency; beyond it a value is
-/// damage, not a measurement.
-const PLOTTABLE_MAX: f64 = 1e12;
 
 /// A probe as drawn: start and end (seconds since the first probe), footprint (GiB), share of
 /// the target RPS (%), latency (ms), verdict.
@@ -60,7 +57,7 @@ pub fn svg(rec: &StorageRecord, title: &str) -> Result<Option<String>> {
         return Ok(None);
     }
     // A damaged record's absurd values would send the axis ticks into a loop without end.
-    let plottable = |v: f64| v.is_finite() && v.abs() <= PLOTTABLE_MAX;
+    let plottable = crate::format::plottable;
     if let Some(s) = segs.iter().find(|s| {
         ![s.t1, s.gib, s.rps_pct, s.lat_ms]
             .into_iter()
