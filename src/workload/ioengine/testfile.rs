@@ -72,5 +72,13 @@ mod tests {
         assert_eq!(std::fs::metadata(&p).unwrap().len(), 2 << 20);
         let e = ensure(&d.path().join("huge"), u64::MAX / 2, false).unwrap_err();
         assert!(e.to_string().contains("doesn't fit"), "{}", e);
+        // 1E is beyond the size units (INF): the bytes say what was asked.
+        let e = ensure(&d.path().join("huge"), 1 << 60, false).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a test file of INF (1152921504606846976 bytes) doesn't fit"),
+            "{}",
+            e
+        );
     }
 }
