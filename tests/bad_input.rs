@@ -75,21 +75,27 @@ fn counts_are_echoed_as_given() {
     }
 }
 
+/// The write end of a pipe whose read end is closed.
+fn broken_pipe() -> std::fs::File {
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) into a two-element array; the read end is ours to close, the write end
+    // becomes the File.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        libc::close(fds[0]);
+        <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1])
+    }
+}
+
 /// A stderr that is a pipe nobody reads, or closed at start: the error still sets exit 2, no
 /// panic about printing.
 #[test]
 fn a_closed_or_broken_stderr_is_no_panic() {
     let d = tempfile::tempdir().unwrap();
-    let mut fds = [0; 2];
-    // SAFETY: pipe(2) into a two-element array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: closing the read end we own; the write end goes to the child.
-    unsafe { libc::close(fds[0]) };
-    let broken = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
     let out = std::process::Command::new(BIN)
         .current_dir(d.path())
         .args(["-r", "missing.json", "summary"])
-        .stderr(broken)
+        .stderr(broken_pipe())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -107,15 +113,10 @@ fn a_closed_or_broken_stderr_is_no_panic() {
     let st = c.status().unwrap();
     assert_eq!(st.code(), Some(2));
     // A run's log into a closed pipe: the run still finishes and saves.
-    let mut fds = [0; 2];
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    unsafe { libc::close(fds[0]) };
-    let broken = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
     let out = std::process::Command::new(BIN)
         .current_dir(d.path())
         .args(["-r", "r.json", "run", "selftest:steps=2,step-time=0"])
-        .stderr(broken)
+        .stderr(broken_pipe())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
