@@ -1,7 +1,11 @@
 //! Bad input found by trying the binary as a careful user would: each case exits 0, 1 or 2
 //! with one clear line, never panics (101) and never hangs (every command has a timeout).
 
+#[allow(dead_code)] // each test file uses a part of the shared helpers
+mod common;
+
 use assert_cmd::Command;
+use common::broken_pipe;
 use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -72,18 +76,6 @@ fn counts_are_echoed_as_given() {
         ),
     ] {
         usage_error(d.path(), &["-r", "r.json", "run", spec], want);
-    }
-}
-
-/// The write end of a pipe whose read end is closed.
-fn broken_pipe() -> std::fs::File {
-    let mut fds = [0; 2];
-    // SAFETY: pipe(2) into a two-element array; the read end is ours to close, the write end
-    // becomes the File.
-    unsafe {
-        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
-        libc::close(fds[0]);
-        <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1])
     }
 }
 

@@ -6,6 +6,10 @@
 //! streams for every subcommand. Whatever comes in: exit 0, 1 or 2, one `error:` line when not
 //! 0, no panic, no hang.
 
+#[allow(dead_code)] // each test file uses a part of the shared helpers
+mod common;
+
+use common::broken_pipe;
 use resctl_bench::bench::{self, BENCHES};
 use resctl_bench::spec::shape::PropDesc;
 use resctl_bench::spec::JobSpec;
@@ -524,17 +528,6 @@ fn every_subcommand_survives_closed_and_broken_streams() {
                 st
             );
         }
-    }
-}
-
-/// The write end of a pipe whose read end is closed.
-fn broken_pipe() -> std::fs::File {
-    let mut fds = [0; 2];
-    // SAFETY: pipe(2) into a two-element array; the read end is ours to close.
-    unsafe {
-        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
-        libc::close(fds[0]);
-        <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1])
     }
 }
 

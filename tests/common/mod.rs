@@ -1,4 +1,4 @@
-//! Helpers shared by the VM test files (`mod common;`).
+//! Helpers shared by the test files (`mod common;`).
 
 use serde_json::Value;
 use std::process::{Command, Output};
@@ -120,4 +120,17 @@ pub fn keep_result(result: &std::path::Path, name: &str) {
 #[allow(dead_code)]
 pub fn keeping() -> bool {
     std::env::var("RESCTL_BENCH_VM_KEEP").as_deref() == Ok("1")
+}
+
+/// The write end of a pipe whose read end is closed (a stdout or stderr nobody reads).
+#[allow(dead_code)]
+pub fn broken_pipe() -> std::fs::File {
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) into a two-element array; the read end is ours to close, the write end
+    // becomes the File.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        libc::close(fds[0]);
+        <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1])
+    }
 }
