@@ -330,10 +330,7 @@ fn check_result_keys(entry: &Entry, raw: &RawValue, keys: &[&str]) -> anyhow::Re
     if keys.is_empty() || !text.trim_start().starts_with('{') {
         return Ok(());
     }
-    if let Some(missing) = keys
-        .iter()
-        .find(|k| !text.contains(&format!("\"{}\"", k)))
-    {
+    if let Some(missing) = keys.iter().find(|k| !text.contains(&format!("\"{}\"", k))) {
         crate::usage_bail!(
             "{}: the stored result is not what a {} run stores (it has no {:?}); is the \
              entry's kind right?",
