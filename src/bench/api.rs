@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// What a bench is and accepts.
 #[derive(Debug)]
@@ -323,14 +324,21 @@ fn stored<B: Bench>(entry: &Entry) -> anyhow::Result<Stored<'_, B>> {
 }
 
 /// A usage error when `raw` is an object without one of `keys` (see [`Bench::RESULT_KEYS`]).
-/// A search of the text for `"KEY"`, not a parse: results can be megabytes, which the typed
-/// parse reads once already; a key of the same name deeper down only makes the check miss.
+/// Only the top level is read; the values are skipped over, not parsed (the benches that
+/// declare keys store small results).
 fn check_result_keys(entry: &Entry, raw: &RawValue, keys: &[&str]) -> anyhow::Result<()> {
-    let text = raw.get();
-    if keys.is_empty() || !text.trim_start().starts_with('{') {
+    if keys.is_empty() || !raw.get().trim_start().starts_with('{') {
         return Ok(());
     }
-    if let Some(missing) = keys.iter().find(|k| !text.contains(&format!("\"{}\"", k))) {
+    let present: BTreeMap<std::borrow::Cow<str>, &RawValue> = serde_json::from_str(raw.get())
+        .map_err(|e| {
+            crate::error::UsageError::new(format!(
+                "{}: the stored result doesn't read ({})",
+                crate::format::job_name(&entry.spec),
+                e
+            ))
+        })?;
+    if let Some(missing) = keys.iter().find(|k| !present.contains_key(**k)) {
         crate::usage_bail!(
             "{}: the stored result is not what a {} run stores (it has no {:?}); is the \
              entry's kind right?",

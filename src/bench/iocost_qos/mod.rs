@@ -41,7 +41,6 @@ impl Bench for IocostQos {
     type Props = IocostQosProps;
     type Record = QosRecord;
     type Result = IoCostQosResult;
-    const RESULT_KEYS: &'static [&'static str] = &["runs"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

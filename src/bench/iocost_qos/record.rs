@@ -119,9 +119,11 @@ impl RunResult {
     }
 }
 
-/// One study per configuration of the plan; `None` for a skipped one.
+/// One study per configuration of the plan; `None` for a skipped one. `runs` is required: a
+/// result without it is another bench's (this model is read for every iocost-qos report, so
+/// it checks that itself rather than through `RESULT_KEYS`, which would read the megabytes
+/// twice).
 #[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
 pub struct IoCostQosResult {
     pub runs: Vec<Option<RunResult>>,
 }
