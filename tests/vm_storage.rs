@@ -9,6 +9,12 @@
 //!
 //! Both runs go one after the other in one guest (`__vm-scenario seq`), one boot instead of two.
 //!
+//! The measuring run is also the per-second reporter's test under load: hashd's CPU, reads,
+//! writes and swap for some minutes must leave a loadable report for at least 98 % of the
+//! seconds of the storage entry's period, and the reports see that load through the guest's
+//! cgroup2 io controller. (The reporter's own CPU time and peak RSS are
+//! `scripts/bench-reporter`'s, by hand.)
+//!
 //! Storage on sata-ssd runs nested twice in `vm_iocost_qos`, which also kills the job right
 //! after a nested storage checkpointed and resumes it without measuring again; the MOF of each disk
 //! profile side by side (hdd below the SSDs) is `scripts/storage-compare`'s, by hand: CI's
@@ -22,6 +28,7 @@ mod common;
 mod upstream;
 
 use common::{assert_has_all, enabled, release_bin, vm_output};
+use resctl_bench::report::{load_report, report_path, Report};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -113,6 +120,37 @@ fn log_of<'a>(stderr: &'a str, cmd: &str) -> &'a str {
     &rest[..rest.find("seq: running ").unwrap_or(rest.len())]
 }
 
+/// The per-second reports of the storage entry's `period` in the guest's `report.d`, which is
+/// `dir` on the host: returns a line saying how many there are.
+fn check_reports(dir: &Path, period: &Value) -> String {
+    let (from, to) = (period[0].as_u64().unwrap(), period[1].as_u64().unwrap());
+    let secs = to - from + 1;
+    let reports: Vec<Report> = (from..=to)
+        .map(|t| report_path(dir, t))
+        .filter(|p| p.is_file())
+        .map(|p| load_report(&p).unwrap_or_else(|e| panic!("{:#}", e)))
+        .collect();
+    let present = reports.len() as u64;
+    let line = format!(
+        "reports: {}/{} seconds of the storage period [{}, {}]",
+        present, secs, from, to
+    );
+    eprintln!("{}", line);
+    assert!(secs >= 60, "{}", line);
+    assert!(present * 100 >= secs * 98, "{}", line);
+    // The load shows: CPU, reads and writes of the whole guest, with cgroup2 io stats.
+    let root = |r: &Report| r.usages.get("-.slice").cloned().unwrap_or_default();
+    let (first, last) = (root(&reports[0]), root(&reports[reports.len() - 1]));
+    let busiest = reports.iter().map(|r| root(r).cpu_util).fold(0.0, f64::max);
+    assert!(busiest > 0.3, "highest CPU use {}: {}", busiest, line);
+    assert!(last.io_rbytes > first.io_rbytes, "{:?} {:?}", first, last);
+    assert!(last.io_wbytes > first.io_wbytes, "{:?} {:?}", first, last);
+    let mid = &reports[reports.len() / 2];
+    assert!(mid.io_stat.contains_key("-.slice"), "{:?}", mid.io_stat);
+    assert!(mid.vmstat.len() > 50, "{:?}", mid.vmstat);
+    line
+}
+
 /// The MOF of the result in `cwd`, after checking `summary` prints it; returns the line too.
 fn mof(cwd: &Path) -> (f64, String, Value) {
     let sum = summary(cwd);
@@ -139,7 +177,8 @@ fn mof(cwd: &Path) -> (f64, String, Value) {
         "per-second reports studied: {:?}",
         nr
     );
-    (mof, line, e["record"].clone())
+    let reports = check_reports(&cwd.join("r-report.d"), &e["period"]);
+    (mof, format!("{}; {}", line, reports), e["record"].clone())
 }
 
 #[test]

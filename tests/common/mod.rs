@@ -80,7 +80,7 @@ pub fn release_bin() -> std::path::PathBuf {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/resctl-bench");
     assert!(
         p.exists(),
-        "{} is missing: run `cargo build --release` first (scripts/test does)",
+        "{} is missing: run `cargo build --release --features testaid` first (scripts/test does, through scripts/setup-vm)",
         p.display()
     );
     p
