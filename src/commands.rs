@@ -124,11 +124,13 @@ fn compare_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::CompareArgs) -> 
         let entries = crate::result::parse_entries(path, &bytes)?;
         crate::bench::export::records(&entries, &specs)
     };
+    let keys = |kind: &str| crate::bench::find(kind).map_or(&[][..], |b| b.key_numbers());
     let text = crate::bench::compare::compare(
         &records(&a.a)?,
         &records(&a.b)?,
-        &a.a.display().to_string(),
-        &a.b.display().to_string(),
+        (&a.a.display().to_string(), &a.b.display().to_string()),
+        &keys,
+        crate::bench::compare::CompareOpts { full: a.full },
     );
     crate::util::out::out_text(&text);
     Ok(())

@@ -342,7 +342,11 @@ fn print_every_way(what: String, entries: Vec<Value>) {
             let _ = bench::show::format_entries(&entries, &[], full, 2);
         }
         if let Ok(rows) = bench::export::records(&entries, &[]) {
-            let _ = bench::compare::compare(&rows, &rows, "a", "b");
+            let keys = |kind: &str| bench::find(kind).map_or(&[][..], |b| b.key_numbers());
+            for full in [false, true] {
+                let opts = bench::compare::CompareOpts { full };
+                let _ = bench::compare::compare(&rows, &rows, ("a", "b"), &keys, opts);
+            }
         }
         let dir = tempfile::tempdir().unwrap();
         let _ = bench::show::plot_entries(&entries, &[], dir.path(), "r");

@@ -164,11 +164,13 @@ fn export_records() {
     }
 }
 
-/// `compare A B`: two upstream results side by side.
+/// `compare A B`: two upstream results side by side, the key numbers on one screen, and every
+/// number with `--full`.
 #[test]
 fn compare_table() {
-    let out = bin()
-        .current_dir(concat!(
+    let compare = |full: bool| {
+        let mut cmd = bin();
+        cmd.current_dir(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/results"
         ))
@@ -176,11 +178,21 @@ fn compare_table() {
             "compare",
             "Samsung_SSD_970_PRO_512GB.json.gz",
             "WD_BLACK_SN850X_1000GB.json.gz",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    insta::assert_snapshot!("compare", String::from_utf8(out.stdout).unwrap());
+        ]);
+        if full {
+            cmd.arg("--full");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let short = compare(false);
+    assert!(short.lines().count() <= 60, "{}", short);
+    // Isolation as summary prints it: a percentage, at the percentile judged.
+    assert!(short.contains("isol-05%"), "{}", short);
+    assert!(short.contains("  off  "), "{}", short);
+    insta::assert_snapshot!("compare", short);
+    insta::assert_snapshot!("compare_full", compare(true));
 }
 
 /// The progress display off a terminal: a plain line per phase, between the job's own lines.

@@ -140,6 +140,10 @@ pub trait Bench: Sync + 'static {
     /// which the lenient models would otherwise print as zeros.
     const RESULT_KEYS: &'static [&'static str] = &[];
 
+    /// The headline fields `compare` shows by default, its key numbers (`--full` shows every
+    /// one); empty: all of them.
+    const KEY_NUMBERS: &'static [&'static str] = &[];
+
     fn desc(&self) -> &'static BenchDesc;
 
     /// Reads the spec's properties under the rules of a new run: the bench's own rules beyond
@@ -291,6 +295,8 @@ pub trait AnyBench: Sync {
     fn headline(&self, entry: &Entry) -> anyhow::Result<Vec<Row>>;
     /// [`Bench::plot`] of an entry that has a result.
     fn plot(&self, entry: &Entry) -> anyhow::Result<Vec<PlotFile>>;
+    /// [`Bench::KEY_NUMBERS`].
+    fn key_numbers(&self) -> &'static [&'static str];
 }
 
 /// A job whose properties are read: what the runner carries from validation to the save.
@@ -353,6 +359,10 @@ fn check_result_keys(entry: &Entry, raw: &RawValue, keys: &[&str]) -> anyhow::Re
 impl<B: Bench> AnyBench for B {
     fn desc(&self) -> &'static BenchDesc {
         Bench::desc(self)
+    }
+
+    fn key_numbers(&self) -> &'static [&'static str] {
+        B::KEY_NUMBERS
     }
 
     fn job(&'static self, spec: &JobSpec) -> Result<Box<dyn BenchJob>, SpecError> {

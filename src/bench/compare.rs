@@ -1,24 +1,60 @@
 //! `compare A B`: the headline numbers of two result files side by side, with their ratio.
-//! Records pair up by bench, id and (iocost-qos) configuration; a record only one side has is
-//! listed as such.
+//!
+//! Entries pair by bench, id and spec (then by bench and id); inside a pair of entries, records
+//! pair by what they are, never by position alone: iocost-tune solutions and protection
+//! scenarios by name, iocost-qos configurations by their QoS — the same QoS first, then the
+//! nearest override of the same kind, as two dithered vrate grids never hold the same vrates.
+//! By default each pair shows its bench's key numbers (one screen for two iocost-qos runs);
+//! `full` shows every number. Units and percentages are shown as `summary` shows them.
 
 use super::headline::Row;
-use crate::units::{format_duration, format_size};
+use crate::units::{format_duration, format_pct, format_size};
 use serde_json::Value;
 use std::fmt::Write;
 
-/// What pairs two records: kind, id and configuration number.
-fn key(r: &Row) -> (String, String, Option<u64>) {
-    let get = |k: &str| r.iter().find(|(rk, _)| *rk == k).map(|(_, v)| v);
-    let text = |k: &str| match get(k) {
+/// What `compare` prints.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CompareOpts {
+    /// Every headline number instead of the bench's key numbers.
+    pub full: bool,
+}
+
+/// A record's field, if it has it.
+fn get<'a>(r: &'a Row, k: &str) -> Option<&'a Value> {
+    r.iter().find(|(rk, _)| *rk == k).map(|(_, v)| v)
+}
+
+/// A record's text field, or "".
+fn text(r: &Row, k: &str) -> String {
+    match get(r, k) {
         Some(Value::String(s)) => s.clone(),
+        Some(v) if !v.is_null() => v.to_string(),
         _ => String::new(),
-    };
-    (
-        text("kind"),
-        text("id"),
-        get("config").and_then(|v| v.as_u64()),
-    )
+    }
+}
+
+/// Fractions that the reports print as percentages.
+fn is_fraction_pct(key: &str) -> bool {
+    key == "isol" || key == "work_csv" || key.starts_with("isol_") || key.starts_with("lat_imp_")
+}
+
+/// The column name: a fraction shown as a percentage gets `%`, as in `summary` (`isol` is
+/// judged at the percentile the record names: `isol-05%`).
+fn label(key: &str, rows: &[&Row]) -> String {
+    if key == "isol" {
+        if let Some(p) = rows
+            .iter()
+            .map(|r| text(r, "isol_pct"))
+            .find(|p| !p.is_empty())
+        {
+            return format!("isol-{}%", p);
+        }
+    }
+    if is_fraction_pct(key) {
+        format!("{}%", key)
+    } else {
+        key.to_string()
+    }
 }
 
 /// A value as the reports show its kind of number.
@@ -26,6 +62,8 @@ fn show(key: &str, v: f64) -> String {
     let is_lat = key.contains("_lat_") || key.contains("_clat_");
     if key.ends_with("_bps") || key.ends_with("_bps_final") {
         format!("{}/s", format_size(v))
+    } else if is_fraction_pct(key) {
+        format_pct(v)
     } else if is_lat && key.ends_with("_us") {
         format_duration(v / 1e6)
     } else if is_lat && key.ends_with("_ns") {
@@ -36,8 +74,11 @@ fn show(key: &str, v: f64) -> String {
         || key.starts_with("mem_usage")
         || key == "mem_actual"
         || key == "hash_size"
+        || key == "hog_bytes"
     {
         format_size(v)
+    } else if key == "min" || key == "max" || key.ends_with("pct") {
+        format!("{:.2}", v)
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
     } else {
@@ -46,106 +87,506 @@ fn show(key: &str, v: f64) -> String {
 }
 
 /// Keys that say what a record is rather than what was measured.
-const IDENTITY: &[&str] = &["kind", "id", "spec", "start", "end", "complete", "config"];
+const IDENTITY: &[&str] = &[
+    "kind",
+    "id",
+    "spec",
+    "start",
+    "end",
+    "complete",
+    "config",
+    "qos",
+    "solution",
+    "scenario",
+    "scenario_kind",
+    "isol_pct",
+];
 
-/// The comparison table of `a` and `b` (named `name_a`, `name_b` in the header).
-pub fn compare(a: &[Row], b: &[Row], name_a: &str, name_b: &str) -> String {
-    let mut out = String::new();
-    let partner = pair(a, b);
-    let mut used_b = vec![false; b.len()];
-    for (ra, ib) in a.iter().zip(&partner) {
-        let title = title(ra);
-        let Some(ib) = *ib else {
-            let _ = writeln!(out, "{}: only in {}\n", title, name_a);
-            continue;
-        };
-        let rb = &b[ib];
-        used_b[ib] = true;
-        let _ = writeln!(out, "{}", title);
-        let _ = writeln!(out, "  {:<18} {:>14} {:>14} {:>8}", "", "A", "B", "B/A");
-        for (field, va) in ra.iter().filter(|(f, _)| !IDENTITY.contains(f)) {
-            let vb = rb.iter().find(|(f, _)| f == field).map(|(_, v)| v);
-            let (x, y) = (va.as_f64(), vb.and_then(|v| v.as_f64()));
-            if x.is_none() && y.is_none() {
-                // Text fields (qos, devnr) only when they differ.
-                if let (Value::String(x), Some(Value::String(y))) = (va, vb) {
-                    if x != y {
-                        let _ = writeln!(out, "  {:<18} {} | {}", field, x, y);
-                    }
-                }
-                continue;
-            }
-            let ratio = match (x, y) {
-                (Some(x), Some(y)) if x != 0.0 => format!("{:.3}", y / x),
-                _ => "-".to_string(),
-            };
-            let shown = |v: Option<f64>| v.map_or("-".to_string(), |v| show(field, v));
-            let _ = writeln!(
-                out,
-                "  {:<18} {:>14} {:>14} {:>8}",
-                field,
-                shown(x),
-                shown(y),
-                ratio
-            );
+/// One entry's records (consecutive rows of the same kind, id, spec and start).
+struct Entry<'a> {
+    kind: String,
+    id: String,
+    spec: String,
+    rows: Vec<&'a Row>,
+}
+
+fn entries(rows: &[Row]) -> Vec<Entry<'_>> {
+    let ident = |r: &Row| {
+        (
+            text(r, "kind"),
+            text(r, "id"),
+            text(r, "spec"),
+            text(r, "start"),
+        )
+    };
+    let mut out: Vec<Entry> = Vec::new();
+    let mut last = None;
+    for r in rows {
+        let id = ident(r);
+        if last.as_ref() != Some(&id) {
+            out.push(Entry {
+                kind: id.0.clone(),
+                id: id.1.clone(),
+                spec: id.2.clone(),
+                rows: Vec::new(),
+            });
+            last = Some(id);
         }
-        out.push('\n');
+        out.last_mut().unwrap().rows.push(r);
     }
-    for (rb, used) in b.iter().zip(&used_b) {
-        if !used {
-            let _ = writeln!(out, "{}: only in {}\n", title(rb), name_b);
-        }
-    }
-    let _ = writeln!(out, "A: {}\nB: {}", name_a, name_b);
     out
 }
 
-/// For each record of `a`, the record of `b` it pairs with: first those of the same key and
-/// the same spec (a file's randread io entry with the other's randread, not with its randwrite),
-/// then, among the rest, the first of the same key.
-fn pair(a: &[Row], b: &[Row]) -> Vec<Option<usize>> {
-    let spec = |r: &Row| r.iter().find(|(k, _)| *k == "spec").map(|(_, v)| v.clone());
-    let mut used_b = vec![false; b.len()];
-    let mut partner: Vec<Option<usize>> = vec![None; a.len()];
-    for exact in [true, false] {
-        for (ia, ra) in a.iter().enumerate() {
-            if partner[ia].is_some() {
-                continue;
-            }
-            let k = key(ra);
-            let found = b
-                .iter()
-                .enumerate()
-                .position(|(i, rb)| !used_b[i] && key(rb) == k && (!exact || spec(rb) == spec(ra)));
-            if let Some(i) = found {
-                used_b[i] = true;
-                partner[ia] = Some(i);
+/// Pairs of indices into `a` and `b` (either side `None` for a record only one side has),
+/// in `a`'s order, then `b`'s unpaired ones. `dist` is how far apart two items are (`None`:
+/// they can't pair); each round pairs the closest first, so the order of either side doesn't
+/// matter.
+fn pair_by<T>(a: &[T], b: &[T], dist: impl Fn(&T, &T) -> Option<f64>) -> Vec<PairIx> {
+    let mut cands: Vec<(f64, usize, usize)> = Vec::new();
+    for (ia, x) in a.iter().enumerate() {
+        for (ib, y) in b.iter().enumerate() {
+            if let Some(d) = dist(x, y) {
+                cands.push((d, ia, ib));
             }
         }
     }
-    partner
+    cands.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
+    let (mut of_a, mut used_b) = (vec![None; a.len()], vec![false; b.len()]);
+    for (_, ia, ib) in cands {
+        if of_a[ia].is_none() && !used_b[ib] {
+            of_a[ia] = Some(ib);
+            used_b[ib] = true;
+        }
+    }
+    let mut out: Vec<PairIx> = of_a
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (Some(i), *b))
+        .collect();
+    out.extend(
+        (0..b.len())
+            .filter(|i| !used_b[*i])
+            .map(|i| (None, Some(i))),
+    );
+    out
 }
 
-/// `[storage] storage:loops=1`, `[iocost-qos #03] rpct=95.00 …`.
-fn title(r: &Row) -> String {
-    let get = |k: &str| r.iter().find(|(rk, _)| *rk == k).map(|(_, v)| v.clone());
-    let kind = get("kind").and_then(|v| v.as_str().map(str::to_string));
-    let config = get("config").and_then(|v| v.as_u64());
-    let what = match config {
-        Some(c) => get("qos")
-            .and_then(|v| v.as_str().map(str::to_string))
-            .map(|q| format!("[{} #{:02}] {}", kind.clone().unwrap_or_default(), c, q)),
-        None => get("spec")
-            .and_then(|v| v.as_str().map(str::to_string))
-            .map(|s| format!("[{}] {}", kind.clone().unwrap_or_default(), s)),
+type PairIx = (Option<usize>, Option<usize>);
+
+/// The overrides of an iocost-qos configuration's QoS (`[min=120.15] [max=120.15]`), or
+/// `None` for the baseline (`iocost=off`).
+fn overrides(qos: &str) -> Option<Vec<(String, f64)>> {
+    if qos.trim() == "iocost=off" {
+        return None;
+    }
+    Some(
+        qos.split_whitespace()
+            .filter_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
+            .filter_map(|kv| {
+                let (k, v) = kv.split_once('=')?;
+                Some((k.to_string(), v.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// The summed relative distance of two override lists of the same keys.
+fn override_dist(x: &[(String, f64)], y: &[(String, f64)]) -> f64 {
+    x.iter()
+        .zip(y)
+        .map(|((_, u), (_, v))| (u - v).abs() / u.abs().max(v.abs()).max(1e-9))
+        .sum()
+}
+
+/// What skipping a configuration costs in the alignment: as much as pairing two vrates half
+/// apart, so a grid missing a step skips it instead of shifting every pair after it.
+const SKIP: f64 = 0.5;
+
+/// Pairs configurations by QoS: the baselines with each other and, per set of overridden keys
+/// (the vrate range, latency targets), the two sides sorted by their override values and
+/// aligned — each side's order kept, the summed distance least — so the same QoS pairs with
+/// itself and two dithered grids pair step by step, whatever order the records come in.
+fn pair_qos(a: &[&Row], b: &[&Row]) -> Vec<PairIx> {
+    let ov = |r: &Row| overrides(&text(r, "qos"));
+    let (oa, ob): (Vec<_>, Vec<_>) = (
+        a.iter().map(|r| ov(r)).collect(),
+        b.iter().map(|r| ov(r)).collect(),
+    );
+    let keys = |o: &Option<Vec<(String, f64)>>| {
+        o.as_ref()
+            .map(|o| o.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>())
     };
-    what.unwrap_or_else(|| format!("[{}]", kind.unwrap_or_default()))
+    let mut groups: Vec<Option<Vec<String>>> = Vec::new();
+    for o in oa.iter().chain(&ob) {
+        if !groups.contains(&keys(o)) {
+            groups.push(keys(o));
+        }
+    }
+    let mut of_a = vec![None; a.len()];
+    let mut used_b = vec![false; b.len()];
+    for g in &groups {
+        let sorted = |os: &[Option<Vec<(String, f64)>>]| {
+            let mut ix: Vec<usize> = (0..os.len()).filter(|i| &keys(&os[*i]) == g).collect();
+            let vals = |i: usize| {
+                os[i]
+                    .iter()
+                    .flatten()
+                    .map(|(_, v)| *v)
+                    .collect::<Vec<f64>>()
+            };
+            ix.sort_by(|x, y| {
+                let (p, q) = (vals(*x), vals(*y));
+                p.iter()
+                    .zip(&q)
+                    .map(|(u, v)| u.total_cmp(v))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(x.cmp(y))
+            });
+            ix
+        };
+        let (ia, ib) = (sorted(&oa), sorted(&ob));
+        let dist = |i: usize, j: usize| match (&oa[ia[i]], &ob[ib[j]]) {
+            (Some(x), Some(y)) => override_dist(x, y),
+            _ => 0.0,
+        };
+        for (i, j) in align(ia.len(), ib.len(), dist) {
+            of_a[ia[i]] = Some(ib[j]);
+            used_b[ib[j]] = true;
+        }
+    }
+    let mut out: Vec<PairIx> = of_a
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (Some(i), *b))
+        .collect();
+    out.extend(
+        (0..b.len())
+            .filter(|i| !used_b[*i])
+            .map(|i| (None, Some(i))),
+    );
+    out
+}
+
+/// The order-keeping alignment of `n` and `m` items with the least summed `dist` of the pairs
+/// plus [`SKIP`] per unpaired item: the pairs `(i, j)`.
+fn align(n: usize, m: usize, dist: impl Fn(usize, usize) -> f64) -> Vec<(usize, usize)> {
+    let mut cost = vec![vec![0.0f64; m + 1]; n + 1];
+    for i in 0..=n {
+        for j in 0..=m {
+            cost[i][j] = match (i, j) {
+                (0, _) | (_, 0) => (i + j) as f64 * SKIP,
+                _ => (cost[i - 1][j - 1] + dist(i - 1, j - 1))
+                    .min(cost[i - 1][j] + SKIP)
+                    .min(cost[i][j - 1] + SKIP),
+            };
+        }
+    }
+    let (mut i, mut j, mut pairs) = (n, m, Vec::new());
+    while i > 0 && j > 0 {
+        if cost[i][j] == cost[i - 1][j - 1] + dist(i - 1, j - 1) {
+            pairs.push((i - 1, j - 1));
+            (i, j) = (i - 1, j - 1);
+        } else if cost[i][j] == cost[i - 1][j] + SKIP {
+            i -= 1;
+        } else {
+            j -= 1;
+        }
+    }
+    pairs.reverse();
+    pairs
+}
+
+/// What names a record inside its entry, and how records pair: by name, by QoS, or in order.
+enum Naming {
+    Field(&'static str),
+    Qos,
+    Order,
+}
+
+fn naming(rows: &[&Row]) -> Naming {
+    for f in ["solution", "scenario"] {
+        if rows.iter().any(|r| get(r, f).is_some()) {
+            return Naming::Field(f);
+        }
+    }
+    if rows.iter().any(|r| get(r, "qos").is_some()) {
+        Naming::Qos
+    } else {
+        Naming::Order
+    }
+}
+
+/// A record's name in the table: the solution or scenario, the configuration's overrides.
+fn name(r: &Row, naming: &Naming) -> String {
+    match naming {
+        Naming::Field(f) => text(r, f),
+        Naming::Qos => match overrides(&text(r, "qos")) {
+            None => "off".to_string(),
+            Some(o) if o.is_empty() => "base QoS".to_string(),
+            Some(o) => {
+                let v = |k: &str| o.iter().find(|(ok, _)| ok == k).map(|(_, v)| *v);
+                match (v("min"), v("max")) {
+                    (Some(lo), Some(hi)) if lo == hi && o.len() == 2 => format!("vrate {}", lo),
+                    _ => o
+                        .iter()
+                        .map(|(k, v)| format!("{}={}", k, v))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                }
+            }
+        },
+        Naming::Order => String::new(),
+    }
+}
+
+fn pair_rows(a: &[&Row], b: &[&Row], naming: &Naming) -> Vec<PairIx> {
+    match naming {
+        Naming::Field(f) => pair_by(a, b, |x, y| (text(x, f) == text(y, f)).then_some(0.0)),
+        Naming::Qos => pair_qos(a, b),
+        Naming::Order => {
+            let n = a.len().max(b.len());
+            (0..n)
+                .map(|i| ((i < a.len()).then_some(i), (i < b.len()).then_some(i)))
+                .collect()
+        }
+    }
+}
+
+/// The numeric fields to show: `keys` (the bench's key numbers) unless `full` or empty, else
+/// every number either side has, in the records' order.
+fn fields(rows: &[&Row], keys: &[&'static str], full: bool) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for r in rows {
+        for (k, v) in r.iter() {
+            let numeric = v.is_number() || v.is_null();
+            if !IDENTITY.contains(k) && numeric && !out.contains(k) {
+                out.push(k);
+            }
+        }
+    }
+    if full || keys.is_empty() {
+        out
+    } else {
+        keys.iter().copied().filter(|k| out.contains(k)).collect()
+    }
+}
+
+/// `shown A`, `shown B`, `B/A` of one field.
+fn cells(key: &str, a: Option<&Row>, b: Option<&Row>) -> [String; 3] {
+    let num = |r: Option<&Row>| r.and_then(|r| get(r, key)).and_then(|v| v.as_f64());
+    let (x, y) = (num(a), num(b));
+    let shown = |v: Option<f64>| v.map_or("-".to_string(), |v| show(key, v));
+    let ratio = match (x, y) {
+        (Some(x), Some(y)) if x != 0.0 => format!("{:.3}", y / x),
+        _ => "-".to_string(),
+    };
+    [shown(x), shown(y), ratio]
+}
+
+/// The comparison of `a` and `b` (named `name_a`, `name_b`); `keys` gives a bench's key
+/// numbers by kind.
+pub fn compare(
+    a: &[Row],
+    b: &[Row],
+    names: (&str, &str),
+    keys: &dyn Fn(&str) -> &'static [&'static str],
+    opts: CompareOpts,
+) -> String {
+    let (ea, eb) = (entries(a), entries(b));
+    let exact = |x: &Entry, y: &Entry| (&x.kind, &x.id, &x.spec) == (&y.kind, &y.id, &y.spec);
+    let loose = |x: &Entry, y: &Entry| (&x.kind, &x.id) == (&y.kind, &y.id);
+    let pairs = pair_by(&ea, &eb, |x, y| {
+        if exact(x, y) {
+            Some(0.0)
+        } else if loose(x, y) {
+            Some(1.0)
+        } else {
+            None
+        }
+    });
+    let mut out = String::new();
+    for (ia, ib) in pairs {
+        let (x, y) = (ia.map(|i| &ea[i]), ib.map(|i| &eb[i]));
+        match (x, y) {
+            (Some(x), Some(y)) => entry_pair(&mut out, x, y, keys(&x.kind), opts),
+            (Some(x), None) => only(&mut out, x, names.0),
+            (None, Some(y)) => only(&mut out, y, names.1),
+            (None, None) => {}
+        }
+    }
+    let _ = writeln!(out, "A: {}\nB: {}", names.0, names.1);
+    if !opts.full {
+        out.push_str("(key numbers; --full shows every number)\n");
+    }
+    out
+}
+
+fn title(e: &Entry) -> String {
+    let id = if e.id.is_empty() {
+        String::new()
+    } else {
+        format!(":{}", e.id)
+    };
+    format!("[{}{}] {}", e.kind, id, e.spec)
+}
+
+fn only(out: &mut String, e: &Entry, name: &str) {
+    let _ = writeln!(out, "{}: only in {}\n", title(e), name);
+}
+
+fn entry_pair(out: &mut String, x: &Entry, y: &Entry, keys: &[&'static str], opts: CompareOpts) {
+    let _ = writeln!(out, "{}", title(x));
+    if x.spec != y.spec {
+        let _ = writeln!(out, "  B: {}", y.spec);
+    }
+    let naming = naming(&x.rows);
+    let pairs = pair_rows(&x.rows, &y.rows, &naming);
+    let all: Vec<&Row> = x.rows.iter().chain(&y.rows).copied().collect();
+    let fields = fields(&all, keys, opts.full);
+    if pairs.len() == 1 && matches!(naming, Naming::Order) || opts.full {
+        for (ia, ib) in pairs {
+            let (ra, rb) = (ia.map(|i| x.rows[i]), ib.map(|i| y.rows[i]));
+            vertical(out, ra, rb, &fields, &naming, &all);
+        }
+    } else {
+        table(out, &x.rows, &y.rows, &pairs, &fields, &naming, &all);
+    }
+    out.push('\n');
+}
+
+/// The two names of a pair: one when they agree, `A | B` when they don't.
+fn pair_name(ra: Option<&Row>, rb: Option<&Row>, naming: &Naming) -> String {
+    let (na, nb) = (ra.map(|r| name(r, naming)), rb.map(|r| name(r, naming)));
+    match (na, nb) {
+        (Some(p), Some(q)) if p == q => p,
+        (Some(p), Some(q)) => match (p.strip_prefix("vrate "), q.strip_prefix("vrate ")) {
+            (Some(p), Some(q)) => format!("vrate {} | {}", p, q),
+            _ => format!("{} | {}", p, q),
+        },
+        (Some(p), None) => format!("{} (only A)", p),
+        (None, Some(q)) => format!("{} (only B)", q),
+        (None, None) => String::new(),
+    }
+}
+
+/// One pair, a field a line (a single record, or `--full`).
+fn vertical(
+    out: &mut String,
+    ra: Option<&Row>,
+    rb: Option<&Row>,
+    fields: &[&'static str],
+    naming: &Naming,
+    all: &[&Row],
+) {
+    let name = pair_name(ra, rb, naming);
+    if ra.is_none() || rb.is_none() {
+        let _ = writeln!(out, " {}", name);
+        return;
+    }
+    if !name.is_empty() {
+        let _ = writeln!(out, " {}", name);
+    }
+    // The whole QoS, where the name shows only the overrides.
+    let qos = |r: Option<&Row>| r.map(|r| text(r, "qos")).unwrap_or_default();
+    if matches!(naming, Naming::Qos) && qos(ra) != qos(rb) {
+        let _ = writeln!(out, "  A: {}\n  B: {}", qos(ra), qos(rb));
+    }
+    let lw = fields
+        .iter()
+        .map(|f| label(f, all).len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    let _ = writeln!(out, "  {:<lw$} {:>12} {:>12} {:>8}", "", "A", "B", "B/A");
+    for f in fields {
+        let [p, q, r] = cells(f, ra, rb);
+        let _ = writeln!(out, "  {:<lw$} {:>12} {:>12} {:>8}", label(f, all), p, q, r);
+    }
+}
+
+/// Several pairs, a pair a line: each field's A, B and B/A in columns as wide as their
+/// longest cell, so long values don't break them.
+fn table(
+    out: &mut String,
+    a: &[&Row],
+    b: &[&Row],
+    pairs: &[PairIx],
+    fields: &[&'static str],
+    naming: &Naming,
+    all: &[&Row],
+) {
+    let lines: Vec<(String, Vec<[String; 3]>)> = pairs
+        .iter()
+        .map(|(ia, ib)| {
+            let (ra, rb) = (ia.map(|i| a[i]), ib.map(|i| b[i]));
+            let row = fields.iter().map(|f| cells(f, ra, rb)).collect();
+            (pair_name(ra, rb, naming), row)
+        })
+        .collect();
+    let nw = lines.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let widths: Vec<[usize; 3]> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mut w = [1, 1, 3];
+            for (_, cs) in &lines {
+                for (j, c) in cs[i].iter().enumerate() {
+                    w[j] = w[j].max(c.len());
+                }
+            }
+            // The field's name spans its three columns.
+            let span = w[0] + w[1] + w[2] + 2;
+            let need = label(f, all).len();
+            if need > span {
+                w[0] += need - span;
+            }
+            w
+        })
+        .collect();
+    let mut head = format!("  {:nw$}", "");
+    let mut sub = format!("  {:nw$}", "");
+    for (f, w) in fields.iter().zip(&widths) {
+        let span = w[0] + w[1] + w[2] + 2;
+        let _ = write!(head, "   {:^span$}", label(f, all));
+        let _ = write!(
+            sub,
+            "   {:>a$} {:>b$} {:>c$}",
+            "A",
+            "B",
+            "B/A",
+            a = w[0],
+            b = w[1],
+            c = w[2]
+        );
+    }
+    let _ = writeln!(out, "{}\n{}", head.trim_end(), sub);
+    for (n, cs) in &lines {
+        let mut line = format!("  {:<nw$}", n);
+        for (c, w) in cs.iter().zip(&widths) {
+            let _ = write!(
+                line,
+                "   {:>a$} {:>b$} {:>c$}",
+                c[0],
+                c[1],
+                c[2],
+                a = w[0],
+                b = w[1],
+                c = w[2]
+            );
+        }
+        let _ = writeln!(out, "{}", line);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn no_keys(_: &str) -> &'static [&'static str] {
+        &[]
+    }
 
     fn storage(mof: f64, size: f64) -> Row {
         vec![
@@ -164,20 +605,28 @@ mod tests {
         let mut b = vec![storage(1.8, 1.8 * (1u64 << 30) as f64)];
         b.push(vec![
             ("kind", json!("hashd-params")),
+            ("spec", json!("hashd-params")),
             ("rps_max", json!(900)),
         ]);
-        let text = compare(&a, &b, "a.json", "b.json");
+        let text = compare(
+            &a,
+            &b,
+            ("a.json", "b.json"),
+            &no_keys,
+            CompareOpts::default(),
+        );
         assert_eq!(
             text,
             "[storage] storage\n\
-             \x20                                 A              B      B/A\n\
-             \x20 mof                         1.500          1.800    1.200\n\
-             \x20 mem_size                     1.5G           1.8G    1.200\n\
-             \x20 read_lat_p99                 2.5m           2.5m    1.000\n\
+             \x20                         A            B      B/A\n\
+             \x20 mof                 1.500        1.800    1.200\n\
+             \x20 mem_size             1.5G         1.8G    1.200\n\
+             \x20 read_lat_p99         2.5m         2.5m    1.000\n\
              \n\
-             [hashd-params]: only in b.json\n\
+             [hashd-params] hashd-params: only in b.json\n\
              \n\
-             A: a.json\nB: b.json\n"
+             A: a.json\nB: b.json\n\
+             (key numbers; --full shows every number)\n"
         );
     }
 
@@ -195,18 +644,94 @@ mod tests {
     fn io_records_pair_by_spec_and_microseconds_show_as_such() {
         let a = vec![io("io:rw=randread", 100.0), io("io:rw=randwrite", 50.0)];
         let b = vec![io("io:rw=randwrite", 60.0), io("io:rw=randread", 120.0)];
-        let text = compare(&a, &b, "a.json", "b.json");
+        let text = compare(&a, &b, ("a", "b"), &no_keys, CompareOpts::default());
         assert!(!text.contains("only in"), "{}", text);
+        assert!(text.contains("[io] io:rw=randread\n"), "{}", text);
         assert!(
-            text.contains("iops                          100            120    1.200"),
+            text.contains("  iops                      100          120    1.200"),
             "{}",
             text
         );
         assert!(
-            text.contains("iops                           50             60    1.200"),
+            text.contains("  iops                       50           60    1.200"),
             "{}",
             text
         );
         assert!(text.contains(" 34.6u "), "{}", text);
+    }
+
+    fn config(n: u64, qos: &str, mof: f64, isol: f64) -> Row {
+        vec![
+            ("kind", json!("iocost-qos")),
+            ("id", Value::Null),
+            ("spec", json!("iocost-qos")),
+            ("start", json!(1)),
+            ("config", json!(n)),
+            ("qos", json!(qos)),
+            ("mof", json!(mof)),
+            ("isol_pct", json!("05")),
+            ("isol", json!(isol)),
+        ]
+    }
+
+    fn vrate(v: f64) -> String {
+        format!("rpct=95.00 rlat=1000 wpct=95.00 wlat=2000 [min={v}] [max={v}]")
+    }
+
+    #[test]
+    fn configurations_pair_by_qos_whatever_their_order() {
+        let a = vec![
+            config(0, "iocost=off", 1.5, 0.9),
+            config(1, &vrate(100.0), 1.4, 0.91),
+            config(2, &vrate(50.0), 1.2, 0.95),
+        ];
+        let b = vec![
+            config(0, "iocost=off", 1.6, 0.8),
+            config(1, &vrate(102.5), 1.3, 0.918),
+            config(2, &vrate(52.5), 1.1, 0.99),
+        ];
+        let keys = |_: &str| -> &'static [&'static str] { &["mof", "isol"] };
+        let text = compare(&a, &b, ("a", "b"), &keys, CompareOpts::default());
+        let mut swapped = b.clone();
+        swapped.swap(1, 2);
+        swapped.swap(0, 2);
+        assert_eq!(
+            text,
+            compare(&a, &swapped, ("a", "b"), &keys, CompareOpts::default())
+        );
+        assert_eq!(
+            text,
+            "[iocost-qos] iocost-qos\n\
+             \x20                            mof              isol-05%\n\
+             \x20                         A     B   B/A       A     B   B/A\n\
+             \x20 off                 1.500 1.600 1.067   90.00 80.00 0.889\n\
+             \x20 vrate 100 | 102.5   1.400 1.300 0.929   91.00 91.80 1.009\n\
+             \x20 vrate 50 | 52.5     1.200 1.100 0.917   95.00 99.00 1.042\n\
+             \n\
+             A: a\nB: b\n(key numbers; --full shows every number)\n"
+        );
+    }
+
+    #[test]
+    fn a_grid_missing_a_step_skips_it() {
+        let a: Vec<Row> = [100.0, 80.0, 60.0, 40.0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| config(i as u64, &vrate(*v), 1.0, 0.9))
+            .collect();
+        let b: Vec<Row> = [41.0, 101.0, 61.0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| config(i as u64, &vrate(*v), 1.0, 0.9))
+            .collect();
+        let text = compare(&a, &b, ("a", "b"), &no_keys, CompareOpts::default());
+        for want in [
+            "vrate 100 | 101 ",
+            "vrate 80 (only A) ",
+            "vrate 60 | 61 ",
+            "vrate 40 | 41 ",
+        ] {
+            assert!(text.contains(want), "{}\n{}", want, text);
+        }
     }
 }

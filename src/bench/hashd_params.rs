@@ -181,6 +181,7 @@ impl Bench for HashdParams {
     /// The knobs alone, as upstream stores them.
     type Result = HashdKnobs;
     const RESULT_KEYS: &'static [&'static str] = &["hash_size", "rps_max"];
+    const KEY_NUMBERS: &'static [&'static str] = &["rps_max", "mem_actual", "hash_size"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

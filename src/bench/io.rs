@@ -260,6 +260,15 @@ impl Bench for Io {
     /// The record, once its version is known to be readable.
     type Result = IoRecord;
     const RESULT_KEYS: &'static [&'static str] = &["io"];
+    const KEY_NUMBERS: &'static [&'static str] = &[
+        "read_iops",
+        "read_bps",
+        "read_clat_p99_us",
+        "write_iops",
+        "write_bps",
+        "write_clat_p99_us",
+        "cpu_ns_per_io",
+    ];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

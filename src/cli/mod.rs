@@ -161,6 +161,9 @@ pub struct CompareArgs {
     /// Entries to compare (BENCH[:ID]), as for summary; default: every entry
     #[arg(value_name = "SPEC")]
     pub specs: Vec<String>,
+    /// Every headline number of each pair, not only the bench's key numbers
+    #[arg(long)]
+    pub full: bool,
 }
 
 #[derive(Debug, Args)]

@@ -51,6 +51,16 @@ impl Bench for IocostParams {
     type Record = IocostParamsRecord;
     type Result = IocostParamsResult;
     const RESULT_KEYS: &'static [&'static str] = &["model", "qos"];
+    const KEY_NUMBERS: &'static [&'static str] = &[
+        "rbps",
+        "wbps",
+        "rrandiops",
+        "wrandiops",
+        "rlat",
+        "wlat",
+        "min",
+        "max",
+    ];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

@@ -41,6 +41,7 @@ impl Bench for IocostQos {
     type Props = IocostQosProps;
     type Record = QosRecord;
     type Result = IoCostQosResult;
+    const KEY_NUMBERS: &'static [&'static str] = &["mof", "amof", "isol"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

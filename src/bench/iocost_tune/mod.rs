@@ -192,6 +192,7 @@ impl Bench for IocostTune {
     type Record = IocostTuneRecord;
     type Result = IocostTuneResult;
     const RESULT_KEYS: &'static [&'static str] = &["data"];
+    const KEY_NUMBERS: &'static [&'static str] = &["amof", "isol", "rlat", "min"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

@@ -59,6 +59,8 @@ impl Bench for Protection {
     type Record = ProtectionRecord;
     type Result = ProtectionResult;
     const RESULT_KEYS: &'static [&'static str] = &["scenarios"];
+    const KEY_NUMBERS: &'static [&'static str] =
+        &["isol_mean", "lat_imp_mean", "work_csv", "final_size"];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC

@@ -53,6 +53,14 @@ impl Bench for Storage {
     type Record = StorageRecord;
     type Result = StorageResult;
     const RESULT_KEYS: &'static [&'static str] = &["mem_offload_factor"];
+    const KEY_NUMBERS: &'static [&'static str] = &[
+        "mof",
+        "mem_size",
+        "mem_usage",
+        "read_lat_p99",
+        "write_lat_p99",
+        "missing_pct",
+    ];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
