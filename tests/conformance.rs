@@ -465,6 +465,7 @@ fn sysinfo_we_write_is_loadable_by_upstream_and_reads_back_whole() {
         missed: missed.iter().map(|m| m.to_string()).collect(),
         fix: None,
         warnings: Vec::new(),
+        by_hand: None,
     };
     let eval = Evaluation {
         checks: vec![

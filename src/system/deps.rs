@@ -8,17 +8,18 @@
 
 use crate::system::blockdev::{self, Scratch};
 use crate::system::restore::Journal;
-use crate::system::sysreqs::{self, Enforce, Evaluation, Host, SysReq};
+use crate::system::sysreqs::{self, ByHand, Enforce, Evaluation, Host, SysReq};
 use crate::system::HostPaths;
 use crate::units::format_size;
 use anyhow::{anyhow, Result};
 use std::fmt::Write;
 
-/// The text `deps` prints.
+/// The text `deps` prints; `dir` is the work directory (where a swap file would go).
 pub fn render(
     scratch: &std::result::Result<Scratch, String>,
     ev: &Evaluation,
     fixing: bool,
+    dir: &std::path::Path,
 ) -> String {
     let mut out = String::new();
     let r = &ev.report;
@@ -80,6 +81,9 @@ pub fn render(
         for w in &c.warnings {
             let _ = writeln!(out, "       warning: {}", w);
         }
+        if let (false, Some(todo)) = (c.satisfied(), c.by_hand) {
+            by_hand(&mut out, todo, dir);
+        }
         if let (false, false, Some(fix)) = (c.satisfied(), fixing, &c.fix) {
             let _ = writeln!(
                 out,
@@ -97,6 +101,25 @@ pub fn render(
         ev.checks.len()
     );
     out
+}
+
+/// How to do `todo` by hand, indented under its requirement.
+fn by_hand(out: &mut String, todo: ByHand, dir: &std::path::Path) {
+    match todo {
+        ByHand::AddSwap { bytes } => {
+            let gib = bytes.div_ceil(1 << 30);
+            let f = dir.join("swapfile");
+            let f = f.display();
+            let _ = writeln!(
+                out,
+                "       add swap by hand, e.g. a swap file of {gib}G on the scratch device (in --dir):\n\
+                 \x20        mkdir -p {dir} && fallocate -l {gib}G {f} && chmod 600 {f} && mkswap {f} && swapon {f}\n\
+                 \x20        (on btrfs: btrfs filesystem mkswapfile --size {gib}G {f}, then swapon {f};\n\
+                 \x20        add it to /etc/fstab to keep it after a reboot)",
+                dir = dir.display(),
+            );
+        }
+    }
 }
 
 /// `deps [--fix]` on the real host, for the work directory `dir` (and `--dev`).
@@ -126,7 +149,7 @@ pub fn deps_cmd(dir: &std::path::Path, dev: Option<&str>, fix: bool) -> Result<(
         scratch: scratch.as_ref().map_err(|e| e.clone()),
     };
     let ev = sysreqs::evaluate(&host, Enforce::all(), journal.as_ref())?;
-    crate::util::out::out_text(&render(&scratch, &ev, fix));
+    crate::util::out::out_text(&render(&scratch, &ev, fix, dir));
     if let Some(j) = journal {
         let n = j.changes().len();
         if n > 0 {
@@ -166,7 +189,8 @@ mod tests {
             None
         };
         let ev = sysreqs::evaluate(&host, Enforce::all(), journal.as_ref()).unwrap();
-        render(&s, &ev, fix).replace(&hp.root.to_string_lossy().to_string(), "")
+        render(&s, &ev, fix, std::path::Path::new("/var/lib/resctl-demo"))
+            .replace(&hp.root.to_string_lossy().to_string(), "")
     }
 
     #[test]
@@ -205,5 +229,37 @@ mod tests {
             std::fs::read_to_string(hp.path("proc/sys/vm/swappiness")).unwrap(),
             "10"
         );
+    }
+
+    #[test]
+    fn too_little_swap_says_how_to_add_it() {
+        let (_t, hp) = good_host();
+        // 16 GiB of memory, 1 GiB of swap: 30 % is 4.8G, so 3.8G (4G rounded up) more.
+        put(
+            &hp.path("proc/meminfo"),
+            &format!(
+                "MemTotal: {} kB\nSwapTotal: {} kB\nSwapFree: {} kB\n",
+                16 << 20,
+                1 << 20,
+                1 << 20
+            ),
+        );
+        let text = rendered(&hp, false);
+        assert!(
+            text.contains(
+                "a swap file of 4G on the scratch device (in --dir):\n         \
+                 mkdir -p /var/lib/resctl-demo && fallocate -l 4G /var/lib/resctl-demo/swapfile"
+            ),
+            "{}",
+            text
+        );
+        assert!(
+            text.contains("swapon /var/lib/resctl-demo/swapfile"),
+            "{}",
+            text
+        );
+        // Enough swap: no such advice.
+        let (_t, hp) = good_host();
+        assert!(!rendered(&hp, false).contains("swapfile"));
     }
 }

@@ -1,5 +1,5 @@
 //! The requirement checks against the host, each with its fix where one exists.
-use super::req::{Check, Fix, FixAction, Res, SysReq};
+use super::req::{ByHand, Check, Fix, FixAction, Res, SysReq};
 use super::swap::read_swaps;
 
 use super::swap::swap_disk;
@@ -324,6 +324,9 @@ impl Host<'_> {
         let need_total = (total_mem as f64 * 0.3) as u64;
         let need_free = need_total.min(31 << 30);
         if total < need_total {
+            c.by_hand = Some(ByHand::AddSwap {
+                bytes: need_total - total,
+            });
             c = c.miss(format!(
                 "swap is {}, needs at least 30% of memory ({})",
                 format_size(total as f64),

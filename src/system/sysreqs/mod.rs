@@ -25,7 +25,7 @@ pub use checks::Host;
 pub use passive::Enforce;
 use report::build_report;
 pub use report::{record_in, upstream_knows, Evaluation, MissedReqs, SysReqsReport};
-pub use req::{Check, Fix, FixAction, Res, SysReq};
+pub use req::{ByHand, Check, Fix, FixAction, Res, SysReq};
 pub use swap::{read_swaps, swap_rotational};
 #[cfg(test)]
 pub use tests::testhost;

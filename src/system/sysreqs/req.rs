@@ -131,6 +131,13 @@ impl std::fmt::Display for Fix {
     }
 }
 
+/// What only the user can do about a miss (no fix pass creates swap space).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByHand {
+    /// At least this many more bytes of swap on the scratch device.
+    AddSwap { bytes: u64 },
+}
+
 /// The outcome of one check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
@@ -141,6 +148,8 @@ pub struct Check {
     pub fix: Option<Fix>,
     /// Worth telling but not a miss (composite storage named by `--dev`).
     pub warnings: Vec<String>,
+    /// What the user would do about the miss, where the fix pass can't.
+    pub by_hand: Option<ByHand>,
 }
 
 impl Check {
@@ -150,6 +159,7 @@ impl Check {
             missed: Vec::new(),
             fix: None,
             warnings: Vec::new(),
+            by_hand: None,
         }
     }
 
