@@ -262,11 +262,14 @@ fn plot_of_a_storage_search() {
         .filter(|n| n.has_tag_name("text"))
         .filter_map(|n| n.text().map(|t| t.trim().to_string()))
         .collect();
+    // The panels, the lines probes are judged by, the answer, and the probes' numbers.
     for want in [
         "footprint (GiB)",
-        "RPS (% of the target)",
-        "latency (ms)",
-        "target",
+        "RPS (% of rps_max)",
+        "latency, p95 (ms)",
+        "pass at 92.5 %",
+        "target 75 ms",
+        "found 1.2G",
     ] {
         assert!(
             texts.iter().any(|t| t == want),
@@ -275,6 +278,24 @@ fn plot_of_a_storage_search() {
             texts
         );
     }
+    let title = texts
+        .iter()
+        .find(|t| t.contains("memory search"))
+        .unwrap_or_else(|| panic!("no title in {:?}", texts));
+    assert!(
+        title.contains("MOF ") && title.contains("footprint found 1.2G"),
+        "{}",
+        title
+    );
+    // The probes are numbered in their verdict's colour: the second failed.
+    let numbers = |fill: &str| -> Vec<&str> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text") && n.attribute("fill") == Some(fill))
+            .filter_map(|n| n.text().map(str::trim))
+            .collect()
+    };
+    assert_eq!(numbers("#C81E1E"), ["2"]);
+    assert_eq!(numbers("#008C3C"), ["1", "3"]);
     // Each probe: a marker at its end in each of the three panels, green or red.
     let circles: Vec<_> = doc
         .descendants()

@@ -103,11 +103,8 @@ impl Bench for Storage {
 
     fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::api::PlotFile>> {
         let rec = stored.record()?.unwrap_or_default();
-        let title = format!(
-            "{}: memory search probes (green passed, red failed)",
-            stored.entry.spec.canonical()
-        );
-        Ok(plot::svg(&rec, &title)?
+        let spec = stored.entry.spec.canonical();
+        Ok(plot::svg(&rec, &spec, stored.result.mem_offload_factor)?
             .map(|svg| crate::bench::api::PlotFile::svg("", svg))
             .into_iter()
             .collect())
