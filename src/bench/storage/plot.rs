@@ -186,7 +186,8 @@ fn draw(out: &mut String, segs: &[Seg], answers: &[Answer], title: &str) -> Draw
     let root = SVGBackend::with_string(out, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 18))?;
-    let t_max = segs.iter().map(|s| s.t1).fold(1.0, f64::max);
+    // Room on the right, past the last probe, for the lines' names.
+    let t_max = segs.iter().map(|s| s.t1).fold(1.0, f64::max) * 1.18;
     for (i, (area, p)) in root.split_evenly((3, 1)).iter().zip(&panels()).enumerate() {
         // The footprint panel also shows the answers and numbers the probes.
         let answers = if i == 0 { answers } else { &[] };
@@ -218,7 +219,7 @@ fn panel(area: &Area, p: &Panel, segs: &[Seg], answers: &[Answer], t_max: f64) -
     let up = (hi - lo) * 0.02;
     if let Some((y, name)) = &p.line {
         chart.draw_series(LineSeries::new([(0.0, *y), (t_max, *y)], BLACK.mix(0.5)))?;
-        // Right-aligned above the line, clear of the probes that start at the left.
+        // In the room past the last probe, so that no probe strikes it through.
         label(
             &mut chart,
             name,
@@ -228,8 +229,10 @@ fn panel(area: &Area, p: &Panel, segs: &[Seg], answers: &[Answer], t_max: f64) -
         )?;
     }
     for (k, a) in answers.iter().enumerate() {
+        // To the name past the loop's last probe (the last loop's in the room on the right).
+        let end = if k + 1 == answers.len() { t_max } else { a.t1 };
         chart.draw_series(DashedLineSeries::new(
-            [(a.t0, a.gib), (a.t1, a.gib)],
+            [(a.t0, a.gib), (end, a.gib)],
             6,
             4,
             ANSWER.stroke_width(2),
@@ -240,7 +243,7 @@ fn panel(area: &Area, p: &Panel, segs: &[Seg], answers: &[Answer], t_max: f64) -
         } else {
             format!("found {}", size)
         };
-        label(&mut chart, &name, (a.t1, a.gib - up), &ANSWER, VPos::Top)?;
+        label(&mut chart, &name, (end, a.gib - up), &ANSWER, VPos::Top)?;
     }
     for s in segs {
         let color = if s.pass { PASS } else { FAIL };
