@@ -1,6 +1,6 @@
 //! End-to-end tests of `resctl-bench vm`: real QEMU guests (TCG when KVM doesn't work).
 //! They run only with RESCTL_BENCH_VM_TESTS=1 (`.ci/run` sets it after `scripts/setup-vm`).
-//! Everything is in one test so the CPU-hungry guests boot one after another, three in all,
+//! Everything is in one test so the CPU-hungry guests boot one after another, four in all,
 //! plus two short ones stopped with SIGINT and one frozen with SIGSTOP.
 
 mod common;
@@ -53,6 +53,43 @@ fn json(out: &Output) -> Value {
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// `vm -- run selftest` inside `script` (util-linux), whose pseudo-terminal is `vm`'s
+/// stderr: the guest draws its progress as one line redrawn in place (`ESC[2K` clears it) with
+/// the time left, and logs no plain progress lines.
+fn redrawn_through_a_terminal(cwd: &std::path::Path) {
+    let t = Instant::now();
+    let cmdline = format!(
+        "stty cols 120; exec {} vm --mem 1G --disk-size 4G --timeout 3min -- \
+         -r tty.json run selftest:steps=4,step-time=2",
+        BIN
+    );
+    let out = vm_output(|| {
+        let mut c = std::process::Command::new("script");
+        c.current_dir(cwd)
+            .args(["-qefc", &cmdline, "/dev/null"])
+            .stdin(std::process::Stdio::null());
+        c
+    });
+    let shown = String::from_utf8_lossy(&out.stdout);
+    eprintln!(
+        "vm -- run selftest in a pseudo-terminal: {:?} in {:.1}s",
+        out.status.code(),
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", shown);
+    assert!(shown.contains("\x1b[2K"), "no redrawn line:\n{:?}", shown);
+    assert!(
+        shown.contains("selftest step 3/4 | ") && shown.contains(" left"),
+        "no step with time left:\n{:?}",
+        shown
+    );
+    assert!(
+        !shown.contains("] selftest step"),
+        "plain progress lines on a terminal:\n{:?}",
+        shown
+    );
 }
 
 /// Starts `resctl-bench vm` on a long guest command with a private TMPDIR, sends SIGINT once a
@@ -337,10 +374,14 @@ fn vm_guest_has_iocost_swap_shared_cwd_exit_status_and_disk_profiles() {
     assert_eq!(out.stdout, b"out\r\nno newline at the end");
     assert!(String::from_utf8_lossy(&out.stderr).contains("err\r\n"));
 
-    // Boots 4 and 5: Ctrl-C while QEMU boots (process group) and while the command runs.
+    // Boot 4: through a pseudo-terminal, the guest's progress display is the host's redrawn
+    // line, with time left (off a terminal it is plain lines: vm_storage checks those).
+    redrawn_through_a_terminal(cwd.path());
+
+    // Boots 5 and 6: Ctrl-C while QEMU boots (process group) and while the command runs.
     interrupt(cwd.path(), "qemu-system", true);
     interrupt(cwd.path(), "boot to command", false);
-    // Boot 6: the guest freezes while the command runs.
+    // Boot 7: the guest freezes while the command runs.
     stall(cwd.path());
 
     eprintln!(

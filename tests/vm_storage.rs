@@ -210,6 +210,10 @@ fn vm_storage_measures_and_reuses() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains('\x1b'),
+        "terminal sequences off a terminal"
+    );
     // The progress display, in plain lines: the loop, each probe with its footprint, and a
     // readable verdict per probe.
     assert_has_all(

@@ -3,9 +3,16 @@
 //! time left where the bench can give one, and a short status of the current probe.
 //!
 //! On a terminal it is one line redrawn in place below the log (`indicatif`); otherwise (a pipe,
-//! a file, a VM guest's console) it is a plain log line whenever the phase or step changes and
-//! at least once a minute while neither does. The state is global, like the logger: the deep
-//! code that knows the step (hashd's sizing search) reports without a handle being passed down.
+//! a file) it is a plain log line whenever the phase or step changes and at least once a minute
+//! while neither does. In a `resctl-bench vm` guest, whose stderr is a serial port, the host
+//! says with [`TERM_COLS_ENV`] that its own stderr is a terminal of that width: the line is then
+//! redrawn with ANSI sequences that the host passes through to it. The state is global, like
+//! the logger: the deep code that knows the step (hashd's sizing search) reports without a
+//! handle being passed down.
+//!
+//! Time left comes from the bench ([`eta`]: the job, or under a [`context`] the sub-bench) or,
+//! once a search inside the phase can tell, from the phase itself: the search's own estimate
+//! ([`phase_eta`]) plus the phases like it that follow ([`repeats`]: storage's later loops).
 
 use std::io::IsTerminal;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -13,6 +20,10 @@ use std::time::{Duration, Instant};
 
 /// How often a plain-line display repeats an unchanged line.
 const PLAIN_PERIOD: Duration = Duration::from_secs(60);
+
+/// Set by `resctl-bench vm` in the guest when the host's stderr is a terminal: its width in
+/// columns. The guest's stderr then draws the redrawn line as on the host.
+pub const TERM_COLS_ENV: &str = "RESCTL_BENCH_TERM_COLS";
 
 #[derive(Default)]
 struct State {
@@ -27,6 +38,13 @@ struct State {
     status: String,
     /// Seconds left, as estimated at `eta_at`.
     eta: Option<(f64, Instant)>,
+    /// When the current phase began.
+    phase_started: Option<Instant>,
+    /// Seconds left in the current phase, as a search inside it estimated them then.
+    phase_eta: Option<(f64, Instant)>,
+    /// Phases like the current one that follow it, and how long each takes when known
+    /// (else as long as this one is estimated to take in all).
+    repeats: (u32, Option<f64>),
     bar: Option<indicatif::ProgressBar>,
     last_plain: Option<Instant>,
 }
@@ -61,6 +79,19 @@ fn render(st: &State, now: Instant) -> String {
     }
     let elapsed = st.started.map_or(0.0, |s| (now - s).as_secs_f64());
     let mut line = format!("{} | {}", what, format_secs(elapsed));
+    let since = |at: Instant| (now - at).as_secs_f64();
+    let phase_left = st.phase_eta.map(|(left, at)| (left - since(at)).max(0.0));
+    if let Some(left) = phase_left {
+        let (after, each) = st.repeats;
+        let each = each.unwrap_or_else(|| st.phase_started.map_or(0.0, since) + left);
+        let total = left + f64::from(after) * each + st.eta_after;
+        line += &format!(", ~{} left", format_secs(total));
+        if !st.status.is_empty() {
+            line += " | ";
+            line += &st.status;
+        }
+        return line;
+    }
     match st.eta {
         Some((left, at)) => {
             let left = (left - (now - at).as_secs_f64()).max(0.0) + st.eta_after;
@@ -111,9 +142,25 @@ fn update(changed: bool, f: impl FnOnce(&mut State)) {
     }
 }
 
-/// Whether the display is a redrawn line (stderr is a terminal).
-fn on_terminal() -> bool {
-    std::io::stderr().is_terminal()
+/// Where the redrawn line goes, if anywhere: a terminal on stderr, or a VM host's terminal
+/// behind the guest's stderr ([`TERM_COLS_ENV`]).
+enum Screen {
+    Terminal,
+    VmHost(u16),
+    Lines,
+}
+
+fn screen() -> Screen {
+    if std::io::stderr().is_terminal() {
+        return Screen::Terminal;
+    }
+    match std::env::var(TERM_COLS_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(cols) if cols >= 20 => Screen::VmHost(cols),
+        _ => Screen::Lines,
+    }
 }
 
 /// The display of one job; dropping it clears the line.
@@ -129,7 +176,7 @@ pub fn job(title: &str) -> Job {
         *st = State {
             title: title.to_string(),
             started: Some(Instant::now()),
-            bar: on_terminal().then(new_bar),
+            bar: new_bar(screen()),
             // The runner has just said the job starts; the first line comes with its phase.
             last_plain: Some(Instant::now()),
             ..Default::default()
@@ -138,17 +185,76 @@ pub fn job(title: &str) -> Job {
     Job(())
 }
 
-/// The redrawn line on stderr.
-fn new_bar() -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::with_draw_target(
-        None,
-        indicatif::ProgressDrawTarget::stderr_with_hz(4),
-    );
+/// The redrawn line on stderr, unless the display is plain lines.
+fn new_bar(screen: Screen) -> Option<indicatif::ProgressBar> {
+    let target = match screen {
+        Screen::Terminal => indicatif::ProgressDrawTarget::stderr_with_hz(4),
+        Screen::VmHost(cols) => {
+            indicatif::ProgressDrawTarget::term_like_with_hz(Box::new(AnsiStderr { cols }), 4)
+        }
+        Screen::Lines => return None,
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(None, target);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {wide_msg}").expect("a valid template"),
     );
     bar.enable_steady_tick(Duration::from_secs(1));
-    bar
+    Some(bar)
+}
+
+/// A VM guest's stderr with a terminal behind it (on the host, `cols` wide): the cursor moves
+/// as ANSI sequences, which the serial port and the host carry through unchanged.
+#[derive(Debug)]
+struct AnsiStderr {
+    cols: u16,
+}
+
+impl AnsiStderr {
+    fn put(&self, s: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        // A closed or broken stderr loses the line, not the run.
+        let _ = std::io::stderr().lock().write_all(s.as_bytes());
+        Ok(())
+    }
+
+    fn moved(&self, n: usize, code: char) -> std::io::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.put(&format!("\x1b[{}{}", n, code))
+    }
+}
+
+impl indicatif::TermLike for AnsiStderr {
+    fn width(&self) -> u16 {
+        self.cols
+    }
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.moved(n, 'A')
+    }
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.moved(n, 'B')
+    }
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.moved(n, 'C')
+    }
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.moved(n, 'D')
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.put(&format!("{}\n", s))
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.put(s)
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.put("\r\x1b[2K")
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        use std::io::Write;
+        let _ = std::io::stderr().lock().flush();
+        Ok(())
+    }
 }
 
 impl Drop for Job {
@@ -161,14 +267,32 @@ impl Drop for Job {
     }
 }
 
-/// The job's phase (`loop 1/3`); clears the step and status.
+/// The job's phase (`loop 1/3`); clears the step, status and the phase's estimate.
 pub fn phase(text: impl Into<String>) {
     let text = text.into();
     update(true, |st| {
         st.phase = text;
         st.step.clear();
         st.status.clear();
+        st.phase_started = Some(Instant::now());
+        st.phase_eta = None;
+        st.repeats = (0, None);
     });
+}
+
+/// How many phases like the current one follow it (storage's loops after this one), and the
+/// seconds each takes when known (the finished loops' mean); `None`: as long as this one.
+/// Counts only once a search in the phase gives its estimate ([`phase_eta`]).
+pub fn repeats(after: u32, each: Option<f64>) {
+    state().repeats = (after, each);
+}
+
+/// The seconds a search estimates the current phase still needs, corrected as it goes (e.g.
+/// after each probe); it takes over from [`eta`] until the next phase.
+pub fn phase_eta(secs_left: f64) {
+    if secs_left.is_finite() {
+        state().phase_eta = Some((secs_left.max(0.0), Instant::now()));
+    }
 }
 
 /// The step inside the phase (`memory search probe 5 · 1.5G`); clears the status.
@@ -198,6 +322,8 @@ pub fn context(text: impl Into<String>, secs_after: f64) {
         st.step.clear();
         st.status.clear();
         st.eta = None;
+        st.phase_eta = None;
+        st.repeats = (0, None);
     });
 }
 
@@ -267,6 +393,34 @@ mod tests {
         assert_eq!(
             render(&st, at(120)),
             "iocost-qos config 3/6 vrate=60 · storage loop 1/1 | 2m00s, ~39m00s left"
+        );
+    }
+
+    #[test]
+    fn a_phase_estimate_counts_the_phases_like_it_after_it() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut st = State {
+            title: "storage".into(),
+            started: Some(t0),
+            phase: "loop 1/3".into(),
+            phase_started: Some(at(30)),
+            // Before the search can tell: the bench's own estimate, none yet.
+            repeats: (2, None),
+            ..Default::default()
+        };
+        assert_eq!(render(&st, at(60)), "storage loop 1/3 | 1m00s");
+        // After the first probe: 150 s left in this loop, which will then have taken 200 s,
+        // and two loops like it after it: 150 + 2 × 200 s.
+        st.phase_eta = Some((150.0, at(80)));
+        assert_eq!(render(&st, at(80)), "storage loop 1/3 | 1m20s, ~9m10s left");
+        // Corrected as it goes; finished loops' mean, once known, counts instead.
+        st.repeats = (1, Some(100.0));
+        st.phase_eta = Some((40.0, at(200)));
+        st.eta_after = 60.0;
+        assert_eq!(
+            render(&st, at(210)),
+            "storage loop 1/3 | 3m30s, ~3m10s left"
         );
     }
 }

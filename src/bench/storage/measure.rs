@@ -357,14 +357,17 @@ fn loop_cfg(
 }
 
 /// The progress display of the next loop: its number, and an ETA from the finished loops'
-/// measured seconds.
+/// measured seconds; once its memory search has probed, the search's own estimate for this
+/// loop plus the loops after it.
 fn show_loop(props: &StorageProps, rec: &StorageRecord) {
+    use crate::logging::progress;
     let done = rec.loops.len();
-    crate::logging::progress::eta((done > 0).then(|| {
-        let per_loop = rec.loops.iter().map(|l| l.secs as f64).sum::<f64>() / done as f64;
-        per_loop * (props.loops as usize - rec.mem_usages.len()) as f64
-    }));
-    crate::logging::progress::phase(format!("loop {}/{}", rec.mem_usages.len() + 1, props.loops));
+    let per_loop =
+        (done > 0).then(|| rec.loops.iter().map(|l| l.secs as f64).sum::<f64>() / done as f64);
+    let left = (props.loops as usize).saturating_sub(rec.mem_usages.len());
+    progress::eta(per_loop.map(|each| each * left as f64));
+    progress::phase(format!("loop {}/{}", rec.mem_usages.len() + 1, props.loops));
+    progress::repeats(left.saturating_sub(1) as u32, per_loop);
 }
 
 /// A loop that measured the footprint: its numbers into the record.

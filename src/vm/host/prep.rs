@@ -188,6 +188,14 @@ pub(super) fn guest_env(profile: &str) -> Vec<(String, String)> {
         ("HOME".into(), "/root".into()),
         ("RESCTL_BENCH_VM".into(), profile.to_string()),
     ];
+    // The guest's stderr reaches ours byte for byte: on a terminal, its progress display is
+    // the redrawn line a run on this host would show.
+    if let Some(cols) = stderr_cols() {
+        env.push((
+            crate::logging::progress::TERM_COLS_ENV.to_string(),
+            cols.to_string(),
+        ));
+    }
     for k in [
         "TZ",
         "RUST_LOG",
@@ -202,4 +210,26 @@ pub(super) fn guest_env(profile: &str) -> Vec<(String, String)> {
         }
     }
     env
+}
+
+/// The width of the terminal on our stderr; `None` when stderr isn't a terminal.
+fn stderr_cols() -> Option<u16> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ fills the winsize we pass; fd 2 stays open for the call.
+    let rc = unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) };
+    // A terminal that reports no size (some serial consoles) is taken as 80 columns.
+    Some(if rc == 0 && ws.ws_col > 0 {
+        ws.ws_col
+    } else {
+        80
+    })
 }

@@ -115,6 +115,10 @@ struct Search<'a> {
     hint: Option<f64>,
     /// The bracket's known upper end and its RPS share (see the module comment).
     ceiling: Option<(f64, f64)>,
+    /// Where this search's probes begin in `hist`, and when its first probe started (after
+    /// the warm-up): what the time left is estimated from.
+    first: usize,
+    probing_since: Option<std::time::Instant>,
 }
 
 impl Search<'_> {
@@ -153,6 +157,8 @@ impl Search<'_> {
         exits: Exits,
     ) -> Result<ProbeRecord> {
         self.probes += 1;
+        self.probing_since
+            .get_or_insert_with(std::time::Instant::now);
         let knobs = self.knobs(p);
         let early = self.early(exits);
         if self.last_failed {
@@ -185,6 +191,20 @@ impl Search<'_> {
             pass: Some(pass),
             ..rec
         });
+        self.show_time_left();
+    }
+
+    /// The phase's time left: the probes this search still needs, each as long as the probes
+    /// so far took on average (their recoveries included).
+    fn show_time_left(&self) {
+        let Some(since) = self.probing_since else {
+            return;
+        };
+        let t = self.timing;
+        let left = probes_left(&self.hist[self.first..], t, self.th.up_step)
+            .min(t.max_probes.saturating_sub(self.probes) as f64);
+        let per_probe = since.elapsed().as_secs_f64() / self.probes.max(1) as f64;
+        progress::phase_eta(left * per_probe);
     }
 
     /// Judges footprint `p`: one probe, repeated with the long probe when too close to call.
@@ -519,6 +539,36 @@ impl Search<'_> {
     }
 }
 
+/// The probes a search still needs, estimated from its verdicts so far (`probes`, its own):
+/// the halvings that narrow the bracket — the highest pass, the lowest fail above it — to the
+/// tolerance, and the confirmation; while nothing above the highest pass has failed, one step
+/// up first, to a bracket one step wide. Guided closing probes and close calls make the real
+/// count differ by a probe or two either way.
+pub fn probes_left(probes: &[ProbeRecord], t: &Timing, up_step: f64) -> f64 {
+    let lo = probes
+        .iter()
+        .filter(|p| p.pass == Some(true))
+        .map(|p| p.mem_frac)
+        .fold(0.0, f64::max);
+    let fail = probes
+        .iter()
+        .filter(|p| p.pass == Some(false) && p.mem_frac > lo)
+        .map(|p| p.mem_frac)
+        .fold(f64::INFINITY, f64::min);
+    let (steps, hi) = if fail.is_finite() {
+        (0.0, fail)
+    } else if lo >= 1.0 {
+        return 1.0;
+    } else {
+        // The answer is as likely anywhere above: half the steps left up to the whole size.
+        let steps = ((1.0 - lo) / up_step / 2.0).round().max(1.0);
+        (steps, (lo + up_step).min(1.0))
+    };
+    let tol = (t.rel_tol * hi).max(t.abs_tol);
+    let halvings = ((hi - lo) / tol).log2().ceil().max(0.0);
+    steps + halvings + 1.0
+}
+
 /// The lowest footprint above `answer` that a search's probes judged failing, with the mean
 /// RPS share measured there: what that search knows fails (a footprint's verdict is its last
 /// probe's, as a close call's repeat decides it). `None`: nothing above the answer failed.
@@ -577,6 +627,7 @@ pub(crate) fn search_by(
     guided: bool,
     prior: Prior,
 ) -> Result<f64> {
+    let first = hist.len();
     Search {
         target,
         rps_max: rps_max.max(1),
@@ -594,6 +645,8 @@ pub(crate) fn search_by(
         ceiling: prior
             .ceiling
             .filter(|(c, r)| c.is_finite() && *c > timing.abs_tol && *c <= 1.0 && r.is_finite()),
+        first,
+        probing_since: None,
     }
     .run()
 }

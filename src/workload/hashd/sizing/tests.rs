@@ -566,3 +566,42 @@ fn guided_bisection_measures_less_and_still_lands_within_five_percent() {
         );
     }
 }
+
+/// The time left shown during a search rests on its estimate of the probes left: against the
+/// simulated devices, after every probe, it is within two probes of what the search then
+/// needed, and about one on average (guided closing probes that move the bracket less than a
+/// halving are what it misses).
+#[test]
+fn the_probes_left_estimate_tracks_the_search() {
+    let th = Thresholds::default();
+    for quick in [false, true] {
+        let (mut worst, mut sum, mut n) = (0.0_f64, 0.0, 0.0);
+        for (i, &io) in SPEEDS.iter().enumerate() {
+            for (j, &noise) in NOISES.iter().enumerate() {
+                let mut sim = SimDevice::new(0.25, io, noise, 7 + (i * 10 + j) as u64);
+                let res = run(&mut sim, &fake(quick)).unwrap();
+                let hist = &res.mem_history;
+                for k in 1..hist.len() {
+                    let est = mem::probes_left(&hist[..k], &res.timing, th.up_step);
+                    let err = (est - (hist.len() - k) as f64).abs();
+                    worst = worst.max(err);
+                    sum += err;
+                    n += 1.0;
+                }
+            }
+        }
+        assert!(worst <= 2.0, "quick={}: off by {} probes", quick, worst);
+        assert!(
+            sum / n <= 1.25,
+            "quick={}: off by {:.2} on average",
+            quick,
+            sum / n
+        );
+        eprintln!(
+            "quick={}: worst {} probes, mean {:.2}",
+            quick,
+            worst,
+            sum / n
+        );
+    }
+}
