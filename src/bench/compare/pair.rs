@@ -74,20 +74,25 @@ pub(super) fn pair_by<T>(a: &[T], b: &[T], dist: impl Fn(&T, &T) -> Option<f64>)
             used_b[ib] = true;
         }
     }
+    in_a_order(&of_a, &used_b)
+}
+
+pub(super) type PairIx = (Option<usize>, Option<usize>);
+
+/// The pairs of `of_a` (each of A's partner in B, if any) in A's order, then B's unpaired ones.
+fn in_a_order(of_a: &[Option<usize>], used_b: &[bool]) -> Vec<PairIx> {
     let mut out: Vec<PairIx> = of_a
         .iter()
         .enumerate()
         .map(|(i, b)| (Some(i), *b))
         .collect();
     out.extend(
-        (0..b.len())
+        (0..used_b.len())
             .filter(|i| !used_b[*i])
             .map(|i| (None, Some(i))),
     );
     out
 }
-
-pub(super) type PairIx = (Option<usize>, Option<usize>);
 
 /// The overrides of an iocost-qos configuration's QoS (`[min=120.15] [max=120.15]`), or
 /// `None` for the baseline (`iocost=off`).
@@ -171,17 +176,7 @@ fn pair_qos(a: &[&Row], b: &[&Row]) -> Vec<PairIx> {
             used_b[ib[j]] = true;
         }
     }
-    let mut out: Vec<PairIx> = of_a
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (Some(i), *b))
-        .collect();
-    out.extend(
-        (0..b.len())
-            .filter(|i| !used_b[*i])
-            .map(|i| (None, Some(i))),
-    );
-    out
+    in_a_order(&of_a, &used_b)
 }
 
 /// The order-keeping alignment of `n` and `m` items with the least summed `dist` of the pairs

@@ -541,9 +541,9 @@ impl Search<'_> {
 
 /// The probes a search still needs, estimated from its verdicts so far (`probes`, its own):
 /// the halvings that narrow the bracket — the highest pass, the lowest fail above it — to the
-/// tolerance, and the confirmation; while nothing above the highest pass has failed, one step
-/// up first, to a bracket one step wide. Guided closing probes and close calls make the real
-/// count differ by a probe or two either way.
+/// tolerance, and the confirmation; while nothing above the highest pass has failed, first
+/// half the steps up that are left (at least one), to a bracket one step wide. Guided closing
+/// probes and close calls make the real count differ by a probe or two either way.
 pub fn probes_left(probes: &[ProbeRecord], t: &Timing, up_step: f64) -> f64 {
     let lo = probes
         .iter()
