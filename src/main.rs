@@ -7,6 +7,10 @@ fn main() {
     if resctl_bench::vm::guest::is_vm_init() {
         resctl_bench::vm::guest::init_main();
     }
+    // In a `vm --init systemd` guest, the unit systemd starts: run the command, power off.
+    if resctl_bench::vm::guest_systemd::is_vm_agent() {
+        resctl_bench::vm::guest_systemd::agent_main();
+    }
     let cli = match resctl_bench::cli::parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(resctl_bench::cli::ParseError::Clap(e)) => {

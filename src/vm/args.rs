@@ -74,6 +74,16 @@ pub struct VmArgs {
     #[arg(long = "stall-timeout", value_name = "DUR", default_value = "120s")]
     pub stall_timeout: String,
 
+    /// The guest's PID 1: `builtin` (resctl-bench's own init, no service manager) or `systemd`
+    /// (a Debian root file system with systemd and systemd-oomd, as on a real test host; built
+    /// by --setup)
+    #[arg(
+        long = "init",
+        value_name = "builtin|systemd",
+        default_value = "builtin"
+    )]
+    pub init: String,
+
     /// Keep the scratch disk image (its path is printed)
     #[arg(long = "keep")]
     pub keep: bool,

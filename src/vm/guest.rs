@@ -22,8 +22,14 @@ pub fn is_vm_init() -> bool {
 
 /// Guest init: never returns; always ends by powering the VM off.
 pub fn init_main() -> ! {
+    run_then_power_off(init)
+}
+
+/// Runs `body` (which may open the control port), tells the host how it ended and powers the
+/// VM off: PID 1 of a builtin guest, the agent unit of a systemd one.
+pub(super) fn run_then_power_off(body: fn(&mut Option<File>) -> Result<i32>) -> ! {
     let mut ctl: Option<File> = None;
-    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| init(&mut ctl)));
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut ctl)));
     let ev = match res {
         Ok(Ok(code)) => Event::Exit { code },
         Ok(Err(e)) => Event::Error {
@@ -49,14 +55,14 @@ pub fn init_main() -> ! {
     }
 }
 
-fn send(ctl: &mut File, ev: &Event) -> Result<()> {
+pub(super) fn send(ctl: &mut File, ev: &Event) -> Result<()> {
     let mut line = serde_json::to_vec(ev)?;
     line.push(b'\n');
     ctl.write_all(&line)?;
     Ok(())
 }
 
-fn log(ctl: &mut Option<File>, verbose: u8, msg: String) {
+pub(super) fn log(ctl: &mut Option<File>, verbose: u8, msg: String) {
     if verbose > 0 {
         crate::errln!("vm-init: {}", msg);
     }
@@ -65,7 +71,7 @@ fn log(ctl: &mut Option<File>, verbose: u8, msg: String) {
     }
 }
 
-fn cstr(s: impl AsRef<std::ffi::OsStr>) -> Result<CString> {
+pub(super) fn cstr(s: impl AsRef<std::ffi::OsStr>) -> Result<CString> {
     CString::new(s.as_ref().as_bytes()).context("path contains a NUL byte")
 }
 
@@ -135,7 +141,11 @@ fn load_module(path: &str, params: &str) -> Result<()> {
     Ok(())
 }
 
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Result<T> {
+pub(super) fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> Result<T> {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
@@ -159,7 +169,7 @@ fn find_port(name: &str) -> Option<PathBuf> {
     None
 }
 
-fn open_port(name: &str) -> Result<File> {
+pub(super) fn open_port(name: &str) -> Result<File> {
     let dev = wait_for(
         &format!("virtio-serial port {}", name),
         Duration::from_secs(10),
@@ -172,7 +182,7 @@ fn open_port(name: &str) -> Result<File> {
 }
 
 /// The scratch disk: the block device whose serial is the one the host gave it.
-fn find_disk(serial: &str) -> Option<String> {
+pub(super) fn find_disk(serial: &str) -> Option<String> {
     for ent in std::fs::read_dir("/sys/block").ok()?.flatten() {
         let s = std::fs::read_to_string(ent.path().join("serial")).unwrap_or_default();
         if s.trim() == serial {
@@ -243,13 +253,16 @@ fn write(path: &str, val: &str) -> Result<()> {
     std::fs::write(path, val).with_context(|| format!("writing {:?} to {}", val, path))
 }
 
-fn init(ctl_out: &mut Option<File>) -> Result<i32> {
-    mount_basics()?;
-    let cfg: GuestConfig = serde_json::from_slice(
+pub(super) fn read_config() -> Result<GuestConfig> {
+    serde_json::from_slice(
         &std::fs::read(GUEST_CONFIG).with_context(|| format!("reading {}", GUEST_CONFIG))?,
     )
-    .context("parsing the guest configuration")?;
-    let v = cfg.verbose;
+    .context("parsing the guest configuration")
+}
+
+fn init(ctl_out: &mut Option<File>) -> Result<i32> {
+    mount_basics()?;
+    let cfg = read_config()?;
     for m in &cfg.modules {
         let params = cfg
             .module_params
@@ -259,11 +272,31 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
         load_module(m, params)?;
     }
     *ctl_out = Some(open_port(PORT_CTL)?);
-    log(ctl_out, v, format!("loaded {} modules", cfg.modules.len()));
+    log(
+        ctl_out,
+        cfg.verbose,
+        format!("loaded {} modules", cfg.modules.len()),
+    );
+    if let Some(serial) = &cfg.systemd_root {
+        // Returns only when it failed before handing over to systemd.
+        super::guest_systemd::switch_root(&cfg, serial, ctl_out)?;
+    }
+    mount_cgroups()?;
+    run_command(&cfg, ctl_out, true)
+}
+
+/// Mounts the scratch disk and the shared directory, turns swap on, runs the command and takes
+/// it all down again; `pid1` when this process is the guest's init (which reaps and kills
+/// whatever is left), not a systemd unit.
+pub(super) fn run_command(
+    cfg: &GuestConfig,
+    ctl_out: &mut Option<File>,
+    pid1: bool,
+) -> Result<i32> {
+    let v = cfg.verbose;
     let out = open_port(PORT_OUT)?;
     let err = open_port(PORT_ERR)?;
-    mount_cgroups()?;
-    let (disk, dev) = scratch_disk(&cfg)?;
+    let (disk, dev) = scratch_disk(cfg)?;
 
     // Mount the scratch fs and the shared cwd, shallower first so nesting works either way.
     let scratch = PathBuf::from(&cfg.scratch_dir);
@@ -314,7 +347,7 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
     );
 
     announce_ready(ctl_out)?;
-    let child = std::process::Command::new("/init")
+    let child = std::process::Command::new("/proc/self/exe")
         .arg0("resctl-bench")
         .args(&cfg.args)
         .current_dir(&cwd)
@@ -332,12 +365,12 @@ fn init(ctl_out: &mut Option<File>) -> Result<i32> {
         .map(PathBuf::as_path)
         .chain(mounts.iter().rev().map(|(t, _)| t.as_path()))
         .collect();
-    tear_down(swap, &unmount);
+    tear_down(swap, &unmount, pid1);
     Ok(code)
 }
 
 /// The kernel's file systems init needs before anything else.
-fn mount_basics() -> Result<()> {
+pub(super) fn mount_basics() -> Result<()> {
     for (src, dir, fs) in [
         ("proc", "/proc", "proc"),
         ("sysfs", "/sys", "sysfs"),
@@ -415,11 +448,13 @@ fn announce_ready(ctl_out: &mut Option<File>) -> Result<()> {
     Ok(())
 }
 
-/// After the command: stops leftovers, then takes swap and the mounts (deepest first) down
+/// After the command: stops leftovers (as init), then takes swap and the mounts (deepest first) down
 /// cleanly (matters with --keep).
-fn tear_down(swapfile: Option<&Path>, mounts: &[&Path]) {
-    unsafe {
-        libc::kill(-1, libc::SIGKILL);
+fn tear_down(swapfile: Option<&Path>, mounts: &[&Path], pid1: bool) {
+    if pid1 {
+        unsafe {
+            libc::kill(-1, libc::SIGKILL);
+        }
     }
     while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
     if let Some(p) = swapfile.and_then(|p| cstr(p).ok()) {

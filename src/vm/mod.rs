@@ -9,6 +9,7 @@
 mod args;
 pub mod channel;
 pub mod guest;
+pub mod guest_systemd;
 pub mod host;
 pub mod initramfs;
 pub mod kmod;
@@ -16,6 +17,7 @@ pub mod nbd;
 pub mod profiles;
 pub mod protocol;
 pub mod qemu;
+pub mod rootfs;
 pub mod setup;
 
 pub use args::VmArgs;

@@ -13,6 +13,13 @@ pub const PORT_ERR: &str = "resctl.err";
 pub const PORT_CTL: &str = "resctl.ctl";
 /// 9p mount tag of the shared working directory.
 pub const SHARE_TAG: &str = "resctl-cwd";
+/// Serial of the root file system disk of a `vm --init systemd` guest.
+pub const ROOT_SERIAL: &str = "resctl-root";
+/// Set (to 1) in the environment of the systemd unit that runs the command in a
+/// `vm --init systemd` guest: with [`GUEST_CONFIG`] present it selects the agent mode.
+pub const AGENT_ENV: &str = "RESCTL_BENCH_VM_AGENT";
+/// That unit.
+pub const AGENT_UNIT: &str = "resctl-bench-vm.service";
 
 /// What the host tells the guest init (a JSON file in the initramfs).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -38,6 +45,10 @@ pub struct GuestConfig {
     pub reports_dir: Option<String>,
     pub swap_size: u64,
     pub verbose: u8,
+    /// `vm --init systemd`: the serial of the disk holding the Debian root file system that
+    /// init switches to, starting systemd as PID 1 and the command from a unit.
+    #[serde(default)]
+    pub systemd_root: Option<String>,
 }
 
 /// Guest → host events on the control port, one JSON object a line.

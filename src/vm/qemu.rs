@@ -202,6 +202,8 @@ pub struct Machine<'a> {
     pub disk_direct: bool,
     pub limits: &'a DiskLimits,
     pub share: &'a Path,
+    /// `--init systemd`: the root file system image, opened copy-on-write.
+    pub root: Option<&'a Path>,
     /// (chardev id, socket path, virtio-serial port name or None for the serial console)
     pub sockets: Vec<(&'static str, PathBuf, Option<&'static str>)>,
 }
@@ -263,6 +265,18 @@ impl Machine<'_> {
             self.limits.serial()
         );
         push(&["-drive", &drive, "-device", &dev]);
+        // After the scratch disk, so that one stays vda.
+        if let Some(root) = self.root {
+            let drive = format!(
+                "file={},if=none,id=root,format=raw,snapshot=on,cache=unsafe",
+                opt_path(root)?
+            );
+            let dev = format!(
+                "virtio-blk-pci,drive=root,serial={}",
+                super::protocol::ROOT_SERIAL
+            );
+            push(&["-drive", &drive, "-device", &dev]);
+        }
         let fsdev = format!(
             "local,id=share,path={},security_model=none",
             opt_path(self.share)?
@@ -309,6 +323,7 @@ mod tests {
             disk_direct: true,
             limits,
             share: Path::new("/work"),
+            root: None,
             sockets: vec![
                 ("con", PathBuf::from("/t/con.sock"), None),
                 ("out", PathBuf::from("/t/out.sock"), Some("resctl.out")),

@@ -195,7 +195,7 @@ pub fn kernel(image: Option<&Path>, modules: Option<&Path>) -> Result<Kernel> {
     Ok(k)
 }
 
-fn run_quiet(cmd: &mut Command) -> Result<bool> {
+pub(super) fn run_quiet(cmd: &mut Command) -> Result<bool> {
     log::debug!("running {:?}", cmd);
     Ok(cmd
         .status()
@@ -203,7 +203,7 @@ fn run_quiet(cmd: &mut Command) -> Result<bool> {
         .success())
 }
 
-fn root_cmd(prog: &str) -> Result<Command> {
+pub(super) fn root_cmd(prog: &str) -> Result<Command> {
     if unsafe { libc::geteuid() } == 0 {
         return Ok(Command::new(prog));
     }
@@ -225,7 +225,7 @@ fn apt_update() -> Result<()> {
     Ok(())
 }
 
-fn install(pkgs: &[&str]) -> Result<()> {
+pub(super) fn install(pkgs: &[&str]) -> Result<()> {
     let attempt = || -> Result<bool> {
         run_quiet(
             root_cmd("apt-get")?
@@ -328,6 +328,7 @@ pub fn run() -> Result<()> {
         let k = fetch_kernel()?;
         crate::errln!("vm setup: kernel unpacked at {}", k.image.display());
     }
+    super::rootfs::ensure()?;
     Ok(())
 }
 

@@ -33,6 +33,15 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         }
     }
     let (cwd_str, extra) = check_args(a, &cwd)?;
+    let root = match a.init.as_str() {
+        "builtin" => None,
+        "systemd" if !a.with_program.is_empty() => crate::usage_bail!(
+            "vm: --with-program works with --init builtin only (the programs would stay in the \
+             initramfs systemd leaves)"
+        ),
+        "systemd" => Some(super::rootfs::image()?),
+        other => crate::usage_bail!("vm: --init {:?}: accepted are builtin and systemd", other),
+    };
     let nbdkit = match opts.limits.latency_ms {
         Some(_) => Some(super::nbd::tool(&opts.limits.name)?),
         None => None,
@@ -59,6 +68,9 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         reports_dir,
         swap_size: opts.swap_size,
         verbose,
+        systemd_root: root
+            .as_ref()
+            .map(|_| super::protocol::ROOT_SERIAL.to_string()),
     };
     let t0 = Instant::now();
     let initrd = work.path.join("initramfs.cpio");
@@ -108,6 +120,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         disk_direct,
         limits: &opts.limits,
         share: &cwd,
+        root: root.as_deref(),
         sockets: Vec::new(),
     };
     let boot = boot_or_fall_back(&mut machine, &work, &opts, verbose)?;
