@@ -120,7 +120,8 @@ fn build(tree: &Path, img: &Path) -> Result<()> {
             .args(["-q", "-F", "-L", "resctl-root", "-d"])
             .arg(tree)
             .arg(img)
-            .arg(IMAGE_SIZE),
+            .arg(IMAGE_SIZE)
+            .stdout(std::process::Stdio::null()),
     )?;
     if !ok {
         bail!("mkfs.ext4 -d {} {} failed", tree.display(), img.display());
@@ -151,6 +152,7 @@ fn customize(tree: &Path) -> Result<()> {
     // An empty machine-id: systemd makes one at every boot of the copy-on-write image.
     w("etc/machine-id", "")?;
     let sysd = tree.join("etc/systemd/system");
+    std::fs::create_dir_all(&sysd)?;
     for unit in MASKED {
         let link = sysd.join(unit);
         let _ = std::fs::remove_file(&link);
