@@ -87,6 +87,10 @@ pub struct ProbeArgs {
     /// Exit with this status
     #[arg(long = "exit", value_name = "N")]
     pub exit: Option<i32>,
+    /// Run this shell command (sh -c) instead, its output passed through, and exit with its
+    /// status
+    #[arg(long = "sh", value_name = "SCRIPT")]
+    pub sh: Option<String>,
 }
 
 #[derive(Debug, Args)]

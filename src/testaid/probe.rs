@@ -5,6 +5,7 @@
 
 use crate::cli::testaid::ProbeArgs;
 use crate::workload::randread::{randread, RandRead};
+use std::os::unix::process::ExitStatusExt;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::io::Write;
@@ -83,6 +84,14 @@ struct Report {
 }
 
 pub fn run(a: &ProbeArgs) -> Result<()> {
+    if let Some(script) = &a.sh {
+        let st = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .status()
+            .context("running /bin/sh")?;
+        std::process::exit(st.code().unwrap_or(128 + st.signal().unwrap_or(0)));
+    }
     if let Some(p) = &a.write_file {
         std::fs::write(p, &a.content).with_context(|| format!("writing {}", p.display()))?;
     }
