@@ -8,8 +8,8 @@ fn main() {
         resctl_bench::vm::guest::init_main();
     }
     // In a `vm --init systemd` guest, the unit systemd starts: run the command, power off.
-    if resctl_bench::vm::guest_systemd::is_vm_agent() {
-        resctl_bench::vm::guest_systemd::agent_main();
+    if resctl_bench::vm::guest::systemd::is_vm_agent() {
+        resctl_bench::vm::guest::systemd::agent_main();
     }
     let cli = match resctl_bench::cli::parse_from(std::env::args_os()) {
         Ok(cli) => cli,

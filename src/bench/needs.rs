@@ -28,6 +28,7 @@ pub const MEM: SystemNeeds = SystemNeeds {
         SysReq::AnonBalance,
         SysReq::SwapOnScratch,
         SysReq::Swap,
+        SysReq::NoSysOomd,
         SysReq::NoZswap,
         SysReq::Psi,
     ],

@@ -124,7 +124,7 @@ fn by_hand(out: &mut String, todo: ByHand, dir: &std::path::Path) {
 
 /// `deps [--fix]` on the real host, for the work directory `dir` (and `--dev`).
 pub fn deps_cmd(dir: &std::path::Path, dev: Option<&str>, fix: bool) -> Result<()> {
-    let hp = HostPaths::real();
+    let hp = crate::system::cgroup::managed(HostPaths::real());
     let scratch = blockdev::detect(&hp, dir, dev).map_err(|e| {
         if e.downcast_ref::<crate::error::UsageError>().is_some() {
             Err(e)
@@ -138,7 +138,7 @@ pub fn deps_cmd(dir: &std::path::Path, dev: Option<&str>, fix: bool) -> Result<(
         Err(Ok(msg)) => Err(msg),
     };
     let journal = if fix {
-        let j = Journal::open(dir)?;
+        let j = Journal::open_on(dir, &hp)?;
         j.install_signal_handlers()?;
         Some(j)
     } else {
@@ -222,7 +222,7 @@ mod tests {
             "{}",
             text
         );
-        assert!(text.contains("13 of 13 requirements satisfied"), "{}", text);
+        assert!(text.contains("14 of 14 requirements satisfied"), "{}", text);
         insta::assert_snapshot!("deps_fix_report", text);
         // Restored when the journal went away.
         assert_eq!(

@@ -18,25 +18,50 @@ pub mod restore;
 pub mod session;
 pub mod sysinfo;
 pub mod sysreqs;
+pub mod systemd;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where the kernel interfaces live. `HostPaths::real()` is the running system; tests point
 /// `root` at a temp dir holding `sys/`, `proc/`, `sys/fs/cgroup/`, `dev/`, `etc/`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// On a systemd host it also carries systemd ([`HostPaths::with_systemd`]): the cgroups of our
+/// layout are then its units.
+#[derive(Debug, Clone)]
 pub struct HostPaths {
     pub root: PathBuf,
+    systemd: Option<Arc<dyn systemd::Manager>>,
 }
+
+impl PartialEq for HostPaths {
+    fn eq(&self, o: &Self) -> bool {
+        self.root == o.root && self.systemd.is_some() == o.systemd.is_some()
+    }
+}
+
+impl Eq for HostPaths {}
 
 impl HostPaths {
     pub fn real() -> Self {
-        Self {
-            root: PathBuf::from("/"),
-        }
+        Self::under("/")
     }
 
     pub fn under(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            systemd: None,
+        }
+    }
+
+    /// The same paths on a host whose cgroups systemd manages through `m`.
+    pub fn with_systemd(mut self, m: Arc<dyn systemd::Manager>) -> Self {
+        self.systemd = Some(m);
+        self
+    }
+
+    /// systemd, when it manages this host's cgroups.
+    pub fn systemd(&self) -> Option<&Arc<dyn systemd::Manager>> {
+        self.systemd.as_ref()
     }
 
     /// `rel` below the root, e.g. `path("proc/meminfo")`.

@@ -5,10 +5,10 @@
 
 use crate::cli::testaid::ProbeArgs;
 use crate::workload::randread::{randread, RandRead};
-use std::os::unix::process::ExitStatusExt;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::Duration;
 

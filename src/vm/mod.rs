@@ -9,7 +9,6 @@
 mod args;
 pub mod channel;
 pub mod guest;
-pub mod guest_systemd;
 pub mod host;
 pub mod initramfs;
 pub mod kmod;

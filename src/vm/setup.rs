@@ -328,7 +328,6 @@ pub fn run() -> Result<()> {
         let k = fetch_kernel()?;
         crate::errln!("vm setup: kernel unpacked at {}", k.image.display());
     }
-    super::rootfs::ensure()?;
     Ok(())
 }
 

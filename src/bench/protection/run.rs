@@ -58,11 +58,8 @@ pub(super) fn run(ctx: &mut RunCtx, props: &ProtectionProps) -> Result<Protectio
     let (mut host, _) = ctx.host().context("protection needs the host session")?;
     let (model_wbps, model_from) = model_wbps(&mut host, &dir, quick)?;
     let fs = host.has_slices().then(|| CgroupFs::new(host.hp()));
-    if let Some(fs) = &fs {
+    if fs.is_some() {
         host.create_cgroup(HOG_CG)?;
-        // A kernel OOM kill takes the whole hog, never a part of it.
-        crate::system::cgroup::write_file(&fs.path(HOG_CG).join("memory.oom.group"), "1")
-            .context("setting memory.oom.group of the hog's cgroup")?;
     }
     let env = Env {
         hp: host.hp().clone(),

@@ -7,10 +7,12 @@
 //! left by someone else) first hands the old value to a [`ChangeJournal`].
 
 use super::change_journal::ChangeJournal;
+use super::systemd::Manager;
 use super::HostPaths;
-use crate::error::UsageError;
+use anyhow::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 mod files;
 mod slices;
@@ -18,25 +20,45 @@ mod slices;
 pub use files::*;
 pub use slices::*;
 
-/// cgroup2 below a root directory (`/sys/fs/cgroup` on a real host).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// cgroup2 below a root directory (`/sys/fs/cgroup` on a real host). On a systemd host the
+/// units of our layout (`SLICE/rd-NAME.service`) are transient scopes (`SLICE/rd-NAME.scope`):
+/// [`CgroupFs::path`] finds them there and [`CgroupFs::move_pid`] has systemd create them.
+#[derive(Debug, Clone)]
 pub struct CgroupFs {
     root: PathBuf,
+    systemd: Option<Arc<dyn Manager>>,
 }
+
+impl PartialEq for CgroupFs {
+    fn eq(&self, o: &Self) -> bool {
+        self.root == o.root && self.systemd.is_some() == o.systemd.is_some()
+    }
+}
+
+impl Eq for CgroupFs {}
 
 impl CgroupFs {
     pub fn new(paths: &HostPaths) -> Self {
         Self {
             root: paths.cgroup(),
+            systemd: paths.systemd().cloned(),
         }
     }
 
     pub fn at(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            systemd: None,
+        }
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Whether systemd manages these cgroups.
+    pub fn under_systemd(&self) -> bool {
+        self.systemd.is_some()
     }
 
     /// The directory of cgroup `cg` (relative, e.g. `workload.slice/hashd.service`; `""` and
@@ -45,6 +67,8 @@ impl CgroupFs {
         let cg = cg.trim_matches('/');
         if cg.is_empty() || cg == "-.slice" {
             self.root.clone()
+        } else if self.systemd.is_some() {
+            self.root.join(crate::system::systemd::cgroup_of(cg))
         } else {
             self.root.join(cg)
         }
@@ -151,9 +175,24 @@ impl CgroupFs {
         Ok(true)
     }
 
-    /// Moves process `pid` into cgroup `cg`.
-    pub fn move_pid(&self, cg: &str, pid: u32) -> Result<(), KernelFileError> {
-        write_file(&self.file(cg, "cgroup.procs"), &pid.to_string())
+    /// Moves process `pid` into cgroup `cg`. Under systemd, a unit of our layout or a bare slice
+    /// is a transient scope systemd creates with the process in it.
+    pub fn move_pid(&self, cg: &str, pid: u32) -> anyhow::Result<()> {
+        if let Some(sd) = &self.systemd {
+            if let Some((slice, scope)) = crate::system::systemd::scope_for(cg, pid) {
+                let props = crate::system::systemd::scope_props(&slice, pid);
+                return crate::system::systemd::start_transient_retrying(
+                    sd.as_ref(),
+                    &scope,
+                    &props,
+                )
+                .with_context(|| format!("placing process {} into {}/{}", pid, slice, scope));
+            }
+        }
+        Ok(write_file(
+            &self.file(cg, "cgroup.procs"),
+            &pid.to_string(),
+        )?)
     }
 
     /// The processes directly in `cg`.
@@ -316,22 +355,14 @@ pub fn detect_systemd(paths: &HostPaths) -> bool {
         .unwrap_or(false)
 }
 
-/// Refuses to run benches on a systemd host unless `force`: we'd be changing cgroups systemd
-/// manages.
-pub fn check_no_systemd(paths: &HostPaths, force: bool) -> anyhow::Result<()> {
-    if !detect_systemd(paths) {
-        return Ok(());
+/// `hp` with systemd attached when systemd manages the host's cgroups (and none was attached
+/// yet, as tests attach a fake one).
+pub fn managed(hp: HostPaths) -> HostPaths {
+    if hp.systemd().is_some() || !detect_systemd(&hp) {
+        return hp;
     }
-    if force {
-        log::warn!("systemd manages this host's cgroups; continuing because of --force");
-        return Ok(());
-    }
-    Err(UsageError::new(
-        "this host runs systemd, which manages the cgroup tree resctl-bench would configure \
-         directly; run the benches in a host without systemd (see `resctl-bench vm`) or pass \
-         --force to continue anyway",
-    )
-    .into())
+    let sd = Arc::new(super::systemd::Systemctl::new(&hp.root));
+    hp.with_systemd(sd)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The bench slice layout and its memory protection policy.
 
+use crate::system::systemd::UnitProp;
 use std::path::PathBuf;
 
 const MIB: u64 = 1 << 20;
@@ -83,6 +84,25 @@ pub fn bench_slices(workload_mem_low: u64) -> Vec<SliceConfig> {
             ..cfg(Slice::Balloon, 100, 100, None, None)
         },
     ]
+}
+
+impl SliceConfig {
+    /// The knobs as systemd unit properties (protections of 0, limits of "no limit", as the
+    /// cgroup files would say).
+    pub fn unit_props(&self) -> Vec<UnitProp> {
+        let page = |v: MemKnob| v.map(|b| b / PAGE * PAGE);
+        let mut p = vec![
+            UnitProp::new("CPUWeight", Some(self.cpu_weight as u64)),
+            UnitProp::new("IOWeight", Some(self.io_weight as u64)),
+            UnitProp::new("MemoryMin", Some(page(self.mem_min).unwrap_or(0))),
+            UnitProp::new("MemoryLow", Some(page(self.mem_low).unwrap_or(0))),
+            UnitProp::new("MemoryHigh", page(self.mem_high)),
+        ];
+        if let Some(swap) = self.swap_max {
+            p.push(UnitProp::new("MemorySwapMax", page(swap)));
+        }
+        p
+    }
 }
 
 /// sideload.slice, for when sideloads arrive.

@@ -322,16 +322,11 @@ fn malformed_files_are_errors_naming_the_file() {
 fn systemd_detection() {
     let t = tree();
     assert!(!detect_systemd(&t.paths));
-    assert!(check_no_systemd(&t.paths, false).is_ok());
     fs::create_dir_all(t.paths.proc().join("1")).unwrap();
     fs::write(t.paths.proc().join("1/comm"), "init\n").unwrap();
     assert!(!detect_systemd(&t.paths));
     fs::write(t.paths.proc().join("1/comm"), "systemd\n").unwrap();
     assert!(detect_systemd(&t.paths));
-    let e = check_no_systemd(&t.paths, false).unwrap_err();
-    assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
-    assert!(e.to_string().contains("--force"));
-    assert!(check_no_systemd(&t.paths, true).is_ok());
     fs::write(t.paths.proc().join("1/comm"), "init\n").unwrap();
     fs::create_dir_all(t.paths.path("run/systemd/system")).unwrap();
     assert!(detect_systemd(&t.paths));

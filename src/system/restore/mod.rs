@@ -4,9 +4,11 @@
 //! SIGINT/SIGTERM/SIGHUP (after [`Journal::install_signal_handlers`]), and — if the process died
 //! without doing either — at the next [`Journal::open`] of the same directory.
 //!
-//! Entries come in three kinds: a file write (sysctl, sysfs, cgroup knob) undone by writing the
-//! old text back; a directory we created, undone by removing it; and a remount, undone by
-//! remounting with the old filesystem options. The first record of a path wins, so restoring
+//! Entries come in these kinds: a file write (sysctl, sysfs, cgroup knob) undone by writing the
+//! old text back; a directory we created, undone by removing it; a remount, undone by
+//! remounting with the old filesystem options; and on a systemd host (`units.rs`) a unit
+//! property set at runtime, a transient unit we started and a unit we stopped, each undone
+//! through systemd. The first record of a path wins, so restoring
 //! always goes back to the state before our first change. `io.cost.model`/`io.cost.qos` are keyed
 //! by the `MAJ:MIN` their records start with, and `cgroup.subtree_control` is restored by
 //! enabling and disabling the controllers that differ from the recorded list.
@@ -15,6 +17,7 @@
 //! directory at once.
 
 use crate::system::change_journal::ChangeJournal;
+use crate::system::systemd::{Manager, Systemctl};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -49,6 +52,25 @@ pub enum Change {
     CreatedDir { path: PathBuf },
     /// A filesystem we remounted with other options.
     Remount(Remount),
+    /// A unit property set at runtime through systemd: `restore` is the assignment that puts
+    /// the old value back; `dropin` whether a runtime drop-in for it was there before (if not,
+    /// ours is removed too).
+    UnitProp {
+        unit: String,
+        prop: String,
+        restore: String,
+        dropin: bool,
+    },
+    /// A transient unit we started (a slice, a scope): stopped, which ends what runs in it,
+    /// and its runtime drop-ins removed. `cgroup`: its directory, which this process leaves
+    /// first when it is inside.
+    TransientUnit {
+        unit: String,
+        #[serde(default)]
+        cgroup: Option<PathBuf>,
+    },
+    /// A unit we stopped for the run (another OOM killer): started again.
+    StoppedUnit { unit: String },
 }
 
 impl Change {
@@ -58,6 +80,9 @@ impl Change {
             Change::Write { path, old } => (0, path.clone(), keyed_prefix(path, old)),
             Change::CreatedDir { path } => (1, path.clone(), String::new()),
             Change::Remount(r) => (2, r.target.clone(), String::new()),
+            Change::UnitProp { unit, prop, .. } => (3, PathBuf::from(unit), prop.clone()),
+            Change::TransientUnit { unit, .. } => (4, PathBuf::from(unit), String::new()),
+            Change::StoppedUnit { unit } => (5, PathBuf::from(unit), String::new()),
         }
     }
 }
@@ -68,6 +93,9 @@ impl std::fmt::Display for Change {
             Change::Write { path, old } => write!(f, "{} = {:?}", path.display(), old),
             Change::CreatedDir { path } => write!(f, "created directory {}", path.display()),
             Change::Remount(r) => write!(f, "mount {} options {:?}", r.target.display(), r.old),
+            Change::UnitProp { unit, restore, .. } => write!(f, "{} {}", unit, restore),
+            Change::TransientUnit { unit, .. } => write!(f, "transient unit {}", unit),
+            Change::StoppedUnit { unit } => write!(f, "stopped unit {}", unit),
         }
     }
 }
@@ -104,6 +132,8 @@ struct Inner {
     file: PathBuf,
     changes: Vec<Change>,
     remount: RemountFn,
+    /// systemd, for the unit records (the real one unless a test gave a fake).
+    systemd: Arc<dyn Manager>,
     /// Set once a signal restored everything: no further changes may be made.
     closed: bool,
 }
@@ -126,8 +156,26 @@ impl Journal {
         Self::open_with(dir, remount_sys)
     }
 
+    /// [`Journal::open`] for a host whose unit changes go through its systemd (the real one
+    /// when `hp` carries none).
+    pub fn open_on(dir: &Path, hp: &crate::system::HostPaths) -> Result<Self> {
+        match hp.systemd() {
+            Some(sd) => Self::open_with_systemd(dir, remount_sys, sd.clone()),
+            None => Self::open(dir),
+        }
+    }
+
     /// [`Journal::open`] with a custom remount implementation.
     pub fn open_with(dir: &Path, remount: RemountFn) -> Result<Self> {
+        Self::open_with_systemd(dir, remount, Arc::new(Systemctl::new(Path::new("/"))))
+    }
+
+    /// [`Journal::open`] with custom remount and systemd implementations.
+    pub fn open_with_systemd(
+        dir: &Path,
+        remount: RemountFn,
+        systemd: Arc<dyn Manager>,
+    ) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating work directory {}", dir.display()))?;
         let lock_path = dir.join(LOCK_FILE);
@@ -155,6 +203,7 @@ impl Journal {
                 file: file.clone(),
                 changes: Vec::new(),
                 remount,
+                systemd,
                 closed: false,
             })),
             _lock: lock_file,
@@ -431,7 +480,7 @@ fn restore_locked(inner: &mut Inner, each: bool) -> Result<()> {
     let mut errors = Vec::new();
     let mut restored = 0;
     for change in inner.changes.iter().rev() {
-        match restore_one(change, inner.remount) {
+        match restore_one(change, inner.remount, inner.systemd.as_ref()) {
             Ok(()) if each => log::info!("restored {}", change),
             Ok(()) => {
                 restored += 1;
@@ -476,7 +525,7 @@ fn is_not_found(e: &anyhow::Error) -> bool {
     })
 }
 
-fn restore_one(change: &Change, remount: RemountFn) -> Result<()> {
+fn restore_one(change: &Change, remount: RemountFn, systemd: &dyn Manager) -> Result<()> {
     match change {
         Change::Write { path, old } => {
             if path.file_name().and_then(|n| n.to_str()) == Some("cgroup.subtree_control") {
@@ -487,7 +536,59 @@ fn restore_one(change: &Change, remount: RemountFn) -> Result<()> {
         }
         Change::CreatedDir { path } => remove_created_dir(path),
         Change::Remount(r) => remount(r, &r.old),
+        Change::UnitProp { .. } | Change::TransientUnit { .. } | Change::StoppedUnit { .. } => {
+            restore_unit(change, systemd)
+        }
     }
+}
+
+/// Undoes one of the unit records.
+fn restore_unit(change: &Change, sd: &dyn Manager) -> Result<()> {
+    match change {
+        Change::UnitProp {
+            unit,
+            prop,
+            restore,
+            dropin,
+        } => {
+            sd.set_runtime(unit, std::slice::from_ref(restore))?;
+            if !dropin {
+                sd.remove_runtime_dropins(unit, &[prop.as_str()])?;
+            }
+            Ok(())
+        }
+        Change::TransientUnit { unit, cgroup } => {
+            if let Some(dir) = cgroup {
+                leave_unit_cgroup(dir)?;
+            }
+            sd.stop(unit)?;
+            // Set-property drop-ins made on it while it ran (it wasn't defined before).
+            sd.remove_runtime_dropins(unit, &[])
+        }
+        Change::StoppedUnit { unit } => sd.start(unit),
+        _ => Ok(()),
+    }
+}
+
+/// Moves this process to the cgroup root when it is somewhere below `dir` (a slice about to be
+/// stopped, which would end it too). The normal exit moves back to where the run started
+/// before restoring; this covers the signal path.
+fn leave_unit_cgroup(dir: &Path) -> Result<()> {
+    let Some(root) = dir.parent() else {
+        return Ok(());
+    };
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return Ok(());
+    };
+    if !root
+        .join(rel.trim().trim_start_matches('/'))
+        .starts_with(dir)
+    {
+        return Ok(());
+    }
+    write_file(&root.join("cgroup.procs"), &std::process::id().to_string())
+        .with_context(|| format!("moving this process out of {}", dir.display()))
 }
 
 /// Removes a directory we created. A cgroup of ours that still holds processes (a helper such
@@ -684,6 +785,8 @@ pub fn remount_sys(r: &Remount, data: &str) -> Result<()> {
     }
     Ok(())
 }
+
+mod units;
 
 #[cfg(test)]
 mod tests;

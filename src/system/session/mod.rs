@@ -25,6 +25,7 @@ use crate::system::iocost::QosOverride;
 use crate::system::mem::{self, AvailSource, Balloon};
 use crate::system::restore::Journal;
 use crate::system::sysreqs::{self, Enforce, Evaluation, Host, SysReq};
+use crate::system::systemd;
 use crate::system::HostPaths;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -110,8 +111,11 @@ impl Session {
     /// a systemd host, when the memory profile doesn't fit, or when required sysreqs are missed
     /// — each unless `--force` where that applies.
     pub fn start(hp: HostPaths, opts: &SessionOpts, needs: &Needs) -> Result<Session> {
-        cgroup::check_no_systemd(&hp, opts.force)?;
-        let journal = Journal::open(&opts.dir)?;
+        let hp = cgroup::managed(hp);
+        if hp.systemd().is_some() {
+            log::info!("systemd manages this host's cgroups: the bench slices are its units");
+        }
+        let journal = Journal::open_on(&opts.dir, &hp)?;
         journal.install_signal_handlers()?;
         let scratch = match blockdev::detect(&hp, &opts.dir, opts.dev.as_deref()) {
             Ok(s) => {
@@ -177,15 +181,53 @@ impl Session {
             );
             return Ok(());
         }
-        cg.enable_controllers("", &Controller::ALL, false, &mut self.journal)?;
         let low = match &self.memory.info {
             Some(m) => cgroup::workload_mem_low(m.share, mem_margin),
             None => 0,
         };
-        cg.setup_slices(&cgroup::bench_slices(low), &mut self.journal)
-            .context("setting up the bench slices")?;
+        let layout = cgroup::bench_slices(low);
+        if cg.under_systemd() {
+            for cfg in &layout {
+                self.setup_unit_slice(&cg, cfg)
+                    .with_context(|| format!("setting up {} through systemd", cfg.slice.name()))?;
+            }
+        } else {
+            cg.enable_controllers("", &Controller::ALL, false, &mut self.journal)?;
+            cg.setup_slices(&layout, &mut self.journal)
+                .context("setting up the bench slices")?;
+        }
         self.cgroups.slices = true;
         self.cgroups.workload_low = low;
+        Ok(())
+    }
+
+    /// One bench slice on a systemd host: a slice nobody defined or uses is started as a
+    /// transient unit with the knobs as its properties (stopped at the end, leaving nothing);
+    /// an existing one (system.slice) gets them at runtime, the old values journaled.
+    fn setup_unit_slice(&mut self, cg: &CgroupFs, cfg: &cgroup::SliceConfig) -> Result<()> {
+        let unit = cfg.slice.name();
+        let props = cfg.unit_props();
+        let sd = self.journal.systemd();
+        let st = systemd::unit_state(sd.as_ref(), unit)?;
+        if !st.active && !st.defined {
+            let mut bus: Vec<(&str, systemd::BusValue)> = props.iter().map(|p| p.bus()).collect();
+            bus.push((
+                "Description",
+                systemd::BusValue::Str(format!("resctl-bench: {}", unit)),
+            ));
+            self.journal
+                .start_transient(unit, &bus, Some(cg.path(unit)))?;
+            log::debug!("started transient {}", unit);
+        } else {
+            let changed = self.journal.set_unit_props(unit, &props)?;
+            if !changed.is_empty() {
+                log::info!(
+                    "{}: {} (runtime, restored at the end)",
+                    unit,
+                    changed.join(" ")
+                );
+            }
+        }
         Ok(())
     }
 
@@ -275,6 +317,18 @@ impl Session {
             return Ok(());
         }
         let low = if mem { self.cgroups.workload_low } else { 0 };
+        if self.hp.systemd().is_some() {
+            let p = systemd::UnitProp::new("MemoryLow", Some(low / 4096 * 4096));
+            let changed = self.journal.set_unit_props(Slice::Workload.name(), &[p])?;
+            if !changed.is_empty() {
+                log::info!(
+                    "workload.slice {}{}",
+                    changed.join(" "),
+                    if mem { "" } else { " (passive=mem)" }
+                );
+            }
+            return Ok(());
+        }
         let path = CgroupFs::new(&self.hp)
             .path(Slice::Workload.name())
             .join("memory.low");
@@ -312,7 +366,19 @@ impl Session {
     /// Creates cgroup `cg` (relative to the cgroup2 root) through the journal, so it goes away
     /// at the end even after a crash.
     /// Its parent gets the cpu, io and memory controllers for it.
+    /// On a systemd host the cgroup is a transient scope systemd creates when the process is
+    /// placed into it ([`CgroupFs::move_pid`]); here it is journaled, so that it is stopped at
+    /// the end even after a crash.
     pub fn create_cgroup(&mut self, cg: &str) -> Result<()> {
+        if self.hp.systemd().is_some() {
+            let Some((_, scope)) = systemd::scope_for(cg, 0).filter(|_| cg.contains('/')) else {
+                anyhow::bail!(
+                    "{} is not a unit of the bench layout (SLICE/rd-NAME.service)",
+                    cg
+                );
+            };
+            return self.journal.record_transient(&scope);
+        }
         let fs = CgroupFs::new(&self.hp);
         if let Some((parent, _)) = cg.rsplit_once('/') {
             fs.enable_controllers(parent, &Controller::ALL, false, &mut self.journal)

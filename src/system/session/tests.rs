@@ -4,6 +4,7 @@ use super::testhost::{host, needs, opts};
 use super::*;
 use crate::system::bench_json::{BenchKnobs, HashdKnobs};
 use crate::system::blockdev::testutil::put;
+use std::sync::Arc;
 
 fn get(p: &std::path::Path) -> String {
     std::fs::read_to_string(p).unwrap().trim().to_string()
@@ -488,4 +489,99 @@ fn iocost_off_and_queue_knobs_for_a_job_come_back() {
     s.finish().unwrap();
     assert_eq!(get(&nomerges), "0");
     assert!(!qos_file(&hp).contains("enable=0"), "{}", qos_file(&hp));
+}
+
+/// On a systemd host (a fake one): the unused slices are transient units with the knobs as
+/// properties, system.slice gets them at runtime, a bench's cgroup is a journaled scope, and
+/// the end stops every unit we started and puts system.slice's properties back, drop-ins
+/// included.
+#[test]
+fn systemd_host_slices_are_units_and_all_is_restored() {
+    use crate::system::systemd::fake::FakeSystemd;
+    use crate::system::systemd::Manager;
+    let (_t, hp) = host();
+    let sd = Arc::new(FakeSystemd::new(&["systemd-journald.service"]));
+    let hp = hp.with_systemd(sd.clone());
+    let mut s = Session::start(hp.clone(), &opts(&hp), &needs()).unwrap();
+    for slice in ["hostcritical.slice", "workload.slice", "balloon.slice"] {
+        let u = sd.unit(slice).unwrap();
+        assert!(u.transient && u.active, "{}: {:?}", slice, u);
+    }
+    assert_eq!(sd.prop("hostcritical.slice", "MemoryMin"), "805306368");
+    assert_eq!(sd.prop("balloon.slice", "MemorySwapMax"), "0");
+    assert_eq!(sd.prop("system.slice", "CPUWeight"), "10");
+    assert_eq!(sd.prop("system.slice", "IOWeight"), "50");
+    assert!(sd.has_runtime_dropin("system.slice", "CPUWeight"));
+    // The memory protection of a job enforcing mem, set at runtime on the transient slice.
+    s.prepare_job(Enforce::all(), false).unwrap();
+    // A bench's cgroup: journaled now, created by systemd when its process is placed.
+    s.create_cgroup("workload.slice/rd-hashd-A.service")
+        .unwrap();
+    assert!(s.create_cgroup("workload.slice/other").is_err());
+    let changes = s.journal().changes();
+    assert!(
+        changes.iter().any(|c| matches!(c,
+            crate::system::restore::Change::TransientUnit { unit, .. } if unit == "rd-hashd-A.scope")),
+        "{:?}",
+        changes
+    );
+    let fs = CgroupFs::new(&hp);
+    assert!(fs
+        .path("workload.slice/rd-hashd-A.service")
+        .ends_with("workload.slice/rd-hashd-A.scope"));
+    fs.move_pid("workload.slice/rd-hashd-A.service", 4242)
+        .unwrap();
+    assert_eq!(
+        sd.prop("rd-hashd-A.scope", "Slice"),
+        "workload.slice",
+        "{:?}",
+        sd.calls()
+    );
+    s.finish().unwrap();
+    for unit in [
+        "hostcritical.slice",
+        "workload.slice",
+        "balloon.slice",
+        "rd-hashd-A.scope",
+    ] {
+        assert!(sd.unit(unit).is_none(), "{} left: {:?}", unit, sd.calls());
+    }
+    assert_eq!(sd.prop("system.slice", "CPUWeight"), "[not set]");
+    assert_eq!(sd.prop("system.slice", "IOWeight"), "[not set]");
+    assert!(!sd.has_runtime_dropin("system.slice", "CPUWeight"));
+    assert!(sd.unit("systemd-journald.service").unwrap().active);
+    assert!(!hp.path("work/restore.json").exists());
+}
+
+/// A run killed without restoring leaves its journal; the next session on the same directory
+/// stops the units and reverts the properties before it sets up its own.
+#[test]
+fn systemd_changes_of_a_killed_run_are_restored_at_the_next_start() {
+    use crate::system::systemd::fake::FakeSystemd;
+    use crate::system::systemd::{BusValue, Manager};
+    let (_t, hp) = host();
+    let sd = Arc::new(FakeSystemd::new(&["systemd-oomd.service"]));
+    let hp = hp.with_systemd(sd.clone());
+    // What the killed run left: a scope with a process, a property, a stopped OOM killer.
+    sd.start_transient(
+        "rd-sysload-mem-hog.scope",
+        &[("PIDs", BusValue::Pids(vec![77]))],
+    )
+    .unwrap();
+    sd.set_runtime("system.slice", &["IOWeight=50".into()])
+        .unwrap();
+    sd.stop("systemd-oomd.service").unwrap();
+    let left = r#"{"pid": 1, "changes": [
+        {"kind": "stopped_unit", "unit": "systemd-oomd.service"},
+        {"kind": "unit_prop", "unit": "system.slice", "prop": "IOWeight",
+         "restore": "IOWeight=", "dropin": false},
+        {"kind": "transient_unit", "unit": "rd-sysload-mem-hog.scope"}]}"#;
+    std::fs::create_dir_all(hp.path("work")).unwrap();
+    std::fs::write(hp.path("work/restore.json"), left).unwrap();
+    let s = Session::start(hp.clone(), &opts(&hp), &needs()).unwrap();
+    assert!(sd.unit("rd-sysload-mem-hog.scope").is_none());
+    assert!(sd.unit("systemd-oomd.service").unwrap().active);
+    s.finish().unwrap();
+    assert_eq!(sd.prop("system.slice", "IOWeight"), "[not set]");
+    assert!(!sd.has_runtime_dropin("system.slice", "IOWeight"));
 }

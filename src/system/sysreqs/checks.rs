@@ -11,6 +11,40 @@ use crate::system::HostPaths;
 use crate::units::format_size;
 use std::path::{Path, PathBuf};
 
+/// The OOM killers `NoSysOomd` looks for, by process name.
+const OOM_KILLERS: &[&str] = &["systemd-oomd", "earlyoom", "nohang", "oomd"];
+
+/// The units that run OOM killer `name` (the socket first: it would start the service again).
+fn oom_killer_units(name: &str) -> &'static [&'static str] {
+    match name {
+        "systemd-oomd" => &["systemd-oomd.socket", "systemd-oomd.service"],
+        "earlyoom" => &["earlyoom.service"],
+        "nohang" => &["nohang.service", "nohang-desktop.service"],
+        "oomd" => &["oomd.service", "fb-oomd.service"],
+        _ => &[],
+    }
+}
+
+/// The running OOM killers with a pid of each, from `/proc/PID/comm`.
+fn oom_killers(hp: &HostPaths) -> Vec<(String, u32)> {
+    let mut found: Vec<(String, u32)> = Vec::new();
+    let Ok(rd) = std::fs::read_dir(hp.proc()) else {
+        return found;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let comm = comm.trim();
+        if OOM_KILLERS.contains(&comm) && !found.iter().any(|(n, _)| n == comm) {
+            found.push((comm.to_string(), pid));
+        }
+    }
+    found.sort();
+    found
+}
+
 /// What checks look at.
 pub struct Host<'a> {
     pub hp: &'a HostPaths,
@@ -87,7 +121,40 @@ impl Host<'_> {
             SysReq::Swap => self.check_swap(c),
             SysReq::NoZswap => self.check_no_zswap(c),
             SysReq::Psi => self.check_psi(c),
+            SysReq::NoSysOomd => self.check_no_sys_oomd(c),
         }
+    }
+
+    /// Other OOM killers act on the memory hog and hashd by their own rules, so a run would
+    /// study their kills as the kernel's. On a systemd host the fix stops their units for the
+    /// run; elsewhere the user stops them.
+    fn check_no_sys_oomd(&self, mut c: Check) -> std::result::Result<Check, String> {
+        let running = oom_killers(self.hp);
+        if running.is_empty() {
+            return Ok(c);
+        }
+        let mut units = Vec::new();
+        for (name, pid) in &running {
+            c = c.miss(format!("{} is running (pid {})", name, pid));
+            if let Some(sd) = self.hp.systemd() {
+                for u in oom_killer_units(name) {
+                    let st = crate::system::systemd::unit_state(sd.as_ref(), u)
+                        .map_err(|e| format!("{:#}", e))?;
+                    if st.active && !units.iter().any(|x| x == u) {
+                        units.push(u.to_string());
+                    }
+                }
+            }
+        }
+        if units.is_empty() {
+            c = c.miss("stop it for the run (no systemd unit of it is active to stop)");
+        } else {
+            c.fix = Some(Fix {
+                res: Res::Oomd,
+                action: FixAction::StopUnits { units },
+            });
+        }
+        Ok(c)
     }
 
     fn check_controllers(&self, mut c: Check) -> std::result::Result<Check, String> {

@@ -1,4 +1,4 @@
-//! System requirements that matter without systemd and oomd: each is checked against the host
+//! System requirements: each is checked against the host
 //! (through [`HostPaths`]), fixed where a fix exists and the resource isn't `passive=`, and
 //! reported in upstream's `sysreqs_report` layout.
 //!
@@ -35,6 +35,15 @@ fn apply(journal: &Journal, fix: &Fix) -> Result<String> {
         FixAction::Write { path, value } => {
             let old = journal.set(path, value)?;
             Ok(format!("{}: {:?} -> {:?}", path.display(), old, value))
+        }
+        FixAction::StopUnits { units } => {
+            for u in units {
+                journal.stop_unit(u)?;
+            }
+            Ok(format!(
+                "stopped {} (started again at the end)",
+                units.join(" ")
+            ))
         }
         FixAction::Remount { remount, new } => {
             journal.remount(remount, new)?;

@@ -96,6 +96,7 @@ impl Enforce {
         match res {
             Res::Mem => self.mem,
             Res::Io => self.io,
+            Res::Oomd => self.oomd,
         }
     }
 }

@@ -18,6 +18,7 @@ pub enum SysReq {
     NoWbt,
     SwapOnScratch,
     Swap,
+    NoSysOomd,
     NoZswap,
     Psi,
 }
@@ -35,6 +36,7 @@ impl SysReq {
         SysReq::NoWbt,
         SysReq::SwapOnScratch,
         SysReq::Swap,
+        SysReq::NoSysOomd,
         SysReq::NoZswap,
         SysReq::Psi,
     ];
@@ -54,6 +56,7 @@ impl SysReq {
             SysReq::Swap => "Swap",
             SysReq::NoZswap => "NoZswap",
             SysReq::Psi => "Psi",
+            SysReq::NoSysOomd => "NoSysOomd",
         }
     }
 
@@ -79,6 +82,9 @@ impl SysReq {
             SysReq::Swap => "swap >= 30% of memory, enough of it free, swappiness >= 60",
             SysReq::NoZswap => "zswap off",
             SysReq::Psi => "pressure stall information in /proc/pressure",
+            SysReq::NoSysOomd => {
+                "no other OOM killer running (systemd-oomd, earlyoom, nohang, oomd)"
+            }
         }
     }
 }
@@ -94,6 +100,7 @@ impl std::fmt::Display for SysReq {
 pub enum Res {
     Mem,
     Io,
+    Oomd,
 }
 
 impl Res {
@@ -101,6 +108,7 @@ impl Res {
         match self {
             Res::Mem => "mem",
             Res::Io => "io",
+            Res::Oomd => "oomd",
         }
     }
 }
@@ -108,8 +116,18 @@ impl Res {
 /// A change that would satisfy (part of) a requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FixAction {
-    Write { path: PathBuf, value: String },
-    Remount { remount: Remount, new: String },
+    Write {
+        path: PathBuf,
+        value: String,
+    },
+    Remount {
+        remount: Remount,
+        new: String,
+    },
+    /// Stop these systemd units for the run (started again at the end).
+    StopUnits {
+        units: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +144,9 @@ impl std::fmt::Display for Fix {
             }
             FixAction::Remount { remount, new } => {
                 write!(f, "remount {} with {}", remount.target.display(), new)
+            }
+            FixAction::StopUnits { units } => {
+                write!(f, "stop {} for the run", units.join(" "))
             }
         }
     }

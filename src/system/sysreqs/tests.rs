@@ -656,3 +656,79 @@ fn enforce_required_aborts_unless_forced() {
     assert!(ev.enforce_required(&[SysReq::Psi], false).is_ok());
     assert_eq!(ev.missed_of(&[SysReq::Psi, SysReq::Swap]).len(), 1);
 }
+
+/// systemd-oomd or earlyoom running is a miss; on a systemd host the fix stops their active
+/// units (socket first) for the run and the restore starts them again; `passive=oomd` leaves
+/// them alone; without systemd the user is told to stop them.
+#[test]
+fn other_oom_killers_are_stopped_for_the_run() {
+    use crate::system::systemd::fake::FakeSystemd;
+    use std::sync::Arc;
+    let (t, hp) = testhost::good_host();
+    assert!(check(&hp, SysReq::NoSysOomd).satisfied());
+    put(&hp.path("proc/412/comm"), "systemd-oomd\n");
+    put(&hp.path("proc/988/comm"), "earlyoom\n");
+    put(&hp.path("proc/1/comm"), "systemd\n");
+    let c = assert_missed(&hp, SysReq::NoSysOomd, "systemd-oomd is running (pid 412)");
+    assert!(c.missed.iter().any(|m| m.contains("earlyoom is running")));
+    assert!(c.fix.is_none());
+    assert!(c.missed.iter().any(|m| m.contains("stop it for the run")));
+
+    let sd = Arc::new(FakeSystemd::new(&[
+        "systemd-oomd.service",
+        "systemd-oomd.socket",
+        "earlyoom.service",
+    ]));
+    let hp = hp.with_systemd(sd.clone());
+    let c = check(&hp, SysReq::NoSysOomd);
+    assert_eq!(
+        c.fix.as_ref().map(|f| &f.action),
+        Some(&FixAction::StopUnits {
+            units: vec![
+                "earlyoom.service".into(),
+                "systemd-oomd.socket".into(),
+                "systemd-oomd.service".into()
+            ]
+        })
+    );
+    let s = scratch(&hp);
+    let host = Host {
+        hp: &hp,
+        scratch: Ok(&s),
+    };
+    let journal =
+        Journal::open_with_systemd(&t.path().join("w"), fake_remount, sd.clone()).unwrap();
+    let ev = evaluate(&host, Enforce::from_passive(Some("oomd")), Some(&journal)).unwrap();
+    assert!(ev.fixed.is_empty());
+    assert!(sd.unit("systemd-oomd.service").unwrap().active);
+    evaluate(&host, Enforce::all(), Some(&journal)).unwrap();
+    for u in [
+        "systemd-oomd.socket",
+        "systemd-oomd.service",
+        "earlyoom.service",
+    ] {
+        assert!(!sd.unit(u).unwrap().active, "{}", u);
+    }
+    journal.restore_all().unwrap();
+    for u in [
+        "systemd-oomd.socket",
+        "systemd-oomd.service",
+        "earlyoom.service",
+    ] {
+        assert!(sd.unit(u).unwrap().active, "{}", u);
+    }
+    let starts: Vec<String> = sd
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("start "))
+        .collect();
+    // Reverse order: the service before its socket.
+    assert_eq!(
+        starts,
+        vec![
+            "start systemd-oomd.service",
+            "start systemd-oomd.socket",
+            "start earlyoom.service"
+        ]
+    );
+}

@@ -28,20 +28,13 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let opts = Opts::new(dir, a, &cwd)?;
     if a.setup {
         setup::run()?;
+        super::rootfs::ensure()?;
         if a.args.is_empty() {
             return Ok(0);
         }
     }
     let (cwd_str, extra) = check_args(a, &cwd)?;
-    let root = match a.init.as_str() {
-        "builtin" => None,
-        "systemd" if !a.with_program.is_empty() => crate::usage_bail!(
-            "vm: --with-program works with --init builtin only (the programs would stay in the \
-             initramfs systemd leaves)"
-        ),
-        "systemd" => Some(super::rootfs::image()?),
-        other => crate::usage_bail!("vm: --init {:?}: accepted are builtin and systemd", other),
-    };
+    let root = root_image(a)?;
     let nbdkit = match opts.limits.latency_ms {
         Some(_) => Some(super::nbd::tool(&opts.limits.name)?),
         None => None,
@@ -125,6 +118,19 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     };
     let boot = boot_or_fall_back(&mut machine, &work, &opts, verbose)?;
     exit_of(boot, &opts)
+}
+
+/// `--init`: the root file system image systemd boots from, none for the builtin init.
+fn root_image(a: &VmArgs) -> Result<Option<std::path::PathBuf>> {
+    match a.init.as_str() {
+        "builtin" => Ok(None),
+        "systemd" if !a.with_program.is_empty() => crate::usage_bail!(
+            "vm: --with-program works with --init builtin only (the programs would stay in the \
+             initramfs systemd leaves)"
+        ),
+        "systemd" => Ok(Some(super::rootfs::image()?)),
+        other => crate::usage_bail!("vm: --init {:?}: accepted are builtin and systemd", other),
+    }
 }
 
 /// The guest command and the options that name things on the host, checked before anything

@@ -64,7 +64,12 @@ impl MemHog {
         crate::util::proc::die_with_parent(&mut c, false);
         let mut child = c.spawn().context("starting the memory hog")?;
         if let Some((fs, name)) = cg {
-            if let Err(e) = fs.move_pid(name, child.id()) {
+            // A kernel OOM kill takes the whole hog, never a part of it.
+            let placed = fs.move_pid(name, child.id()).and_then(|()| {
+                write_file(&fs.path(name).join("memory.oom.group"), "1")
+                    .context("setting memory.oom.group")
+            });
+            if let Err(e) = placed {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(e).with_context(|| format!("moving the memory hog into {}", name));

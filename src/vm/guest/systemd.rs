@@ -5,8 +5,9 @@
 //! the command as builtin init does (scratch disk, shared directory, swap, heartbeat) and powers
 //! the VM off.
 
-use super::guest::{self, cstr, mount};
-use super::protocol::{GuestConfig, AGENT_ENV, AGENT_UNIT, GUEST_CONFIG};
+use super::command::{run_command, run_then_power_off};
+use super::sys::{self, cstr, mount};
+use crate::vm::protocol::{GuestConfig, AGENT_ENV, AGENT_UNIT, GUEST_CONFIG};
 use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::path::Path;
@@ -23,18 +24,18 @@ pub fn is_vm_agent() -> bool {
 
 /// The agent: never returns; powers the VM off when the command is done.
 pub fn agent_main() -> ! {
-    guest::run_then_power_off(agent)
+    run_then_power_off(agent)
 }
 
 fn agent(ctl_out: &mut Option<File>) -> Result<i32> {
-    let cfg = guest::read_config()?;
-    *ctl_out = Some(guest::open_port(super::protocol::PORT_CTL)?);
-    guest::log(
+    let cfg = sys::read_config()?;
+    *ctl_out = Some(sys::open_port(crate::vm::protocol::PORT_CTL)?);
+    sys::log(
         ctl_out,
         cfg.verbose,
         "systemd is up; running the command".into(),
     );
-    guest::run_command(&cfg, ctl_out, false)
+    run_command(&cfg, ctl_out, false)
 }
 
 /// The unit systemd starts once it is up (after dbus and systemd-oomd, so the command meets the
@@ -67,14 +68,14 @@ pub(super) fn switch_root(
     serial: &str,
     ctl_out: &mut Option<File>,
 ) -> Result<()> {
-    let disk = guest::wait_for("the root file system disk", Duration::from_secs(10), || {
-        guest::find_disk(serial)
+    let disk = sys::wait_for("the root file system disk", Duration::from_secs(10), || {
+        sys::find_disk(serial)
     })?;
     let dev = format!("/dev/{}", disk);
     let new = Path::new(NEW_ROOT);
     mount(&dev, new, "ext4", "")?;
     install_agent(cfg, new)?;
-    guest::log(
+    sys::log(
         ctl_out,
         cfg.verbose,
         format!("root file system on /dev/{}; starting systemd", disk),
