@@ -13,6 +13,11 @@ const TOPICS: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/common.md"),
     ),
     (
+        "host",
+        "Running on a real host: systemd, other OOM killers, long runs, resuming",
+        include_str!("../benches-doc/host.md"),
+    ),
+    (
         "results",
         "Result file, reading the reports, per-second reports, memory profiles",
         include_str!("../benches-doc/results.md"),

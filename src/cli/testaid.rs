@@ -155,6 +155,8 @@ pub enum Scenario {
     IocostQos,
     Seq,
     FioCompare,
+    /// In a `vm --init systemd` guest: `seq`'s commands, then what systemd was left with
+    SystemdHost,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -14,9 +14,11 @@ pub mod journal_test;
 pub mod probe;
 pub mod reporter;
 pub mod save_test;
+pub mod seq;
 pub mod vm_iocost_qos;
 pub mod vm_protection;
 pub mod vm_scenario;
+pub mod vm_systemd;
 
 use crate::cli::testaid::TestAid;
 use crate::cli::GlobalOpts;

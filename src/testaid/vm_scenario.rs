@@ -370,39 +370,6 @@ fn reports(work: &Path, result: Option<&Path>) -> Result<serde_json::Value> {
     })?)
 }
 
-/// `seq`: each command line with `--dir WORK`, in order, until one fails.
-fn seq(work: &Path, cmds: &[String]) -> Result<serde_json::Value> {
-    std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
-    let mut done = Vec::new();
-    for cmd in cmds {
-        let t = Instant::now();
-        // Where each command's log begins, for the tests that read them apart.
-        eprintln!("seq: running {}", cmd);
-        let st = Command::new("/proc/self/exe")
-            .arg("--dir")
-            .arg(work)
-            .args(cmd.split_whitespace())
-            .stdin(Stdio::null())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .status()
-            .with_context(|| format!("running {}", cmd))?;
-        done.push(serde_json::json!({
-            "cmd": cmd,
-            "status": st.code(),
-            "secs": t.elapsed().as_secs_f64().round(),
-        }));
-        if !st.success() {
-            bail!(
-                "`{}` failed ({}); done: {}",
-                cmd,
-                st,
-                serde_json::Value::Array(done)
-            );
-        }
-    }
-    Ok(serde_json::Value::Array(done))
-}
 
 /// `system`: the system layer's scenarios one after another in one guest; each leaves the
 /// host as it found it, which is what the next one starts from (and what they check).
@@ -434,7 +401,8 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         Scenario::Balloon => balloon(&a.work, &a.profile)?,
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
         Scenario::IocostQos => super::vm_iocost_qos::iocost_qos(&a.work)?,
-        Scenario::Seq => seq(&a.work, &a.cmds)?,
+        Scenario::Seq => super::seq::seq(&a.work, &a.cmds)?,
+        Scenario::SystemdHost => super::vm_systemd::systemd_host(&a.work, &a.cmds)?,
         Scenario::FioCompare => super::fio_compare::fio_compare(
             &a.work,
             &super::fio_compare::Opts {

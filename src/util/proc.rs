@@ -44,3 +44,40 @@ pub fn thread_cpu_secs() -> f64 {
     }
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
+
+/// Why a process we started and did not stop ended, for the error that fails the run: a
+/// signal with the kernel's OOM kills counted in its cgroup (`oom_kills`) is the kernel's OOM
+/// killer, any other signal came from outside (another OOM killer, an operator), an exit
+/// status is its own.
+pub fn end_reason(what: &str, status: std::process::ExitStatus, oom_kills: u64) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.signal() {
+        Some(_) if oom_kills > 0 => format!(
+            "{} was killed by the kernel's OOM killer ({} OOM kill(s) in its cgroup)",
+            what, oom_kills
+        ),
+        Some(sig) => format!("{} was killed by signal {} from outside", what, sig),
+        None => format!("{} exited ({})", what, status),
+    }
+}
+
+#[cfg(test)]
+mod end_tests {
+    use super::end_reason;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    #[test]
+    fn signals_are_told_apart_from_oom_kills_and_exits() {
+        let killed = ExitStatus::from_raw(9);
+        assert_eq!(
+            end_reason("hashd", killed, 0),
+            "hashd was killed by signal 9 from outside"
+        );
+        assert!(end_reason("the memory hog", killed, 2).contains("kernel's OOM killer (2 OOM"));
+        assert_eq!(
+            end_reason("hashd", ExitStatus::from_raw(1 << 8), 0),
+            "hashd exited (exit status: 1)"
+        );
+    }
+}

@@ -15,6 +15,7 @@ use crate::units::{format_duration, format_pct, format_size};
 use crate::util::now;
 use crate::workload::memhog::watch::{self, HogEnd, Watch};
 use crate::workload::memhog::{HogOpts, HogReport, MemHog};
+use std::os::unix::process::ExitStatusExt;
 use anyhow::{bail, Result};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -145,7 +146,7 @@ fn warm_up(t: &Timing, wl: &mut Workload, load: f64) -> Result<()> {
         sleep_tick();
         let s = wl.tick();
         if !s.alive {
-            bail!("hashd exited while warming up");
+            bail!("{} while warming up", wl.end_reason());
         }
         progress::status(format!(
             "{:.0} of {:.0} rps ({}) · {} · lat {}",
@@ -215,7 +216,7 @@ fn baseline(wl: &mut Workload, secs: f64) -> Result<(u64, u64)> {
         sleep_tick();
         let s = wl.tick();
         if !s.alive {
-            bail!("hashd exited during the baseline");
+            bail!("{} during the baseline", wl.end_reason());
         }
     }
     Ok((b0, now()))
@@ -259,16 +260,23 @@ fn run_hog(
         let elapsed = started.elapsed().as_secs_f64();
         let s = wl.tick();
         if !s.alive {
-            failed = Some((timeout, elapsed.min(timeout), "hashd exited".to_string()));
+            failed = Some((timeout, elapsed.min(timeout), wl.end_reason()));
             break;
         }
-        if hog.try_wait()?.is_some() {
+        if let Some(st) = hog.try_wait()? {
             let oom = env
                 .fs
                 .as_ref()
                 .and_then(|f| f.read_memory_events(HOG_CG).ok())
                 .and_then(|ev| ev.get("oom_kill").copied())
                 .unwrap_or(0);
+            if oom == 0 && st.signal().is_some() {
+                // Not the kernel's OOM killer and not us: the run can't be studied.
+                let why = crate::util::proc::end_reason("the memory hog", st, 0);
+                log::error!("{}", why);
+                failed = Some((timeout, elapsed.min(timeout), why));
+                break;
+            }
             end = Some(if oom > 0 {
                 (HogEnd::OomKill, format!("{} OOM kill(s)", oom))
             } else {

@@ -237,6 +237,20 @@ impl Workload {
         }
     }
 
+    /// Why hashd is gone (it was alive at the last tick but isn't now).
+    pub fn end_reason(&mut self) -> String {
+        let oom = self
+            .fs
+            .as_ref()
+            .and_then(|f| f.read_memory_events(HASHD_CG).ok())
+            .and_then(|ev| ev.get("oom_kill").copied())
+            .unwrap_or(0);
+        self.hashd
+            .as_mut()
+            .and_then(|h| h.ended(oom))
+            .unwrap_or_else(|| "hashd stopped reporting".to_string())
+    }
+
     /// Stops hashd and takes it out of the reports.
     pub fn stop(&mut self) -> Result<()> {
         self.clear_report();

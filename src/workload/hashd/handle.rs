@@ -155,6 +155,13 @@ impl Hashd {
         self.child.id()
     }
 
+    /// Why hashd ended, once it has (see [`crate::util::proc::end_reason`]); `oom_kills`: the
+    /// kernel's OOM kills in its cgroup.
+    pub fn ended(&mut self, oom_kills: u64) -> Option<String> {
+        let st = self.child.try_wait().ok().flatten()?;
+        Some(crate::util::proc::end_reason("hashd", st, oom_kills))
+    }
+
     /// hashd's status file as last written.
     pub fn status(&self) -> Result<HashdStatus> {
         HashdStatus::load(&self.report)

@@ -152,6 +152,18 @@ impl HashdTarget {
         }
     }
 
+    /// The kernel's OOM kills in hashd's cgroup (0 outside one).
+    fn oom_kills(&self) -> u64 {
+        match &self.mem {
+            MemSource::Rss => 0,
+            MemSource::Cgroup { fs, cg } => fs
+                .read_memory_events(cg)
+                .ok()
+                .and_then(|ev| ev.get("oom_kill").copied())
+                .unwrap_or(0),
+        }
+    }
+
     fn mem_bytes(&self) -> u64 {
         match &self.mem {
             MemSource::Rss => self.rss(),
@@ -259,6 +271,9 @@ impl SizingTarget for HashdTarget {
                     }
                     return Ok(sample);
                 }
+            }
+            if let Some(why) = self.hashd.ended(self.oom_kills()) {
+                bail!("{}", why);
             }
             if start.elapsed() > SAMPLE_TIMEOUT {
                 bail!("hashd wrote no status for {:?}", SAMPLE_TIMEOUT);
