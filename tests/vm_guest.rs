@@ -375,7 +375,7 @@ fn vm_guest_has_iocost_swap_shared_cwd_exit_status_and_disk_profiles() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("err\r\n"));
 
     // Boot 4: through a pseudo-terminal, the guest's progress display is the host's redrawn
-    // line, with time left (off a terminal it is plain lines: vm_storage checks those).
+    // line, with time left (off a terminal it is plain lines: vm_systemd checks those).
     redrawn_through_a_terminal(cwd.path());
 
     // Boots 5 and 6: Ctrl-C while QEMU boots (process group) and while the command runs.

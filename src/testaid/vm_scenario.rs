@@ -370,7 +370,6 @@ fn reports(work: &Path, result: Option<&Path>) -> Result<serde_json::Value> {
     })?)
 }
 
-
 /// `system`: the system layer's scenarios one after another in one guest; each leaves the
 /// host as it found it, which is what the next one starts from (and what they check).
 fn system(a: &ScenarioArgs) -> Result<serde_json::Value> {

@@ -26,14 +26,23 @@ fn systemctl(args: &[&str]) -> Result<String> {
 
 /// Units of ours or the bench slices, as `list-units --all` shows them (loaded ones).
 fn our_units() -> Result<Vec<String>> {
-    let text = systemctl(&["list-units", "--all", "--plain", "--no-legend", "--no-pager"])?;
+    let text = systemctl(&[
+        "list-units",
+        "--all",
+        "--plain",
+        "--no-legend",
+        "--no-pager",
+    ])?;
     Ok(text
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter(|u| {
             u.starts_with("rd-")
                 || (u.starts_with("resctl-bench-") && u.ends_with(".scope"))
-                || matches!(*u, "hostcritical.slice" | "workload.slice" | "balloon.slice")
+                || matches!(
+                    *u,
+                    "hostcritical.slice" | "workload.slice" | "balloon.slice"
+                )
         })
         .map(str::to_string)
         .collect())

@@ -15,9 +15,9 @@ use crate::units::{format_duration, format_pct, format_size};
 use crate::util::now;
 use crate::workload::memhog::watch::{self, HogEnd, Watch};
 use crate::workload::memhog::{HogOpts, HogReport, MemHog};
-use std::os::unix::process::ExitStatusExt;
 use anyhow::{bail, Result};
 use std::collections::VecDeque;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -331,3 +331,42 @@ fn systemd_detection() {
     fs::create_dir_all(t.paths.path("run/systemd/system")).unwrap();
     assert!(detect_systemd(&t.paths));
 }
+
+/// The bench slices' knobs as systemd properties: weights as they are, protections and limits
+/// in whole pages, "no limit" as infinity, swap only where the layout sets it.
+#[test]
+fn slice_knobs_map_to_unit_properties() {
+    let layout = bench_slices(1_000_000_001);
+    let props = |s: Slice| -> Vec<String> {
+        layout
+            .iter()
+            .find(|c| c.slice == s)
+            .unwrap()
+            .unit_props()
+            .iter()
+            .map(|p| p.assignment())
+            .collect()
+    };
+    assert_eq!(
+        props(Slice::HostCritical),
+        [
+            "CPUWeight=10",
+            "IOWeight=100",
+            "MemoryMin=805306368",
+            "MemoryLow=0",
+            "MemoryHigh=infinity"
+        ]
+    );
+    assert_eq!(
+        props(Slice::Workload),
+        [
+            "CPUWeight=100",
+            "IOWeight=500",
+            "MemoryMin=0",
+            "MemoryLow=999997440",
+            "MemoryHigh=infinity"
+        ]
+    );
+    assert_eq!(props(Slice::System)[..2], ["CPUWeight=10", "IOWeight=50"]);
+    assert_eq!(props(Slice::Balloon).last().unwrap(), "MemorySwapMax=0");
+}

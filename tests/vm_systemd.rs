@@ -1,27 +1,32 @@
-//! `storage` end to end in a `resctl-bench vm` guest (RESCTL_BENCH_VM_TESTS=1), with the
-//! release binary (`scripts/test` builds it; a debug hashd under TCG is too slow to measure
-//! anything):
+//! A real test host's stack end to end: a `resctl-bench vm --init systemd` guest (Debian with
+//! systemd as PID 1 and systemd-oomd running; RESCTL_BENCH_VM_TESTS=1), the release binary
+//! (`scripts/test` builds it; a debug hashd under TCG is too slow to measure anything). One boot,
+//! one after the other (`__vm-scenario systemd-host`, which also watches systemd meanwhile):
 //!
-//! * `--quick --mem-profile 2 -r r.json run storage:loops=1` on the `unthrottled` disk
-//!   profile shows the progress lines, and `summary` prints the memory-offloading line;
+//! * `deps --fix`, no `--force` anywhere: systemd-oomd is a miss its fix stops for the run;
+//! * `--quick --mem-profile 2 -r r.json run storage:loops=1` on the `unthrottled` disk profile
+//!   shows the progress lines, and `summary` prints the memory-offloading line; hashd runs in
+//!   the scope `workload.slice/rd-hashd-bench.scope`;
 //! * re-running it as `storage:loops=1,commit` before `systest` reuses the finished entry
-//!   without measuring and commits its hashd parameters again for the job after it.
+//!   without measuring and commits its hashd parameters again for the job after it;
+//! * `run protection::scenario=mem-hog` (on those parameters): hashd and the hog in their scopes,
+//!   `summary` has the isolation numbers;
+//! * afterwards `systemctl list-units --all` lists none of our units or slices, system.slice's
+//!   properties are what they were, no runtime drop-in is left, systemd-oomd runs again — and
+//!   while the benches ran it did not.
 //!
-//! Both runs go one after the other in one guest (`__vm-scenario seq`), one boot instead of two.
-//!
-//! The measuring run is also the per-second reporter's test under load: hashd's CPU, reads,
-//! writes and swap for some minutes must leave a loadable report for at least 98 % of the
+//! The measuring storage run is also the per-second reporter's test under load: hashd's CPU,
+//! reads, writes and swap for some minutes must leave a loadable report for at least 98 % of the
 //! seconds of the storage entry's period, and the reports see that load through the guest's
 //! cgroup2 io controller. (The reporter's own CPU time and peak RSS are
 //! `scripts/bench-reporter`'s, by hand.)
 //!
-//! Storage on sata-ssd runs nested twice in `vm_iocost_qos`, which also kills the job right
-//! after a nested storage checkpointed and resumes it without measuring again; the MOF of each disk
-//! profile side by side (hdd below the SSDs) is `scripts/storage-compare`'s, by hand: CI's
-//! 45 minutes don't hold a storage run per profile beside iocost-qos.
+//! Storage and protection in the builtin guest run nested in `vm_iocost_qos`, which also kills
+//! the job right after a nested storage checkpointed and resumes it; the MOF of each disk profile
+//! side by side is `scripts/storage-compare`'s, by hand (`--init systemd` or not).
 //!
-//! Timings and the MOF go to stderr and to `target/vm-storage.txt`, the runs' log to
-//! `target/vm-storage-logs/runs.log`.
+//! Timings and the MOF go to stderr and to `target/vm-systemd.txt`, the runs' log to
+//! `target/vm-systemd-logs/runs.log`.
 
 mod common;
 #[path = "common/upstream.rs"]
@@ -34,21 +39,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
-/// The two runs as `seq` commands: with `--work` at the guest's `--dir`, whose `report.d`
+/// The runs as `systemd-host` commands: with `--work` at the guest's `--dir`, whose `report.d`
 /// the guest binds to `r-report.d` on the host (the `-r` before `__vm-scenario` says where).
 fn vm_cmd(cwd: &Path, cmds: &[String]) -> Command {
     let mut c = Command::new(release_bin());
     c.current_dir(cwd).args([
         "vm",
+        "--init",
+        "systemd",
         "--disk-profile",
         "unthrottled",
         "--timeout",
-        "15min",
+        "30min",
         "--",
         "-r",
         "r.json",
         "__vm-scenario",
-        "seq",
+        "systemd-host",
         "--work",
         "/var/lib/resctl-demo",
     ]);
@@ -59,20 +66,20 @@ fn vm_cmd(cwd: &Path, cmds: &[String]) -> Command {
 }
 
 fn logs_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-storage-logs");
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-systemd-logs");
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
 /// Runs the commands in one guest; its stderr (the benches' logs) is kept as
-/// `target/vm-storage-logs/runs.log`, so a slow or odd run can be read afterwards.
+/// `target/vm-systemd-logs/runs.log`, so a slow or odd run can be read afterwards.
 fn run_vm(cwd: &Path, cmds: &[String]) -> (Output, f64) {
     let t = Instant::now();
     let out = vm_output(|| vm_cmd(cwd, cmds));
     let secs = t.elapsed().as_secs_f64();
     let _ = std::fs::write(logs_dir().join("runs.log"), &out.stderr);
     eprintln!(
-        "vm --disk-profile unthrottled -- seq {:?}: {:?} in {:.0}s",
+        "vm --init systemd --disk-profile unthrottled -- systemd-host {:?}: {:?} in {:.0}s",
         cmds,
         out.status.code(),
         secs
@@ -182,7 +189,7 @@ fn mof(cwd: &Path) -> (f64, String, Value) {
 }
 
 #[test]
-fn vm_storage_measures_and_reuses() {
+fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
     if !enabled() {
         return;
     }
@@ -190,7 +197,7 @@ fn vm_storage_measures_and_reuses() {
     let mut report = String::new();
     let save = |report: &str| {
         let _ = std::fs::write(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-storage.txt"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-systemd.txt"),
             report,
         );
     };
@@ -201,13 +208,27 @@ fn vm_storage_measures_and_reuses() {
     // a storage checkpoint are vm_iocost_qos's.)
     let cwd = tmp.path().join("unthrottled");
     std::fs::create_dir_all(&cwd).unwrap();
-    let (measure, reuse) = (
+    let deps = "deps --fix".to_string();
+    let (measure, reuse, protect) = (
         run_cmd("storage:loops=1"),
         run_cmd("storage:loops=1,commit systest"),
+        run_cmd("protection::scenario=mem-hog"),
     );
-    let (out, secs) = run_vm(&cwd, &[measure.clone(), reuse.clone()]);
+    let cmds = [deps, measure.clone(), reuse.clone(), protect.clone()];
+    let (out, secs) = run_vm(&cwd, &cmds);
     assert_ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // No --force: deps' fix pass stops systemd-oomd for its check, as a run's does.
+    assert_has_all(
+        &stdout,
+        &[
+            "NoSysOomd",
+            "stopped systemd-oomd.socket systemd-oomd.service (started again at the end)",
+        ],
+        "deps --fix",
+    );
+    let sd = systemd_state(&stdout);
+    check_systemd(&sd);
     assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -267,5 +288,72 @@ fn vm_storage_measures_and_reuses() {
         "the re-run reused the storage entry and committed its hashd parameters for systest\n";
     eprintln!("{}", report);
     save(&report);
-    common::keep_result(&cwd.join("r.json"), "storage");
+    // Protection on the committed parameters: the isolation numbers.
+    let sum = summary(&cwd);
+    let prot = sum
+        .split("[protection ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no protection entry in summary:\n{}", sum));
+    assert!(
+        prot.contains("Isolation and Request Latency Impact"),
+        "{}",
+        prot
+    );
+    assert!(prot.contains("isol%"), "{}", prot);
+    assert!(!log_of(&stderr, &protect).contains("from outside"));
+    report += &format!(
+        "protection mem-hog: {}s; systemd ran {:?}\n",
+        sd["cmds"][3]["secs"], sd["units_seen"]
+    );
+    eprintln!("{}", report);
+    save(&report);
+    common::keep_result(&cwd.join("r.json"), "systemd-host");
+}
+
+/// The scenario's JSON: the last object on stdout (the commands' own output comes first).
+fn systemd_state(stdout: &str) -> Value {
+    let at = stdout
+        .rfind("\n{\n")
+        .unwrap_or_else(|| panic!("no scenario JSON on stdout:\n{}", stdout));
+    serde_json::from_str(&stdout[at + 1..]).unwrap()
+}
+
+/// Our units ran while the benches did and are all gone after; system.slice's properties are
+/// back; systemd-oomd was stopped during the runs and runs again.
+fn check_systemd(sd: &Value) {
+    let strs = |k: &str| -> Vec<String> {
+        sd[k]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: {}", k, sd))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let seen = strs("units_seen");
+    for u in [
+        "hostcritical.slice",
+        "workload.slice",
+        "balloon.slice",
+        "rd-hashd-bench.scope",
+        "rd-hashd-A.scope",
+        "rd-sysload-mem-hog.scope",
+    ] {
+        assert!(seen.iter().any(|s| s == u), "{} never seen: {:?}", u, seen);
+    }
+    assert!(
+        seen.iter().any(|s| s.starts_with("resctl-bench-")),
+        "resctl-bench's own scope never seen: {:?}",
+        seen
+    );
+    assert_eq!(strs("units_left"), Vec::<String>::new(), "{}", sd);
+    assert_eq!(strs("control_dropins_left"), Vec::<String>::new(), "{}", sd);
+    assert_eq!(
+        sd["system_slice_before"], sd["system_slice_after"],
+        "{}",
+        sd
+    );
+    assert_eq!(sd["oomd_before"], serde_json::json!([true, true]), "{}", sd);
+    assert_eq!(sd["oomd_during"], serde_json::json!([false]), "{}", sd);
+    assert_eq!(sd["oomd_after"], serde_json::json!([true, true]), "{}", sd);
+    assert_eq!(sd["journal_left"], false, "{}", sd);
 }
