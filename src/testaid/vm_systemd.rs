@@ -1,6 +1,6 @@
 //! `__vm-scenario systemd-host`, in a `vm --init systemd` guest: the `seq` commands (deps,
-//! the benches) while a watcher notes which of our units systemd runs and whether
-//! systemd-oomd is stopped meanwhile, then what is left: our units, system.slice's
+//! the benches) while a watcher notes which of our units' cgroups exist and whether
+//! systemd-oomd runs while one of our workloads does, then what is left: our units, system.slice's
 //! properties against their values before, the runtime drop-ins, systemd-oomd's state. The
 //! host-side test (`tests/vm_systemd.rs`) asserts on the JSON.
 
@@ -48,6 +48,45 @@ fn our_units() -> Result<Vec<String>> {
         .collect())
 }
 
+/// Our units and the bench slices as cgroups: `SLICE` and `SLICE/UNIT` below /sys/fs/cgroup.
+fn cgroup_units() -> Vec<String> {
+    let mut v = Vec::new();
+    let root = Path::new("/sys/fs/cgroup");
+    for slice in [
+        "hostcritical.slice",
+        "workload.slice",
+        "balloon.slice",
+        "system.slice",
+    ] {
+        let Ok(rd) = std::fs::read_dir(root.join(slice)) else {
+            continue;
+        };
+        if slice != "system.slice" {
+            v.push(slice.to_string());
+        }
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let ours =
+                n.starts_with("rd-") || (n.starts_with("resctl-bench-") && n.ends_with(".scope"));
+            if ours && e.path().is_dir() {
+                v.push(n);
+            }
+        }
+    }
+    v
+}
+
+/// Whether a systemd-oomd process runs.
+fn oomd_running() -> bool {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "systemd-oomd")
+        })
+}
+
 fn active(unit: &str) -> Result<bool> {
     Ok(systemctl(&["is-active", unit])?.trim() == "active")
 }
@@ -75,21 +114,18 @@ pub fn systemd_host(work: &Path, cmds: &[String]) -> Result<Value> {
     let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let oomd_during: Arc<Mutex<BTreeSet<bool>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
+    // Reads the cgroup tree and /proc, not systemctl: a process every few seconds would take
+    // CPU from the benches in a TCG guest.
     let watcher = {
         let (seen, oomd_during, stop) = (seen.clone(), oomd_during.clone(), stop.clone());
         std::thread::spawn(move || {
-            let mut busy = false;
             while !stop.load(Ordering::Relaxed) {
-                if let Ok(units) = our_units() {
-                    // Only while a bench holds its session (its slices exist) does oomd matter.
-                    busy = units.iter().any(|u| u == "workload.slice");
-                    seen.lock().unwrap().extend(units);
+                let units = cgroup_units();
+                // While a workload of ours runs, no other OOM killer may.
+                if units.iter().any(|u| u.starts_with("rd-")) {
+                    oomd_during.lock().unwrap().insert(oomd_running());
                 }
-                if busy {
-                    if let Ok(a) = active(OOMD[0]) {
-                        oomd_during.lock().unwrap().insert(a);
-                    }
-                }
+                seen.lock().unwrap().extend(units);
                 std::thread::sleep(Duration::from_secs(2));
             }
         })
