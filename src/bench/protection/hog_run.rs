@@ -235,6 +235,30 @@ struct HogPhase {
     done_why: Option<String>,
 }
 
+/// How the hog's end counts: the kernel's OOM killer or its own exit end the run as usual; a
+/// signal from anyone else fails it (the error is why).
+fn hog_ended(
+    env: &Env,
+    st: std::process::ExitStatus,
+) -> std::result::Result<(HogEnd, String), String> {
+    let oom = env
+        .fs
+        .as_ref()
+        .and_then(|f| f.read_memory_events(HOG_CG).ok())
+        .and_then(|ev| ev.get("oom_kill").copied())
+        .unwrap_or(0);
+    if oom > 0 {
+        return Ok((HogEnd::OomKill, format!("{} OOM kill(s)", oom)));
+    }
+    if st.signal().is_some() {
+        // Not the kernel's OOM killer and not us: the run can't be studied.
+        let why = crate::util::proc::end_reason("the memory hog", st, 0);
+        log::error!("{}", why);
+        return Err(why);
+    }
+    Ok((HogEnd::Exited, "the hog exited on its own".to_string()))
+}
+
 /// The hog at `speed` beside hashd until hashd dies, the hog ends, the safety watch or the
 /// timeout stops it, or the scenario's verdict does.
 fn run_hog(
@@ -264,24 +288,10 @@ fn run_hog(
             break;
         }
         if let Some(st) = hog.try_wait()? {
-            let oom = env
-                .fs
-                .as_ref()
-                .and_then(|f| f.read_memory_events(HOG_CG).ok())
-                .and_then(|ev| ev.get("oom_kill").copied())
-                .unwrap_or(0);
-            if oom == 0 && st.signal().is_some() {
-                // Not the kernel's OOM killer and not us: the run can't be studied.
-                let why = crate::util::proc::end_reason("the memory hog", st, 0);
-                log::error!("{}", why);
-                failed = Some((timeout, elapsed.min(timeout), why));
-                break;
+            match hog_ended(env, st) {
+                Ok(e) => end = Some(e),
+                Err(why) => failed = Some((timeout, elapsed.min(timeout), why)),
             }
-            end = Some(if oom > 0 {
-                (HogEnd::OomKill, format!("{} OOM kill(s)", oom))
-            } else {
-                (HogEnd::Exited, "the hog exited on its own".to_string())
-            });
             break;
         }
         let (hog_mem, hog_swap) = match &env.fs {
