@@ -9,8 +9,9 @@
 //!   the scope `workload.slice/rd-hashd-bench.scope`;
 //! * re-running it as `storage:loops=1,commit` before `systest` reuses the finished entry
 //!   without measuring and commits its hashd parameters again for the job after it;
-//! * `run protection::scenario=mem-hog` (on those parameters): hashd and the hog in their scopes,
-//!   `summary` has the isolation numbers;
+//! * `run protection::scenario=mem-hog,loops=1` (on those parameters, with a nested
+//!   iocost-params for the model): hashd and the hog in their scopes, `summary` has the
+//!   isolation numbers;
 //! * afterwards `systemctl list-units --all` lists none of our units or slices, system.slice's
 //!   properties are what they were, no runtime drop-in is left, systemd-oomd runs again — and
 //!   while the benches ran it did not.
@@ -212,7 +213,7 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
     let (measure, reuse, protect) = (
         run_cmd("storage:loops=1"),
         run_cmd("storage:loops=1,commit systest"),
-        run_cmd("protection::scenario=mem-hog"),
+        run_cmd("protection::scenario=mem-hog,loops=1"),
     );
     let cmds = [deps, measure.clone(), reuse.clone(), protect.clone()];
     let (out, secs) = run_vm(&cwd, &cmds);
