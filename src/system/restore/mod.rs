@@ -536,59 +536,17 @@ fn restore_one(change: &Change, remount: RemountFn, systemd: &dyn Manager) -> Re
         }
         Change::CreatedDir { path } => remove_created_dir(path),
         Change::Remount(r) => remount(r, &r.old),
-        Change::UnitProp { .. } | Change::TransientUnit { .. } | Change::StoppedUnit { .. } => {
-            restore_unit(change, systemd)
-        }
-    }
-}
-
-/// Undoes one of the unit records.
-fn restore_unit(change: &Change, sd: &dyn Manager) -> Result<()> {
-    match change {
         Change::UnitProp {
             unit,
             prop,
             restore,
             dropin,
-        } => {
-            sd.set_runtime(unit, std::slice::from_ref(restore))?;
-            if !dropin {
-                sd.remove_runtime_dropins(unit, &[prop.as_str()])?;
-            }
-            Ok(())
-        }
+        } => unit_undo::prop(systemd, unit, prop, restore, *dropin),
         Change::TransientUnit { unit, cgroup } => {
-            if let Some(dir) = cgroup {
-                leave_unit_cgroup(dir)?;
-            }
-            sd.stop(unit)?;
-            // Set-property drop-ins made on it while it ran (it wasn't defined before).
-            sd.remove_runtime_dropins(unit, &[])
+            unit_undo::transient(systemd, unit, cgroup.as_deref())
         }
-        Change::StoppedUnit { unit } => sd.start(unit),
-        _ => Ok(()),
+        Change::StoppedUnit { unit } => systemd.start(unit),
     }
-}
-
-/// Moves this process to the cgroup root when it is somewhere below `dir` (a slice about to be
-/// stopped, which would end it too). The normal exit moves back to where the run started
-/// before restoring; this covers the signal path.
-fn leave_unit_cgroup(dir: &Path) -> Result<()> {
-    let Some(root) = dir.parent() else {
-        return Ok(());
-    };
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
-        return Ok(());
-    };
-    if !root
-        .join(rel.trim().trim_start_matches('/'))
-        .starts_with(dir)
-    {
-        return Ok(());
-    }
-    write_file(&root.join("cgroup.procs"), &std::process::id().to_string())
-        .with_context(|| format!("moving this process out of {}", dir.display()))
 }
 
 /// Removes a directory we created. A cgroup of ours that still holds processes (a helper such
@@ -786,6 +744,7 @@ pub fn remount_sys(r: &Remount, data: &str) -> Result<()> {
     Ok(())
 }
 
+mod unit_undo;
 mod units;
 
 #[cfg(test)]
