@@ -241,12 +241,7 @@ fn hog_ended(
     env: &Env,
     st: std::process::ExitStatus,
 ) -> std::result::Result<(HogEnd, String), String> {
-    let oom = env
-        .fs
-        .as_ref()
-        .and_then(|f| f.read_memory_events(HOG_CG).ok())
-        .and_then(|ev| ev.get("oom_kill").copied())
-        .unwrap_or(0);
+    let oom = env.fs.as_ref().map_or(0, |f| f.oom_kills(HOG_CG));
     if oom > 0 {
         return Ok((HogEnd::OomKill, format!("{} OOM kill(s)", oom)));
     }

@@ -239,12 +239,7 @@ impl Workload {
 
     /// Why hashd is gone (it was alive at the last tick but isn't now).
     pub fn end_reason(&mut self) -> String {
-        let oom = self
-            .fs
-            .as_ref()
-            .and_then(|f| f.read_memory_events(HASHD_CG).ok())
-            .and_then(|ev| ev.get("oom_kill").copied())
-            .unwrap_or(0);
+        let oom = self.fs.as_ref().map_or(0, |f| f.oom_kills(HASHD_CG));
         self.hashd
             .as_mut()
             .and_then(|h| h.ended(oom))

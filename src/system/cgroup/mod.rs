@@ -320,6 +320,14 @@ impl CgroupFs {
         parse_flat_keyed(&path, &read_file(&path)?)
     }
 
+    /// The kernel's OOM kills in `cg` (`oom_kill` of memory.events; 0 when unreadable).
+    pub fn oom_kills(&self, cg: &str) -> u64 {
+        self.read_memory_events(cg)
+            .ok()
+            .and_then(|ev| ev.get("oom_kill").copied())
+            .unwrap_or(0)
+    }
+
     pub fn read_io_stat(&self, cg: &str) -> Result<IoStat, KernelFileError> {
         let path = self.file(cg, "io.stat");
         parse_io_stat(&path, &read_file(&path)?)

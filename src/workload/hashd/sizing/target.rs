@@ -156,11 +156,7 @@ impl HashdTarget {
     fn oom_kills(&self) -> u64 {
         match &self.mem {
             MemSource::Rss => 0,
-            MemSource::Cgroup { fs, cg } => fs
-                .read_memory_events(cg)
-                .ok()
-                .and_then(|ev| ev.get("oom_kill").copied())
-                .unwrap_or(0),
+            MemSource::Cgroup { fs, cg } => fs.oom_kills(cg),
         }
     }
 
