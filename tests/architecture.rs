@@ -647,6 +647,8 @@ const COMPOSES: &[(&str, &[&str])] = &[
     ("protection", &["hashd_params", "iocost_params"]),
     // iocost-tune runs on iocost-qos's data: its runs, with protection's studies inside.
     ("iocost_tune", &["iocost_qos", "protection"]),
+    // curve's points are io jobs: it reads io's properties for them.
+    ("curve", &["io"]),
 ];
 
 /// The bench modules: the `&module::Type` lines of `BENCHES` in `bench/mod.rs`.

@@ -5,7 +5,7 @@
 //! the benches share.
 
 pub use crate::format::FormatOpts;
-pub use crate::spec::{prop, Forward, PropDesc, Shape, SpecError};
+pub use crate::spec::{concat_props, prop, Forward, PropDesc, Shape, SpecError};
 pub use crate::units::{ValueKind, PCT_LABELS};
 
 use super::headline::Row;

@@ -4,7 +4,8 @@
 //! report is its fio-style text.
 
 use crate::bench::api::{
-    prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, ValueKind,
+    concat_props, prop, Bench, BenchDesc, DocPage, FormatOpts, PropDesc, Shape, SpecError, Stored,
+    ValueKind,
 };
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
@@ -13,6 +14,7 @@ use crate::util::now;
 use crate::workload::ioengine::job::{EngineChoice, IoJob, Pattern, Rate, Stop};
 use crate::workload::ioengine::pace::Arrivals;
 use crate::workload::ioengine::result::{text, IoResult, RESULT_VERSION};
+use crate::workload::ioengine::steady::SteadyRule;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -23,6 +25,110 @@ pub struct Io;
 
 const RW: &[&str] = &["read", "write", "rw", "randread", "randwrite", "randrw"];
 
+/// The job's properties, shared with the benches that run io jobs (`curve`).
+pub const JOB_PROPS: [PropDesc; 21] = [
+    prop(
+        "rw",
+        ValueKind::Enum(RW),
+        "IO pattern, fio's names (randread)",
+    ),
+    prop("rwmix", ValueKind::Int, "reads in % for rw and randrw (50)"),
+    prop("bs", ValueKind::Size, "bytes per IO (4K)"),
+    prop(
+        "align",
+        ValueKind::Size,
+        "offsets are multiples of this (bs)",
+    ),
+    prop(
+        "offset",
+        ValueKind::Size,
+        "start of the range IOs fall in (0)",
+    ),
+    prop(
+        "range",
+        ValueKind::Size,
+        "length of that range (to the end)",
+    ),
+    prop("qd", ValueKind::Int, "IOs in flight per worker (1)"),
+    prop(
+        "batch",
+        ValueKind::Int,
+        "IOs per submission call (1; 0 = qd)",
+    ),
+    prop(
+        "workers",
+        ValueKind::Int,
+        "workers, each with its own queue (1)",
+    ),
+    prop(
+        "dur",
+        ValueKind::Duration,
+        "measured time, after the ramp (30s)",
+    ),
+    prop(
+        "size",
+        ValueKind::Size,
+        "stop after this many bytes instead of a time",
+    ),
+    prop(
+        "ramp",
+        ValueKind::Duration,
+        "run this long before measuring (0)",
+    ),
+    prop(
+        "arrivals",
+        ValueKind::Enum(&["linear", "poisson"]),
+        "open-loop arrivals (linear)",
+    ),
+    prop(
+        "direct",
+        ValueKind::Bool,
+        "O_DIRECT, bypassing the page cache (true)",
+    ),
+    prop(
+        "engine",
+        ValueKind::Enum(&["auto", "io_uring", "psync"]),
+        "IO engine (auto: io_uring, else psync)",
+    ),
+    prop(
+        "target",
+        ValueKind::Str,
+        "file or block device (a test file)",
+    ),
+    prop("file-size", ValueKind::Size, "size of the test file (1G)"),
+    prop(
+        "pcts",
+        ValueKind::Str,
+        "percentiles to list, /-separated (fio's)",
+    ),
+    prop(
+        "seed",
+        ValueKind::Int,
+        "seed of offsets, mixes and arrivals",
+    ),
+    prop(
+        "ss",
+        ValueKind::Str,
+        "stop once steady, fio's ss= (iops_slope/2%)",
+    ),
+    prop("ss-dur", ValueKind::Duration, "the window ss= judges (10s)"),
+];
+
+const RATE_PROPS: [PropDesc; 2] = [
+    prop(
+        "rate-iops",
+        ValueKind::Float,
+        "open-loop rate in IOs/s, all workers",
+    ),
+    prop(
+        "rate-bps",
+        ValueKind::Size,
+        "open-loop rate in bytes/s, all workers",
+    ),
+];
+
+static PROPS: [PropDesc; 23] = concat_props(&JOB_PROPS, &RATE_PROPS);
+
 pub static DESC: BenchDesc = BenchDesc {
     kind: "io",
     about: "One IO job of the built-in engine (fio-style latency and IOPS)",
@@ -31,97 +137,7 @@ pub static DESC: BenchDesc = BenchDesc {
     runnable: true,
     runs_first: None,
     shape: Shape {
-        props: &[
-            prop(
-                "rw",
-                ValueKind::Enum(RW),
-                "IO pattern, fio's names (randread)",
-            ),
-            prop("rwmix", ValueKind::Int, "reads in % for rw and randrw (50)"),
-            prop("bs", ValueKind::Size, "bytes per IO (4K)"),
-            prop(
-                "align",
-                ValueKind::Size,
-                "offsets are multiples of this (bs)",
-            ),
-            prop(
-                "offset",
-                ValueKind::Size,
-                "start of the range IOs fall in (0)",
-            ),
-            prop(
-                "range",
-                ValueKind::Size,
-                "length of that range (to the end)",
-            ),
-            prop("qd", ValueKind::Int, "IOs in flight per worker (1)"),
-            prop(
-                "batch",
-                ValueKind::Int,
-                "IOs per submission call (1; 0 = qd)",
-            ),
-            prop(
-                "workers",
-                ValueKind::Int,
-                "workers, each with its own queue (1)",
-            ),
-            prop(
-                "dur",
-                ValueKind::Duration,
-                "measured time, after the ramp (30s)",
-            ),
-            prop(
-                "size",
-                ValueKind::Size,
-                "stop after this many bytes instead of a time",
-            ),
-            prop(
-                "ramp",
-                ValueKind::Duration,
-                "run this long before measuring (0)",
-            ),
-            prop(
-                "rate-iops",
-                ValueKind::Float,
-                "open-loop rate in IOs/s, all workers",
-            ),
-            prop(
-                "rate-bps",
-                ValueKind::Size,
-                "open-loop rate in bytes/s, all workers",
-            ),
-            prop(
-                "arrivals",
-                ValueKind::Enum(&["linear", "poisson"]),
-                "open-loop arrivals (linear)",
-            ),
-            prop(
-                "direct",
-                ValueKind::Bool,
-                "O_DIRECT, bypassing the page cache (true)",
-            ),
-            prop(
-                "engine",
-                ValueKind::Enum(&["auto", "io_uring", "psync"]),
-                "IO engine (auto: io_uring, else psync)",
-            ),
-            prop(
-                "target",
-                ValueKind::Str,
-                "file or block device (a test file)",
-            ),
-            prop("file-size", ValueKind::Size, "size of the test file (1G)"),
-            prop(
-                "pcts",
-                ValueKind::Str,
-                "percentiles to list, /-separated (fio's)",
-            ),
-            prop(
-                "seed",
-                ValueKind::Int,
-                "seed of offsets, mixes and arrivals",
-            ),
-        ],
+        props: &PROPS,
         forward: &[],
         group_props: None,
         open_keys: None,
@@ -135,6 +151,8 @@ pub static DESC: BenchDesc = BenchDesc {
 };
 
 pub const DFL_FILE_SIZE: u64 = 1 << 30;
+/// fio has no default window; ten seconds judge a trend without making short jobs wait long.
+pub const DFL_SS_WINDOW_S: f64 = 10.0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct IoProps {
@@ -144,7 +162,21 @@ pub struct IoProps {
     pub file_size: u64,
 }
 
-fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
+/// `ss` and its window `ss-dur`.
+fn read_ss(g: &crate::spec::Group) -> Result<Option<SteadyRule>, SpecError> {
+    let window = g.f64("ss-dur", ValueKind::Duration)?;
+    match g.text("ss") {
+        Some(rule) => SteadyRule::parse(rule, window.unwrap_or(DFL_SS_WINDOW_S).round() as u32)
+            .map(Some)
+            .map_err(|e| g.err(e)),
+        None if window.is_some() => Err(g.err("ss-dur is the window of ss=; give ss too")),
+        None => Ok(None),
+    }
+}
+
+/// The job's properties (`JOB_PROPS`, and the rates when given), checked as the engine
+/// checks a job.
+pub fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
     let g = spec.group(0);
     let mut job = IoJob::new(PathBuf::new());
     let rw = g.text("rw").unwrap_or("randread");
@@ -207,9 +239,6 @@ fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
         Some("poisson") => Arrivals::Poisson,
         _ => Arrivals::Linear,
     };
-    if g.text("arrivals").is_some() && job.rate.is_none() {
-        return Err(g.err("arrivals only applies with rate-iops or rate-bps"));
-    }
     job.direct = g.flag("direct")?.unwrap_or(true);
     job.engine = match g.text("engine") {
         Some("io_uring") => EngineChoice::IoUring,
@@ -232,6 +261,7 @@ fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
     if let Some(s) = g.u64("seed", ValueKind::Int)? {
         job.seed = s;
     }
+    job.ss = read_ss(&g)?;
     let target = g.text("target").map(PathBuf::from);
     let file_size = g.u64("file-size", ValueKind::Size)?;
     if target.is_some() && file_size.is_some() {
@@ -275,7 +305,13 @@ impl Bench for Io {
     }
 
     fn props(&self, spec: &JobSpec) -> Result<IoProps, SpecError> {
-        read_props(spec)
+        let p = read_props(spec)?;
+        if spec.group(0).text("arrivals").is_some() && p.job.rate.is_none() {
+            return Err(spec
+                .group(0)
+                .err("arrivals only applies with rate-iops or rate-bps"));
+        }
+        Ok(p)
     }
 
     fn run(&self, ctx: &mut RunCtx, props: &IoProps) -> Result<IoRecord> {

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod compare;
+pub mod curve;
 pub mod export;
 pub mod hashd_bench;
 pub mod hashd_params;
@@ -44,6 +45,7 @@ pub static BENCHES: &[&dyn AnyBench] = &[
     &iocost_qos::IocostQos,
     &iocost_tune::IocostTune,
     &io::Io,
+    &curve::Curve,
     &merge_info::MergeInfoBench,
     &selftest::SelfTest,
     &systest::SysTest,
@@ -140,7 +142,7 @@ mod tests {
     fn validation_messages() {
         assert_eq!(
             run_err("iocost-qso"),
-            "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io; did you mean iocost-qos?"
+            "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io, curve; did you mean iocost-qos?"
         );
         let e = run_err("iocost-qos:vrate-mn=5");
         assert!(e.starts_with("job spec \"iocost-qos:vrate-mn=5\": unknown property \"vrate-mn\" for iocost-qos; valid: vrate-min, vrate-max,"), "{}", e);

@@ -28,4 +28,4 @@ pub mod suggest;
 pub use files::{collect_specs, gather_specs, load_spec_file, no_specs_error, spec_text};
 pub use grammar::{job_name, JobSpec, PropSet, PASSIVE_TOKENS};
 pub use props::{Group, SpecError};
-pub use shape::{prop, Forward, PropDesc, Shape};
+pub use shape::{concat_props, prop, Forward, PropDesc, Shape};

@@ -22,6 +22,22 @@ pub const fn prop(key: &'static str, kind: ValueKind, help: &'static str) -> Pro
     PropDesc { key, kind, help }
 }
 
+/// `a` then `b` as one table, for a bench whose properties extend another's (`N` must be the
+/// sum of the lengths: a mismatch fails the build).
+pub const fn concat_props<const N: usize>(a: &[PropDesc], b: &[PropDesc]) -> [PropDesc; N] {
+    assert!(
+        a.len() + b.len() == N,
+        "concat_props: N is not the sum of the lengths"
+    );
+    let mut out = [prop("", ValueKind::Bool, ""); N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    out
+}
+
 /// First-group keys `PREFIX KEY` handed to a sub-bench (`storage-loops` → storage's `loops`).
 #[derive(Debug)]
 pub struct Forward {

@@ -265,6 +265,7 @@ mod tests {
             write: empty,
             cpu: Default::default(),
             workers: vec![],
+            steady: None,
         };
         assert_eq!(value(Step::Rrandiops, &r), 101);
         assert_eq!(value(Step::Rbps, &r), 101 * 4096);

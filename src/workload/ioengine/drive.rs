@@ -11,6 +11,7 @@
 use super::job::{IoJob, Pattern, Stop};
 use super::pace::{Arrivals, Schedule};
 use super::stats::{Cpu, WorkerStats};
+use super::steady::{Counted, Live};
 use anyhow::{bail, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -348,8 +349,9 @@ impl Ring {
         t: u64,
         span: &Span,
         ramp_ns: u64,
+        live: Option<&Live>,
     ) -> (bool, Option<u64>) {
-        let (mut failed, mut last) = (false, None);
+        let (mut failed, mut last, mut got) = (false, None, Counted::default());
         for d in self.done.drain(..) {
             let s = self.slots[d.slot];
             self.free.push(d.slot);
@@ -380,7 +382,13 @@ impl Ring {
                 t.saturating_sub(s.submit),
                 sec,
             );
+            got.ios += 1;
+            got.bytes += d.res as u64;
+            got.lat_sum_ns += t.saturating_sub(s.due);
             last = Some(t);
+        }
+        if let Some(l) = live {
+            l.add(&got);
         }
         (failed, last)
     }
@@ -392,6 +400,17 @@ pub fn drive<B: Backend, C: Clock>(
     b: &mut B,
     clock: &C,
     abort: &AtomicBool,
+) -> Result<WorkerStats> {
+    drive_live(plan, b, clock, abort, None)
+}
+
+/// [`drive`], adding what it counts to `live` as it goes (the steady-state watch reads it).
+pub fn drive_live<B: Backend, C: Clock>(
+    plan: &WorkerPlan,
+    b: &mut B,
+    clock: &C,
+    abort: &AtomicBool,
+    live: Option<&Live>,
 ) -> Result<WorkerStats> {
     let mut st = WorkerStats::default();
     let t0 = clock.now();
@@ -470,7 +489,7 @@ pub fn drive<B: Backend, C: Clock>(
         if !ring.done.is_empty() {
             progress = t;
         }
-        let (any_failed, last) = ring.reap(&mut st, t, &span, plan.ramp_ns);
+        let (any_failed, last) = ring.reap(&mut st, t, &span, plan.ramp_ns, live);
         failed |= any_failed;
         last_done = last.unwrap_or(last_done);
     }

@@ -3,6 +3,7 @@
 //! size are checked when it is opened (`run`).
 
 use super::pace::Arrivals;
+use super::steady::SteadyRule;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -75,6 +76,9 @@ pub struct IoJob {
     pub percentiles: Vec<f64>,
     /// Seed of the offsets, the read/write choices and the Poisson gaps.
     pub seed: u64,
+    /// Stop before the duration once this rule finds the job steady.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ss: Option<SteadyRule>,
 }
 
 impl IoJob {
@@ -99,6 +103,7 @@ impl IoJob {
             engine: EngineChoice::Auto,
             percentiles: super::hist::DFL_PERCENTILES.to_vec(),
             seed: 0x5eed,
+            ss: None,
         }
     }
 
@@ -164,6 +169,15 @@ impl IoJob {
             Stop::Time(d) if d.is_zero() => return Err("dur=0: nothing to run".into()),
             Stop::Bytes(0) => return Err("size=0: nothing to run".into()),
             _ => {}
+        }
+        if let (Some(ss), Stop::Time(d)) = (&self.ss, self.stop) {
+            if ss.window_s as f64 > d.as_secs_f64() {
+                return Err(format!(
+                    "ss-dur={}s is longer than dur={}s: the job would never be judged steady",
+                    ss.window_s,
+                    d.as_secs_f64()
+                ));
+            }
         }
         match self.rate {
             Some(Rate::Iops(r)) | Some(Rate::Bps(r)) if !(r > 0.0 && r.is_finite()) => {

@@ -8,7 +8,9 @@
 //! * `pace` — open-loop schedules; `drive` — one worker's loop against any backend and clock;
 //!   `uring`, `psync` — the backends; `buf` — their aligned buffers;
 //! * `hist`, `stats` — what is measured; `result` — the stored document and its text;
-//!   `testfile` — files written once with random data for jobs to run on.
+//!   `testfile` — files written once with random data for jobs to run on; `steady` — fio's
+//!   steady-state stop (`ss=`), the running totals it watches and the rule it judges them by;
+//!   `sim` (tests only) — a one-server device on a simulated clock for what stands on the engine.
 
 pub mod buf;
 pub mod drive;
@@ -18,7 +20,10 @@ pub mod pace;
 pub mod psync;
 pub mod result;
 pub mod run;
+#[cfg(test)]
+pub mod sim;
 pub mod stats;
+pub mod steady;
 pub mod target;
 pub mod testfile;
 pub mod uring;

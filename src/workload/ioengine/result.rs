@@ -5,6 +5,7 @@
 
 use super::job::{IoJob, Stop};
 use super::stats::{Cpu, DirOut};
+use super::steady::SteadyOut;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -37,6 +38,9 @@ pub struct IoResult {
     /// All workers (and their IO threads).
     pub cpu: Cpu,
     pub workers: Vec<WorkerOut>,
+    /// With `ss=`: whether and when the job was found steady.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyOut>,
 }
 
 impl IoResult {
@@ -181,6 +185,26 @@ fn dir_text(out: &mut String, name: &str, d: &DirOut, runtime_ns: u64) {
 }
 
 /// The text summary.
+/// The lines under the job's: why the fallback engine ran, and the steady-state watch's end.
+fn notes(out: &mut String, r: &IoResult) {
+    if !r.engine_note.is_empty() {
+        let _ = writeln!(out, "  engine: {} ({})", r.engine, r.engine_note);
+    }
+    if let Some(ss) = &r.steady {
+        let _ = writeln!(
+            out,
+            "  steady state ({}): {} after {}s",
+            ss.rule.name(),
+            if ss.reached {
+                "reached"
+            } else {
+                "not reached, stopped"
+            },
+            ss.at_s
+        );
+    }
+}
+
 pub fn text(r: &IoResult) -> String {
     let j = &r.job;
     let mut out = String::new();
@@ -220,9 +244,7 @@ pub fn text(r: &IoResult) -> String {
         stop,
         j.ramp.as_secs_f64()
     );
-    if !r.engine_note.is_empty() {
-        let _ = writeln!(out, "  engine: {} ({})", r.engine, r.engine_note);
-    }
+    notes(&mut out, r);
     if r.read.ios > 0 || j.read_pct > 0 {
         dir_text(&mut out, "read", &r.read, r.runtime_ns);
     }

@@ -2,11 +2,12 @@
 //! workers' measurements added up into the result.
 
 use super::buf::Buffers;
-use super::drive::{drive, Backend, MonoClock, WorkerPlan};
+use super::drive::{drive_live, Backend, Clock, MonoClock, WorkerPlan};
 use super::job::{EngineChoice, IoJob};
 use super::psync::Psync;
 use super::result::{IoResult, WorkerOut, RESULT_VERSION};
 use super::stats::{Cpu, DirStats, WorkerStats};
+use super::steady::{Live, SteadyOut, Watch};
 use super::uring::Uring;
 use anyhow::{Context, Result};
 use std::os::fd::AsRawFd;
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Engine {
+pub(super) enum Engine {
     IoUring,
     Psync,
 }
@@ -43,8 +44,9 @@ fn with_backend<B: Backend>(
     mut b: B,
     clock: &MonoClock,
     halt: &AtomicBool,
+    live: &Live,
 ) -> Result<WorkerStats> {
-    let r = drive(plan, &mut b, clock, halt);
+    let r = drive_live(plan, &mut b, clock, halt, Some(live));
     let extra = b.finish();
     r.map(|mut st| {
         st.cpu.add(&extra);
@@ -58,16 +60,17 @@ fn worker(
     fd: i32,
     clock: MonoClock,
     halt: &AtomicBool,
+    live: &Live,
 ) -> Result<WorkerStats> {
     let bufs = Buffers::new(plan.qd, plan.bs as usize, plan.seed)?;
     match engine {
         Engine::IoUring => {
             let b = Uring::new(fd, bufs, plan.qd, clock).context("setting up io_uring")?;
-            with_backend(plan, b, &clock, halt)
+            with_backend(plan, b, &clock, halt, live)
         }
         Engine::Psync => {
             let b = Psync::new(fd, bufs, plan.qd, clock).context("starting IO threads")?;
-            with_backend(plan, b, &clock, halt)
+            with_backend(plan, b, &clock, halt, live)
         }
     }
 }
@@ -101,6 +104,8 @@ pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
     let clock = MonoClock::new();
     let fd = t.file.as_raw_fd();
     let halt = AtomicBool::new(false);
+    let live = Live::default();
+    let mut steady: Option<u32> = None;
     let plans: Vec<WorkerPlan> = (0..job.workers)
         .map(|i| WorkerPlan::of(job, i, t.size))
         .collect();
@@ -108,11 +113,11 @@ pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
         let handles: Vec<_> = plans
             .iter()
             .map(|p| {
-                let halt = &halt;
+                let (halt, live) = (&halt, &live);
                 std::thread::Builder::new()
                     .name(format!("io-worker-{}", p.index))
                     .spawn_scoped(s, move || {
-                        let r = worker(p, engine, fd, clock, halt);
+                        let r = worker(p, engine, fd, clock, halt, live);
                         if r.is_err() {
                             // One worker failing ends the job.
                             halt.store(true, Ordering::Relaxed);
@@ -121,13 +126,23 @@ pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
                     })
             })
             .collect();
-        // Hand an abort on to the workers while they run.
+        // Hand an abort on to the workers while they run, and stop them once steady.
+        let mut watch = job.ss.map(|r| (Watch::new(r), r));
+        let ramp_end = clock.now() + job.ramp.as_nanos() as u64;
         while handles
             .iter()
             .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
         {
             if abort.load(Ordering::Relaxed) {
                 halt.store(true, Ordering::Relaxed);
+            }
+            if let Some((w, rule)) = &mut watch {
+                let next = ramp_end + (w.seconds() as u64 + 1) * 1_000_000_000;
+                if steady.is_none() && clock.now() >= next && w.second(live.totals()) {
+                    log::debug!("io: steady by {} after {} s", rule.name(), w.seconds());
+                    steady = Some(w.seconds());
+                    halt.store(true, Ordering::Relaxed);
+                }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -145,14 +160,22 @@ pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
     for r in results {
         workers.push(r?);
     }
-    Ok(assemble(job, engine, note, &t, &workers))
+    let mut r = assemble(job, Some(engine), note, (t.size, t.block_device), &workers);
+    r.steady = job.ss.map(|rule| SteadyOut {
+        rule,
+        reached: steady.is_some(),
+        at_s: steady.unwrap_or((r.runtime_ns / 1_000_000_000) as u32),
+    });
+    Ok(r)
 }
 
-fn assemble(
+/// The result of `workers` run by `engine` (`None`: a simulated device) on a target of
+/// `size` bytes.
+pub(super) fn assemble(
     job: &IoJob,
-    engine: Engine,
+    engine: Option<Engine>,
     engine_note: String,
-    t: &super::target::Target,
+    (size, block_device): (u64, bool),
     workers: &[WorkerStats],
 ) -> IoResult {
     let pcts = &job.percentiles;
@@ -166,18 +189,20 @@ fn assemble(
     IoResult {
         version: RESULT_VERSION,
         engine: match engine {
-            Engine::IoUring => "io_uring",
-            Engine::Psync => "psync",
+            Some(Engine::IoUring) => "io_uring",
+            Some(Engine::Psync) => "psync",
+            None => "simulated",
         }
         .to_string(),
         engine_note,
         job: job.clone(),
-        target_size: t.size,
-        block_device: t.block_device,
+        target_size: size,
+        block_device,
         runtime_ns,
         read: read.out(runtime_ns, pcts),
         write: write.out(runtime_ns, pcts),
         cpu,
+        steady: None,
         workers: workers
             .iter()
             .enumerate()
