@@ -4,6 +4,10 @@
 //! bandwidth within ±15 % of its bandwidth cap — and the QoS must watch p50 on the rotational
 //! profile and p95 on the SSD. The parameters are committed to bench.json.
 //!
+//! The hdd guest then runs a quick `curve` (its max run and 10/50/90/100 %): the open-loop
+//! points up to 90 % keep their rates within 2 %, latency at 100 % is at least three times the
+//! 10 % point's at p99, and the knee is reported.
+//!
 //! The guests' logs go to `target/vm-iocost-params-<profile>.log`.
 
 mod common;
@@ -27,9 +31,17 @@ fn within(what: &str, got: f64, cap: f64) {
     );
 }
 
-fn measure(profile: &str) -> Value {
+/// The guest's iocost-params entry; with `curve`, the same guest then runs a quick curve into
+/// `curve` (a result file path), sharing the boot.
+fn measure(profile: &str, curve: Option<&Path>) -> Value {
     let cwd = tempfile::tempdir().unwrap();
     let result = cwd.path().join("r.json");
+    let curve_cmd = curve.map(|c| {
+        format!(
+            "--quick -r {} run curve:points=10/50/90/100,file-size=128M",
+            c.display()
+        )
+    });
     let t = Instant::now();
     let out = vm_output(|| {
         let mut c = Command::new(release_bin());
@@ -45,6 +57,9 @@ fn measure(profile: &str) -> Value {
             "--cmd",
             &format!("--quick -r {} run iocost-params", result.display()),
         ]);
+        if let Some(cmd) = &curve_cmd {
+            c.args(["--cmd", cmd]);
+        }
         c
     });
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
@@ -98,9 +113,14 @@ fn vm_iocost_params_finds_the_profiles_limits() {
     if !enabled() {
         return;
     }
+    let curve_dir = tempfile::tempdir().unwrap();
+    let curve = curve_dir.path().join("curve.json");
     for (name, pct) in [("hdd", 50.0), ("slow-ssd", 95.0)] {
         let p = PROFILES.iter().find(|p| p.name == name).unwrap();
-        let e = measure(name);
+        let e = measure(name, (name == "hdd").then_some(curve.as_path()));
+        if name == "hdd" {
+            hdd_curve_shows_its_knee(&curve);
+        }
         let rec = &e["record"];
         let m = &rec["model"];
         let n = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("{} in {}", k, m));
@@ -136,4 +156,65 @@ fn vm_iocost_params_finds_the_profiles_limits() {
         assert_eq!(rec["steps"].as_array().unwrap().len(), 8);
         assert!(rec["rotational"].as_bool() == Some(name == "hdd"));
     }
+}
+
+/// The curve on `hdd`: a device of ~150 IOPS and 6 ms per IO, so the open-loop points below its
+/// maximum see about the service time while the max run (and 100 %) queue 32 IOs deep.
+fn hdd_curve_shows_its_knee(curve: &Path) {
+    let out = Command::new(release_bin())
+        .arg("-r")
+        .arg(curve)
+        .args(["summary", "-o", "json", "curve"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let recs = doc["records"].as_array().unwrap();
+    let point = |name: &str| {
+        recs.iter()
+            .find(|r| r["point"] == name)
+            .unwrap_or_else(|| panic!("no point {} in {:?}", name, recs))
+    };
+    let text = Command::new(release_bin())
+        .arg("-r")
+        .arg(curve)
+        .args(["summary", "curve"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    eprintln!("{}", text);
+    let max = point("curve")["max_iops"].as_f64().unwrap();
+    assert!((100.0..200.0).contains(&max), "hdd max {} IOPS", max);
+    for name in ["10%", "50%", "90%"] {
+        let p = point(name);
+        let (t, got) = (
+            p["target_iops"].as_f64().unwrap(),
+            p["iops"].as_f64().unwrap(),
+        );
+        assert!(
+            (got - t).abs() <= 0.02 * t,
+            "{}: {} IOPS of {}",
+            name,
+            got,
+            t
+        );
+    }
+    let p99 = |name: &str| point(name)["pt_lat_p99_us"].as_f64().unwrap();
+    assert!(
+        p99("100%") >= 3.0 * p99("10%"),
+        "p99 at 100 % {} us vs 10 % {} us",
+        p99("100%"),
+        p99("10%")
+    );
+    assert!(
+        point("curve")["knee_point"].is_number(),
+        "{:?}",
+        point("curve")
+    );
+    assert!(text.contains("knee: "), "{}", text);
 }

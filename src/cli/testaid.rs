@@ -155,6 +155,8 @@ pub enum Scenario {
     IocostQos,
     Seq,
     FioCompare,
+    /// A curve of our engine, then fio's rate sweep at its points (scripts/curve-compare)
+    CurveFio,
     /// In a `vm --init systemd` guest: `seq`'s commands, then what systemd was left with
     SystemdHost,
 }
@@ -176,9 +178,12 @@ pub struct ScenarioArgs {
     /// for several, run one after another in the same guest
     #[arg(long = "cmd", value_name = "ARGS", allow_hyphen_values = true)]
     pub cmds: Vec<String>,
-    /// `fio-compare`: seconds each job is measured (after a 2 s ramp)
+    /// `fio-compare`, `curve-fio`: seconds each job is measured (after a 2 s ramp)
     #[arg(long = "dur", default_value = "20")]
     pub dur: u64,
+    /// `curve-fio`: the curve's points, /-separated [default: the curve's]
+    #[arg(long = "points", default_value = "")]
+    pub points: String,
     /// `fio-compare`: more fio options, space-separated (e.g. "--thread --disk_util=0")
     #[arg(long = "fio-extra", default_value = "", allow_hyphen_values = true)]
     pub fio_extra: String,

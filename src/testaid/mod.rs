@@ -6,6 +6,7 @@
 //! with the `testaid` feature (`scripts/test` and the measurement scripts turn it on), so the
 //! binary users install carries none of it.
 
+pub mod curve_fio;
 pub mod fio_compare;
 pub mod guest;
 pub mod hashd_bench;

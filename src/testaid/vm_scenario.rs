@@ -22,6 +22,7 @@
 //!   on), so several runs share one guest and its scratch disk (bench.json, testfiles); stops
 //!   at the first that fails. Measurement scripts use it.
 //! * `fio-compare`: see `fio_compare` (scripts/fio-compare).
+//! * `curve-fio`: see `curve_fio` (scripts/curve-compare).
 
 use super::guest::{
     bench_cmd, bench_cmd_to, exists, procs_with_arg, read, KnobPaths, Knobs, SLICES,
@@ -402,6 +403,13 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         Scenario::IocostQos => super::vm_iocost_qos::iocost_qos(&a.work)?,
         Scenario::Seq => super::seq::seq(&a.work, &a.cmds)?,
         Scenario::SystemdHost => super::vm_systemd::systemd_host(&a.work, &a.cmds)?,
+        Scenario::CurveFio => super::curve_fio::curve_fio(
+            &a.work,
+            &super::curve_fio::Opts {
+                dur: a.dur,
+                points: a.points.clone(),
+            },
+        )?,
         Scenario::FioCompare => super::fio_compare::fio_compare(
             &a.work,
             &super::fio_compare::Opts {

@@ -6,8 +6,9 @@
 //!
 //! `props.rs` the properties, `points.rs` the arithmetic (targets, knee, depths),
 //! `search.rs` the bisection, `record.rs` what the run stores, `run.rs` the sequence (resumable,
-//! written against a `JobRunner`), `study.rs` the answer, `report.rs` the text.
+//! written against a `JobRunner`), `study.rs` the answer, `report.rs` the text and headline records, `plot.rs` the SVG.
 
+pub mod plot;
 pub mod points;
 pub mod props;
 pub mod record;
@@ -130,7 +131,15 @@ impl Bench for Curve {
     type Record = CurveRecord;
     type Result = CurveResult;
     const RESULT_KEYS: &'static [&'static str] = &["rows", "mode"];
-    const KEY_NUMBERS: &'static [&'static str] = &["max_iops", "knee_iops", "knee_p99_us"];
+    const KEY_NUMBERS: &'static [&'static str] = &[
+        "max_iops",
+        "knee_iops",
+        "knee_lat_p99_us",
+        "lat_target_iops",
+        "iops",
+        "pt_lat_mean_us",
+        "pt_lat_p99_us",
+    ];
 
     fn desc(&self) -> &'static BenchDesc {
         &DESC
@@ -218,7 +227,15 @@ impl Bench for Curve {
     }
 
     fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
-        Ok(vec![report::headline(&stored.result)])
+        Ok(report::headline(&stored.result))
+    }
+
+    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::api::PlotFile>> {
+        let spec = stored.entry.spec.canonical();
+        Ok(plot::svg(&stored.result, &spec)?
+            .map(|svg| crate::bench::api::PlotFile::svg("", svg))
+            .into_iter()
+            .collect())
     }
 }
 

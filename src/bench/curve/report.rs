@@ -184,17 +184,20 @@ pub fn text(res: &CurveResult, rec: Option<&CurveRecord>) -> String {
     out
 }
 
-/// `summary -o json|csv`: the maximum, the knee and the target's answer.
-pub fn headline(res: &CurveResult) -> crate::bench::headline::Row {
+/// `summary -o json|csv` and `compare`: a record for the curve (`point` = `curve`: the
+/// maximum, the knee, the target's answer), then one per point (`point` = `max`, `10%`,
+/// `qd=4`), by which two curves' points pair.
+pub fn headline(res: &CurveResult) -> Vec<crate::bench::headline::Row> {
     let knee = res.knee.and_then(|k| res.rows.get(k));
     let us = |v: Option<f64>| v.map_or(serde_json::Value::Null, |ns| json!(ns / 1e3));
-    vec![
+    let mut rows = vec![vec![
+        ("point", json!("curve")),
         ("mode", json!(res.mode)),
         ("max_iops", json!(res.max.as_ref().map(|m| m.iops.mean))),
         ("points", json!(res.rows.len())),
         ("knee_point", json!(knee.and_then(|k| k.point))),
         ("knee_iops", json!(knee.map(|k| k.iops.mean))),
-        ("knee_p99_us", us(knee.and_then(|k| k.lat(Some(99.0))))),
+        ("knee_lat_p99_us", us(knee.and_then(|k| k.lat(Some(99.0))))),
         (
             "lat_target",
             json!(res.lat_target.as_ref().map(|a| a.target.clone())),
@@ -207,5 +210,24 @@ pub fn headline(res: &CurveResult) -> crate::bench::headline::Row {
             "lat_target_iops",
             json!(res.lat_target.as_ref().and_then(|a| a.iops)),
         ),
-    ]
+    ]];
+    for r in res.max.iter().chain(&res.rows) {
+        rows.push(vec![
+            ("point", json!(point_label(r, &res.mode))),
+            ("target_iops", json!(r.target_iops)),
+            ("iops", json!(r.iops.mean)),
+            ("pt_bps", json!(r.bps.mean)),
+            ("pt_lat_mean_us", json!(r.lat_mean.mean / 1e3)),
+            ("pt_lat_p50_us", us(r.lat(Some(50.0)))),
+            ("pt_lat_p90_us", us(r.lat(Some(90.0)))),
+            ("pt_lat_p99_us", us(r.lat(Some(99.0)))),
+            ("pt_lat_p99.9_us", us(r.lat(Some(99.9)))),
+            ("pt_lat_max_us", json!(r.lat_max.mean / 1e3)),
+            ("depth", json!(r.depth_little.mean)),
+            ("dev_q", json!(r.depth_device.map(|d| d.mean))),
+            ("cpu", json!(r.cpu.mean)),
+            ("reached", json!(r.reached)),
+        ]);
+    }
+    rows
 }

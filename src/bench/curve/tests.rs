@@ -254,3 +254,75 @@ fn repetitions_give_mean_and_spread_per_point() {
     assert!(text.contains("3 runs of the curve"), "{}", text);
     assert!(text.contains("±IOPS"), "{}", text);
 }
+
+#[test]
+fn qd_mode_finds_the_deepest_queue_meeting_the_target() {
+    // A closed loop of k IOs on one server: every IO waits for the k - 1 ahead of it, so its
+    // latency is k service times, and p99 meets 3.5 service times up to k = 3.
+    let t = LatTarget::parse(&format!("p99/{}us", 35 * SERVICE_NS / 10_000)).unwrap();
+    let mut p = props(&[1.0, 2.0, 4.0, 8.0], 2.5, Some(t), 2);
+    p.mode = Mode::Qd;
+    p.io.job.qd = 8;
+    p.io.job.arrivals = Arrivals::Linear;
+    let mut rec = record(&p);
+    rec.mode = "qd".into();
+    let (r, jobs) = run_sim(&p, &mut rec, None);
+    r.unwrap();
+    // No max run in mode=qd: four points and one probe (qd=3 between 2 and 4).
+    assert_eq!(jobs, 5);
+    assert!(rec.runs[0].max.is_none());
+    let res = study(&rec);
+    for row in &res.rows {
+        let k = row.qd as f64;
+        let p99 = row.lat(Some(99.0)).unwrap();
+        assert!(
+            (p99 / (k * SERVICE_NS as f64) - 1.0).abs() < 0.02,
+            "qd {}: {}",
+            k,
+            p99
+        );
+        assert!(
+            (row.iops.mean - 5_000.0).abs() < 100.0,
+            "qd {}: {}",
+            k,
+            row.iops.mean
+        );
+    }
+    let a = res.lat_target.unwrap();
+    assert_eq!((a.outcome.as_str(), a.x), ("met", Some(3.0)));
+    assert_eq!(a.bracket, Some((3.0, 4.0)));
+    // The knee: p99 doubles from qd 1 to 2 and again to 4, so with factor 2.5 it is qd=2.
+    assert_eq!(res.knee, Some(1));
+}
+
+#[test]
+fn the_plot_names_the_points_the_knee_and_the_target() {
+    let t = LatTarget::parse("mean/400us").unwrap();
+    let p = props(&[10.0, 50.0, 70.0, 90.0], 3.0, Some(t), 2);
+    let mut rec = record(&p);
+    run_sim(&p, &mut rec, None).0.unwrap();
+    let res = study(&rec);
+    let svg = super::plot::svg(&res, "curve:test").unwrap().unwrap();
+    // The text nodes, whatever the lines around them.
+    let texts: Vec<&str> = svg
+        .split('<')
+        .filter_map(|t| t.split_once('>').map(|x| x.1.trim()))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let has = |w: &str| texts.iter().any(|t| t.contains(w));
+    for want in [
+        "latency against IOPS, knee at",
+        "p99",
+        "mean",
+        "10%",
+        "90%",
+        "knee",
+        "target mean/400us",
+        "met up to",
+    ] {
+        assert!(has(want), "{} not in the plot's texts {:?}", want, texts);
+    }
+    // A curve with no points yet has nothing to draw.
+    let empty = study(&record(&p));
+    assert!(super::plot::svg(&empty, "curve:test").unwrap().is_none());
+}
