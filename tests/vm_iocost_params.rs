@@ -5,8 +5,8 @@
 //! profile and p95 on the SSD. The parameters are committed to bench.json.
 //!
 //! The hdd guest then runs a quick `curve` (its max run and 10/50/90/100 %): the open-loop
-//! points up to 90 % keep their rates within 2 %, latency at 100 % is at least three times the
-//! 10 % point's at p99, and the knee is reported.
+//! points up to 90 % keep their rates within 2 %, the max run's p99 is at least three times
+//! the 10 % point's, and the knee is reported.
 //!
 //! The guests' logs go to `target/vm-iocost-params-<profile>.log`.
 
@@ -31,12 +31,15 @@ fn within(what: &str, got: f64, cap: f64) {
     );
 }
 
-/// The guest's iocost-params entry; with `curve`, the same guest then runs a quick curve into
-/// `curve` (a result file path), sharing the boot.
-fn measure(profile: &str, curve: Option<&Path>) -> Value {
+/// The guest's iocost-params entry; with `curve`, the same guest then runs a quick curve
+/// (sharing the boot), checked by [`hdd_curve_shows_its_knee`].
+fn measure(profile: &str, curve: bool) -> Value {
     let cwd = tempfile::tempdir().unwrap();
     let result = cwd.path().join("r.json");
-    let curve_cmd = curve.map(|c| {
+    // In the working directory: the only one the guest shares.
+    let curve_result = cwd.path().join("curve.json");
+    let curve_cmd = curve.then(|| {
+        let c = &curve_result;
         format!(
             "--quick -r {} run curve:points=10/50/90/100,file-size=128M",
             c.display()
@@ -105,6 +108,9 @@ fn measure(profile: &str, curve: Option<&Path>) -> Value {
     assert!(text.contains("iocost model: rbps="), "{}", text);
     assert!(text.contains("iocost QoS: rpct="), "{}", text);
     common::keep_result(&result, &format!("iocost-params-{}", profile));
+    if curve {
+        hdd_curve_shows_its_knee(&curve_result);
+    }
     e
 }
 
@@ -113,14 +119,9 @@ fn vm_iocost_params_finds_the_profiles_limits() {
     if !enabled() {
         return;
     }
-    let curve_dir = tempfile::tempdir().unwrap();
-    let curve = curve_dir.path().join("curve.json");
     for (name, pct) in [("hdd", 50.0), ("slow-ssd", 95.0)] {
         let p = PROFILES.iter().find(|p| p.name == name).unwrap();
-        let e = measure(name, (name == "hdd").then_some(curve.as_path()));
-        if name == "hdd" {
-            hdd_curve_shows_its_knee(&curve);
-        }
+        let e = measure(name, name == "hdd");
         let rec = &e["record"];
         let m = &rec["model"];
         let n = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("{} in {}", k, m));
@@ -204,11 +205,14 @@ fn hdd_curve_shows_its_knee(curve: &Path) {
             t
         );
     }
+    // The max run queues its 32 IOs: its p99 is several times the 10 % point's. (With even
+    // arrivals the 100 % point doesn't queue on this emulated disk, whose service time hardly
+    // varies — D/D/1 at full load has no queue; see `doc curve`.)
     let p99 = |name: &str| point(name)["pt_lat_p99_us"].as_f64().unwrap();
     assert!(
-        p99("100%") >= 3.0 * p99("10%"),
-        "p99 at 100 % {} us vs 10 % {} us",
-        p99("100%"),
+        p99("max") >= 3.0 * p99("10%"),
+        "p99 of the max run {} us vs 10 % {} us",
+        p99("max"),
         p99("10%")
     );
     assert!(

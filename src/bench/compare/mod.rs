@@ -397,6 +397,36 @@ mod tests {
         assert!(text.contains(" 34.6u "), "{}", text);
     }
 
+    fn point(name: &str, iops: f64, p99_us: f64) -> Row {
+        vec![
+            ("kind", json!("curve")),
+            ("id", Value::Null),
+            ("spec", json!("curve")),
+            ("point", json!(name)),
+            ("iops", json!(iops)),
+            ("pt_lat_p99_us", json!(p99_us)),
+        ]
+    }
+
+    #[test]
+    fn curve_points_pair_by_name() {
+        // B's curve lacks the 50 % point and lists its points in another order.
+        let a = vec![
+            point("10%", 1000.0, 200.0),
+            point("50%", 5000.0, 300.0),
+            point("90%", 9000.0, 900.0),
+        ];
+        let b = vec![point("90%", 9900.0, 450.0), point("10%", 1100.0, 100.0)];
+        let text = compare(&a, &b, ("a", "b"), &no_keys, CompareOpts::default());
+        for line in [
+            "  10%            1000 1100 1.100   200u 100u 0.500",
+            "  50% (only A)   5000    -     -   300u    -     -",
+            "  90%            9000 9900 1.100   900u 450u 0.500",
+        ] {
+            assert!(text.contains(line), "{:?} not in\n{}", line, text);
+        }
+    }
+
     fn config(n: u64, qos: &str, mof: f64, isol: f64) -> Row {
         vec![
             ("kind", json!("iocost-qos")),
