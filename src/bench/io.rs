@@ -275,6 +275,25 @@ pub fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
     })
 }
 
+/// Where the job runs: `target=`, or the test file under `<dir>/scratch`, written first when
+/// missing (then `true`).
+pub fn prepare_target(ctx: &mut RunCtx, props: &IoProps) -> Result<(PathBuf, bool)> {
+    Ok(match &props.target {
+        Some(t) => (t.clone(), false),
+        None => {
+            let path = ctx.scratch_dir()?.join("io-testfile");
+            crate::logging::progress::phase("test file");
+            let written = crate::workload::ioengine::testfile::ensure(
+                &path,
+                props.file_size,
+                props.job.direct,
+            )
+            .with_context(|| format!("the test file {}", path.display()))?;
+            (path, written)
+        }
+    })
+}
+
 /// The record (and result): the engine's document, and whether the test file was written
 /// first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -317,17 +336,7 @@ impl Bench for Io {
     fn run(&self, ctx: &mut RunCtx, props: &IoProps) -> Result<IoRecord> {
         let start = now();
         let mut job = props.job.clone();
-        let (target, written) = match &props.target {
-            Some(t) => (t.clone(), false),
-            None => {
-                let path = ctx.scratch_dir()?.join("io-testfile");
-                crate::logging::progress::phase("test file");
-                let written =
-                    crate::workload::ioengine::testfile::ensure(&path, props.file_size, job.direct)
-                        .context("io")?;
-                (path, written)
-            }
-        };
+        let (target, written) = prepare_target(ctx, props)?;
         job.target = target;
         crate::logging::progress::phase(format!(
             "{} bs={} qd={} on {}",

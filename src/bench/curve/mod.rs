@@ -166,20 +166,7 @@ impl Bench for Curve {
     fn run(&self, ctx: &mut RunCtx, props: &CurveProps) -> Result<CurveRecord> {
         let start = now();
         let mut job = props.io.job.clone();
-        let (target, written) = match &props.io.target {
-            Some(t) => (t.clone(), false),
-            None => {
-                let path = ctx.scratch_dir()?.join("io-testfile");
-                crate::logging::progress::phase("test file");
-                let w = crate::workload::ioengine::testfile::ensure(
-                    &path,
-                    props.io.file_size,
-                    job.direct,
-                )
-                .context("curve")?;
-                (path, w)
-            }
-        };
+        let (target, written) = crate::bench::io::prepare_target(ctx, &props.io)?;
         job.target = target.clone();
         if ctx.quick() && !props.dur_given {
             job.stop = Stop::Time(Duration::from_secs_f64(props::QUICK_DUR_S));
