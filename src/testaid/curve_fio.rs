@@ -75,14 +75,8 @@ fn fio(file: &Path, rate: f64, dur: u64) -> Result<Value> {
             "--percentile_list=50:99",
             "--output-format=json",
         ])
-        .output()
-        .with_context(|| format!("running {}", FIO))?;
-    if !out.status.success() {
-        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&text[text.find('{').unwrap_or(0)..])
-        .with_context(|| format!("fio's output: {}", text))?;
+        .output();
+    let v = super::fio_compare::fio_json(out)?;
     let d = &v["jobs"][0]["read"];
     let pct = |k: &str| d["lat_ns"]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
     Ok(json!({

@@ -163,15 +163,8 @@ fn fio(s: &Spec, target: &Path, size: u64, dur: u64, batched: bool, extra: &str)
             "--percentile_list=50:99:99.9",
             "--output-format=json",
         ])
-        .output()
-        .with_context(|| format!("running {}", FIO))?;
-    if !out.status.success() {
-        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    // fio may print notes before its JSON.
-    let v: Value = serde_json::from_str(&text[text.find('{').unwrap_or(0)..])
-        .with_context(|| format!("fio's output: {}", text))?;
+        .output();
+    let v = fio_json(out)?;
     let j = &v["jobs"][0];
     let d = &j[if s.write { "write" } else { "read" }];
     let pct = |k: &str| d["clat_ns"]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
@@ -190,6 +183,18 @@ fn fio(s: &Spec, target: &Path, size: u64, dur: u64, batched: bool, extra: &str)
         "clat_mean_us": d["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1e3,
         "cpu_ns_per_io": if ios > 0.0 { cpu / ios } else { 0.0 },
     }))
+}
+
+/// fio's JSON report from its run (`--output-format=json`), or why there is none.
+pub fn fio_json(out: std::io::Result<std::process::Output>) -> Result<Value> {
+    let out = out.with_context(|| format!("running {}", FIO))?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fio may print notes before its JSON.
+    serde_json::from_str(&text[text.find('{').unwrap_or(0)..])
+        .with_context(|| format!("fio's output: {}", text))
 }
 
 fn ratio(o: &Value, f: &Value, k: &str) -> Value {
