@@ -77,8 +77,8 @@ pub const JOB_PROPS: [PropDesc; 21] = [
     ),
     prop(
         "arrivals",
-        ValueKind::Enum(&["linear", "poisson"]),
-        "open-loop arrivals (linear)",
+        ValueKind::Enum(&["linear", "poisson", "stratified"]),
+        "open-loop arrivals (io: linear, curve: stratified)",
     ),
     prop(
         "direct",
@@ -237,6 +237,7 @@ pub fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
     };
     job.arrivals = match g.text("arrivals") {
         Some("poisson") => Arrivals::Poisson,
+        Some("stratified") => Arrivals::Stratified,
         _ => Arrivals::Linear,
     };
     job.direct = g.flag("direct")?.unwrap_or(true);

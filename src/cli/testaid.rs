@@ -184,6 +184,10 @@ pub struct ScenarioArgs {
     /// `curve-fio`: the curve's points, /-separated [default: the curve's]
     #[arg(long = "points", default_value = "")]
     pub points: String,
+    /// `curve-fio`: the curve's arrivals; fio's rate_process is `linear` for `linear`, else
+    /// `poisson`
+    #[arg(long = "arrivals", default_value = "linear", value_parser = ["linear", "poisson", "stratified"])]
+    pub arrivals: String,
     /// `fio-compare`: more fio options, space-separated (e.g. "--thread --disk_util=0")
     #[arg(long = "fio-extra", default_value = "", allow_hyphen_values = true)]
     pub fio_extra: String,

@@ -16,6 +16,9 @@ pub struct Opts {
     pub dur: u64,
     /// The curve's points (`10/50/…`); empty for its default.
     pub points: String,
+    /// The curve's arrivals: `linear` (fio's `rate_process=linear`), `poisson` or
+    /// `stratified` (both against fio's `rate_process=poisson`).
+    pub arrivals: String,
 }
 
 /// Our curve on `file` into `work/result.json`; its headline records.
@@ -24,10 +27,11 @@ fn ours(work: &Path, file: &Path, opts: &Opts) -> Result<Vec<Value>> {
     let result = work.join("result.json");
     let _ = std::fs::remove_file(&result);
     let mut spec = format!(
-        "curve:target={},qd={},dur={}s,ramp=2s",
+        "curve:target={},qd={},dur={}s,ramp=2s,arrivals={}",
         file.display(),
         QD,
-        opts.dur
+        opts.dur,
+        opts.arrivals
     );
     if !opts.points.is_empty() {
         spec += &format!(",points={}", opts.points);
@@ -55,8 +59,8 @@ fn ours(work: &Path, file: &Path, opts: &Opts) -> Result<Vec<Value>> {
     Ok(v["records"].as_array().cloned().unwrap_or_default())
 }
 
-/// fio at `rate` IOPS (linear arrivals, as ours), 4 KiB random reads at the same depth.
-fn fio(file: &Path, rate: f64, dur: u64) -> Result<Value> {
+/// fio at `rate` IOPS (`process`: linear or poisson), 4 KiB random reads at the same depth.
+fn fio(file: &Path, rate: f64, dur: u64, process: &str) -> Result<Value> {
     let out = Command::new(FIO)
         .args([
             "--name=curve",
@@ -70,6 +74,7 @@ fn fio(file: &Path, rate: f64, dur: u64) -> Result<Value> {
             &format!("--runtime={}", dur),
             "--ramp_time=2",
             &format!("--rate_iops={}", rate.round() as u64),
+            &format!("--rate_process={}", process),
             "--randrepeat=0",
             "--lat_percentiles=1",
             "--percentile_list=50:99",
@@ -106,7 +111,12 @@ pub fn curve_fio(work: &Path, opts: &Opts) -> Result<Value> {
     for r in recs.iter().filter(|r| r["target_iops"].is_number()) {
         let target = r["target_iops"].as_f64().unwrap_or(0.0);
         eprintln!("curve-fio: fio at {} IOPS", target);
-        let f = fio(&file, target, opts.dur)?;
+        let process = if opts.arrivals == "linear" {
+            "linear"
+        } else {
+            "poisson"
+        };
+        let f = fio(&file, target, opts.dur, process)?;
         let ratio = |a: &str, b: &str| {
             let (x, y) = (r[a].as_f64().unwrap_or(0.0), f[b].as_f64().unwrap_or(0.0));
             if y > 0.0 {
@@ -132,6 +142,7 @@ pub fn curve_fio(work: &Path, opts: &Opts) -> Result<Value> {
     }
     Ok(json!({
         "profile": std::env::var("RESCTL_BENCH_VM").unwrap_or_default(),
+        "arrivals": opts.arrivals,
         "curve": recs,
         "rows": rows,
     }))

@@ -408,6 +408,7 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
             &super::curve_fio::Opts {
                 dur: a.dur,
                 points: a.points.clone(),
+                arrivals: a.arrivals.clone(),
             },
         )?,
         Scenario::FioCompare => super::fio_compare::fio_compare(

@@ -5,6 +5,7 @@ use super::points::DFL_POINTS;
 use crate::bench::api::{concat_props, prop, PropDesc, SpecError, ValueKind};
 use crate::bench::io::{read_props, IoProps, JOB_PROPS};
 use crate::spec::JobSpec;
+use crate::workload::ioengine::pace::Arrivals;
 
 const CURVE_PROPS: [PropDesc; 6] = [
     prop(
@@ -193,6 +194,12 @@ pub fn read(spec: &JobSpec) -> Result<CurveProps, SpecError> {
     };
     if mode == Mode::Qd && g.text("arrivals").is_some() {
         return Err(g.err("arrivals is for mode=rate (mode=qd runs closed loops)"));
+    }
+    if g.text("arrivals").is_none() {
+        // Random gaps, as Vdbench's default, so a queue builds toward the maximum even on a
+        // device whose service time hardly varies; counted per second, so each point's rate
+        // is exact over a short run.
+        io.job.arrivals = Arrivals::Stratified;
     }
     let repeat = match g.u64("repeat", ValueKind::Int)? {
         Some(r) if !(1..=100).contains(&r) => {

@@ -394,6 +394,17 @@ impl Ring {
     }
 }
 
+/// The worker's open-loop schedule, if it has a rate. Stratified arrivals keep the count exact
+/// over the ramp and the measured time.
+fn schedule(plan: &WorkerPlan, t0: u64) -> Option<Schedule> {
+    let s = Schedule::new(plan.iops?, plan.arrivals, t0, plan.seed ^ 0xa11);
+    Some(match plan.stop {
+        Stop::Time(d) if plan.ramp_ns > 0 => s.with_strata(plan.ramp_ns, d.as_nanos() as u64),
+        Stop::Time(d) => s.with_strata(d.as_nanos() as u64, d.as_nanos() as u64),
+        Stop::Bytes(_) => s,
+    })
+}
+
 /// Runs one worker to its stop (or until `abort`) and returns what it measured.
 pub fn drive<B: Backend, C: Clock>(
     plan: &WorkerPlan,
@@ -417,9 +428,7 @@ pub fn drive_live<B: Backend, C: Clock>(
     let span = Span::of(plan, t0);
     let mut src = Source {
         gen: OpGen::new(plan)?,
-        sched: plan
-            .iops
-            .map(|r| Schedule::new(r, plan.arrivals, t0, plan.seed ^ 0xa11)),
+        sched: schedule(plan, t0),
     };
     let qd = plan.qd.max(1);
     let mut ring = Ring::new(qd, plan.batch.clamp(1, qd));
