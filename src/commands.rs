@@ -57,6 +57,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Balloon => crate::system::mem::balloon_main(),
         Command::Hashd(a) => crate::workload::hashd::cmd::run(&a),
         Command::MemHog(a) => crate::workload::memhog::run::run(&a),
+        Command::IoJob(a) => crate::workload::iojob::run(&a),
         #[cfg(feature = "testaid")]
         Command::TestAid(t) => crate::testaid::dispatch(t, &cli.global),
     }

@@ -649,6 +649,9 @@ const COMPOSES: &[(&str, &[&str])] = &[
     ("iocost_tune", &["iocost_qos", "protection"]),
     // curve's points are io jobs: it reads io's properties for them.
     ("curve", &["io"]),
+    // qos-study's iocost profiles need a model: iocost-params measures one when bench.json
+    // has none.
+    ("qos_study", &["iocost_params"]),
 ];
 
 /// The bench modules: the `&module::Type` lines of `BENCHES` in `bench/mod.rs`.

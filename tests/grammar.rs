@@ -305,8 +305,8 @@ fn serialized_layout_matches_upstream() {
 
 /// (spec, fragment the one-line message must contain)
 const INVALID: &[(&str, &str)] = &[
-    ("iocost-qso", "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io, curve; did you mean iocost-qos?"),
-    ("banana", "unknown bench \"banana\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io, curve\n"),
+    ("iocost-qso", "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io, curve, qos-study; did you mean iocost-qos?"),
+    ("banana", "unknown bench \"banana\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io, curve, qos-study\n"),
     ("iocost-qos:vrate-mn=5", "job spec \"iocost-qos:vrate-mn=5\": unknown property \"vrate-mn\" for iocost-qos; valid: vrate-min, vrate-max, "),
     ("iocost-qos:vrate-mn=5", "did you mean vrate-min?"),
     ("iocost-qos:vrate-max=abc", "vrate-max=\"abc\" is not a number (accepted: "),

@@ -20,6 +20,7 @@ pub mod merge_info;
 pub mod merge_src;
 pub mod needs;
 pub mod protection;
+pub mod qos_study;
 pub mod runner;
 pub mod selftest;
 pub mod show;
@@ -46,6 +47,7 @@ pub static BENCHES: &[&dyn AnyBench] = &[
     &iocost_tune::IocostTune,
     &io::Io,
     &curve::Curve,
+    &qos_study::QosStudy,
     &merge_info::MergeInfoBench,
     &selftest::SelfTest,
     &systest::SysTest,
@@ -142,7 +144,7 @@ mod tests {
     fn validation_messages() {
         assert_eq!(
             run_err("iocost-qso"),
-            "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io, curve; did you mean iocost-qos?"
+            "unknown bench \"iocost-qso\"; known: iocost-params, hashd-params, storage, protection, iocost-qos, iocost-tune, io, curve, qos-study; did you mean iocost-qos?"
         );
         let e = run_err("iocost-qos:vrate-mn=5");
         assert!(e.starts_with("job spec \"iocost-qos:vrate-mn=5\": unknown property \"vrate-mn\" for iocost-qos; valid: vrate-min, vrate-max,"), "{}", e);

@@ -144,6 +144,9 @@ pub enum Command {
     /// killed
     #[command(name = "__mem-hog", hide = true)]
     MemHog(crate::workload::memhog::MemHogArgs),
+    /// One IO engine job in a process of its own (a cgroup holds it), until done or SIGTERM
+    #[command(name = "__io-job", hide = true)]
+    IoJob(crate::workload::iojob::IoJobArgs),
     /// The hidden subcommands only tests and scripts use (built with the `testaid` feature).
     #[cfg(feature = "testaid")]
     #[command(flatten)]

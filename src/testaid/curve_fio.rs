@@ -1,6 +1,7 @@
 //! `__vm-scenario curve-fio`: a curve of our engine, then fio's own rate sweep on the same
 //! test file — fio's io_uring engine at each point's target (`rate_iops`, the same queue
-//! depth) — and per point both sides' achieved IOPS and total-latency p50/p99 with ours/fio.
+//! depth) — and per point both sides' achieved IOPS, total-latency p50/p99 (ours from when an
+//! IO was due, fio's from when it issued it) and completion-latency p50/p99, with ours/fio.
 //! fio comes into a guest with `vm --with-program`; on a host it is the installed one.
 
 use anyhow::{bail, Context, Result};
@@ -83,11 +84,13 @@ fn fio(file: &Path, rate: f64, dur: u64, process: &str) -> Result<Value> {
         .output();
     let v = super::fio_compare::fio_json(out)?;
     let d = &v["jobs"][0]["read"];
-    let pct = |k: &str| d["lat_ns"]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
+    let pct = |h: &str, k: &str| d[h]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
     Ok(json!({
         "iops": d["iops"].as_f64().unwrap_or(0.0),
-        "lat_p50_us": pct("50.000000"),
-        "lat_p99_us": pct("99.000000"),
+        "lat_p50_us": pct("lat_ns", "50.000000"),
+        "lat_p99_us": pct("lat_ns", "99.000000"),
+        "clat_p50_us": pct("clat_ns", "50.000000"),
+        "clat_p99_us": pct("clat_ns", "99.000000"),
         "lat_mean_us": d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1e3,
     }))
 }
@@ -133,11 +136,15 @@ pub fn curve_fio(work: &Path, opts: &Opts) -> Result<Value> {
                 "lat_p50_us": r["pt_lat_p50_us"],
                 "lat_p99_us": r["pt_lat_p99_us"],
                 "lat_mean_us": r["pt_lat_mean_us"],
+                "clat_p50_us": r["pt_clat_p50_us"],
+                "clat_p99_us": r["pt_clat_p99_us"],
             },
             "fio": f,
             "iops_ratio": ratio("iops", "iops"),
             "p50_ratio": ratio("pt_lat_p50_us", "lat_p50_us"),
             "p99_ratio": ratio("pt_lat_p99_us", "lat_p99_us"),
+            "clat_p50_ratio": ratio("pt_clat_p50_us", "clat_p50_us"),
+            "clat_p99_ratio": ratio("pt_clat_p99_us", "clat_p99_us"),
         }));
     }
     Ok(json!({

@@ -26,13 +26,17 @@ pub struct PointOut {
     pub iops: f64,
     /// Bytes per second.
     pub bps: f64,
-    /// Total latency (submission and completion) over reads and writes, ns.
+    /// Total latency (from when the IO was due to its completion) over reads and writes, ns.
     pub lat_mean_ns: f64,
     pub lat_max_ns: u64,
     /// `[percentile, ns]`: `POINT_PCTS` and the latency target's.
     pub lat_pcts: Vec<(f64, u64)>,
     /// Completion latency's mean, ns: the time an IO spent past the submission call.
     pub clat_mean_ns: f64,
+    /// `[percentile, ns]` of the completion latency, `POINT_PCTS` (empty in records from
+    /// before it was kept): what fio's `clat` percentiles are.
+    #[serde(default)]
+    pub clat_pcts: Vec<(f64, u64)>,
     /// IOs in flight by Little's law (IOPS × mean completion latency).
     pub depth_little: f64,
     /// Mean queue depth the block device reported over the job (`None`: no device stats).
@@ -80,6 +84,10 @@ impl PointOut {
                 .map(|&p| (p, if empty { 0 } else { lat.percentile(p) }))
                 .collect(),
             clat_mean_ns: if empty { 0.0 } else { clat.mean() },
+            clat_pcts: POINT_PCTS
+                .iter()
+                .map(|&p| (p, if empty { 0 } else { clat.percentile(p) }))
+                .collect(),
             depth_little: little_depth(iops, if empty { 0.0 } else { clat.mean() }),
             depth_device,
             cpu: if runtime_s > 0.0 {
@@ -90,6 +98,14 @@ impl PointOut {
             runtime_s,
             steady: r.steady.clone(),
         }
+    }
+
+    /// The completion latency at `pct`, ns, when this point kept it.
+    pub fn clat(&self, pct: f64) -> Option<f64> {
+        self.clat_pcts
+            .iter()
+            .find(|(q, _)| (q - pct).abs() < 1e-9)
+            .map(|(_, v)| *v as f64)
     }
 
     /// The latency at `pct` (`None`: the mean), ns, when this point kept it.

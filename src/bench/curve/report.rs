@@ -136,8 +136,8 @@ pub fn text(res: &CurveResult, rec: Option<&CurveRecord>) -> String {
         row_text(&mut out, r, &res.mode, repeat, res.knee == Some(i));
     }
     out.push_str(
-        "\n(latency: submission to completion, reads and writes; depth: IOs in flight by \
-         Little's law; dev-q: the block device's mean queue)\n",
+        "\n(latency: from when each IO was due to its completion, reads and writes; depth: IOs in \
+         flight by Little's law; dev-q: the block device's mean queue)\n",
     );
     if let (Some(k), Some(first)) = (res.knee.and_then(|k| res.rows.get(k)), res.rows.first()) {
         let _ = writeln!(
@@ -223,6 +223,8 @@ pub fn headline(res: &CurveResult) -> Vec<crate::bench::headline::Row> {
             ("pt_lat_p99_us", us(r.lat(Some(99.0)))),
             ("pt_lat_p99.9_us", us(r.lat(Some(99.9)))),
             ("pt_lat_max_us", json!(r.lat_max.mean / 1e3)),
+            ("pt_clat_p50_us", us(r.clat(50.0))),
+            ("pt_clat_p99_us", us(r.clat(99.0))),
             ("depth", json!(r.depth_little.mean)),
             ("dev_q", json!(r.depth_device.map(|d| d.mean))),
             ("cpu", json!(r.cpu.mean)),

@@ -38,6 +38,9 @@ pub struct Row {
     /// `[percentile, stat]`, as the points kept them.
     pub lat_pcts: Vec<(f64, Stat)>,
     pub lat_max: Stat,
+    /// `[percentile, stat]` of the completion latency (empty for old records).
+    #[serde(default)]
+    pub clat_pcts: Vec<(f64, Stat)>,
     pub depth_little: Stat,
     pub depth_device: Option<Stat>,
     pub cpu: Stat,
@@ -64,11 +67,24 @@ impl Row {
                 .map(|&(pct, _)| (pct, s(&|p| p.lat(Some(pct)).unwrap_or(0.0))))
                 .collect(),
             lat_max: s(&|p| p.lat_max_ns as f64),
+            clat_pcts: first
+                .clat_pcts
+                .iter()
+                .map(|&(pct, _)| (pct, s(&|p| p.clat(pct).unwrap_or(0.0))))
+                .collect(),
             depth_little: s(&|p| p.depth_little),
             depth_device: devs.map(|v| Stat::of(v.into_iter())),
             cpu: s(&|p| p.cpu),
             reached: pts.iter().all(|p| p.reached()),
         })
+    }
+
+    /// The mean completion latency at `pct`, ns, when the points kept it.
+    pub fn clat(&self, pct: f64) -> Option<f64> {
+        self.clat_pcts
+            .iter()
+            .find(|x| (x.0 - pct).abs() < 1e-9)
+            .map(|x| x.1.mean)
     }
 
     /// The mean latency at `pct` (`None`: the mean latency), ns.

@@ -7,7 +7,7 @@ use super::job::{EngineChoice, IoJob};
 use super::psync::Psync;
 use super::result::{IoResult, WorkerOut, RESULT_VERSION};
 use super::stats::{Cpu, DirStats, WorkerStats};
-use super::steady::{Live, SteadyOut, Watch};
+use super::steady::{Counted, Live, SteadyOut, Watch};
 use super::uring::Uring;
 use anyhow::{Context, Result};
 use std::os::fd::AsRawFd;
@@ -62,6 +62,10 @@ fn worker(
     halt: &AtomicBool,
     live: &Live,
 ) -> Result<WorkerStats> {
+    // An open-loop worker sleeps until each IO is due, and its latency counts from then: the
+    // default 50 µs of timer slack would be added to every IO at low rates.
+    // SAFETY: prctl with integer arguments on the calling thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
     let bufs = Buffers::new(plan.qd, plan.bs as usize, plan.seed)?;
     match engine {
         Engine::IoUring => {
@@ -75,9 +79,31 @@ fn worker(
     }
 }
 
+/// A worker thread's result: what it returned, or why it didn't.
+fn joined(
+    h: std::io::Result<std::thread::ScopedJoinHandle<'_, Result<WorkerStats>>>,
+) -> Result<WorkerStats> {
+    match h {
+        Ok(h) => h
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("an IO worker panicked"))),
+        Err(e) => Err(anyhow::Error::new(e).context("starting an IO worker")),
+    }
+}
+
 /// Runs `job` to its end (or until `abort` is set: what was measured until then is the
 /// result) and returns what it measured.
 pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
+    run_sampled(job, abort, &mut |_, _| {})
+}
+
+/// [`run`], handing the job's running totals to `on_second` once a second (with the
+/// milliseconds since the start), for a caller that keeps a time series.
+pub fn run_sampled(
+    job: &IoJob,
+    abort: &AtomicBool,
+    on_second: &mut dyn FnMut(u64, Counted),
+) -> Result<IoResult> {
     if let Err(e) = job.check() {
         crate::usage_bail!("io job: {}", e);
     }
@@ -128,7 +154,9 @@ pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
             .collect();
         // Hand an abort on to the workers while they run, and stop them once steady.
         let mut watch = job.ss.map(|r| (Watch::new(r), r));
-        let ramp_end = clock.now() + job.ramp.as_nanos() as u64;
+        let t0 = clock.now();
+        let ramp_end = t0 + job.ramp.as_nanos() as u64;
+        let mut next_sample = t0 + 1_000_000_000;
         while handles
             .iter()
             .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
@@ -144,17 +172,14 @@ pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
                     halt.store(true, Ordering::Relaxed);
                 }
             }
+            let now = clock.now();
+            if now >= next_sample {
+                on_second((now - t0) / 1_000_000, live.totals());
+                next_sample += 1_000_000_000;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("an IO worker panicked"))),
-                Err(e) => Err(anyhow::Error::new(e).context("starting an IO worker")),
-            })
-            .collect()
+        handles.into_iter().map(joined).collect()
     });
     let mut workers = Vec::with_capacity(results.len());
     for r in results {

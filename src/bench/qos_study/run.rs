@@ -1,0 +1,408 @@
+//! The study's run: the test files and the services' cgroups, each service alone, then every
+//! profile `repeat` times with the services side by side — the profile's controller set up,
+//! its knobs in the services' cgroups, the background doing its work while the others run
+//! until it is done. The record is checkpointed after every run; a resumed study goes on at
+//! the first run it lacks.
+
+use super::profiles::{self, Capacity, Control, Knobs, Service};
+use super::props::{job_for, QosStudyProps};
+use super::record::{MixedRun, QosStudyRecord, ServiceOut};
+use crate::bench::runner::ctx::RunCtx;
+use crate::logging::progress;
+use crate::system::cgroup::{write_file, CgroupFs};
+use crate::system::iocost::IoCostKnobs;
+use crate::util::now;
+use crate::workload::ioengine::job::IoJob;
+use crate::workload::iojob::handle::IoChild;
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The services' cgroups: siblings in workload.slice, so that only the profile's knobs set
+/// them apart.
+pub fn cgroup(svc: Service) -> &'static str {
+    match svc {
+        Service::Client => "workload.slice/rd-qos-client.service",
+        Service::Background => "workload.slice/rd-qos-background.service",
+        Service::BestEffort => "workload.slice/rd-qos-best-effort.service",
+    }
+}
+
+/// How long a stopped service gets to write what it measured.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// What every run of one study shares.
+struct Env {
+    fs: CgroupFs,
+    dev: String,
+    work: PathBuf,
+    files: BTreeMap<Service, PathBuf>,
+    bg_size: u64,
+    alone_s: f64,
+    dur_s: f64,
+}
+
+pub fn run(ctx: &mut RunCtx, props: &QosStudyProps) -> Result<QosStudyRecord> {
+    let start = now();
+    let quick = ctx.quick();
+    let work = ctx.scratch_dir()?.join("qos-study");
+    let mut rec = resumable(ctx, props, quick).unwrap_or_else(|| QosStudyRecord {
+        period: (start, start),
+        profiles: props.profiles.clone(),
+        repeat: props.repeat(quick),
+        bg_size: props.bg_size(quick),
+        dur_s: props.dur(quick),
+        ..Default::default()
+    });
+    let iocost = if props.profiles.iter().any(|p| p.control == Control::Iocost) {
+        let dir = ctx.dir().to_path_buf();
+        let mut host = ctx.session().context("qos-study needs the host session")?;
+        Some(crate::bench::iocost_params::ensure_model(&mut host, &dir, quick, "qos-study")?.0)
+    } else {
+        None
+    };
+    let env = setup(ctx, props, quick, &work, &mut rec)?;
+    rec.iocost = match &iocost {
+        Some(k) => Some(format!(
+            "{} / {}",
+            crate::system::iocost::model_line(
+                k.devnr.parse().map_err(anyhow::Error::msg)?,
+                &k.model
+            ),
+            k.qos.line()
+        )),
+        None => None,
+    };
+    run_alone(ctx, props, &env, &mut rec)?;
+    rec.capacity = Some(Capacity {
+        iops: rec.alone.get(&Service::Client).map_or(0.0, |o| o.iops),
+        bps: rec.alone.get(&Service::Background).map_or(0.0, |o| o.bps),
+    });
+    run_profiles(ctx, props, &env, iocost.as_ref(), &mut rec)?;
+    rec.period.1 = now();
+    Ok(rec)
+}
+
+/// Each service alone, with no control: the device's capacity the profiles are shares of.
+fn run_alone(
+    ctx: &mut RunCtx,
+    props: &QosStudyProps,
+    env: &Env,
+    rec: &mut QosStudyRecord,
+) -> Result<()> {
+    for svc in Service::ALL {
+        let Some(job) = &props.jobs[svc.index()] else {
+            continue;
+        };
+        if rec.alone.contains_key(&svc) {
+            continue;
+        }
+        control(ctx, Control::None, None)?;
+        progress::phase(format!("{} alone", svc.name()));
+        let jobs = vec![(
+            svc,
+            job_for(job, svc, env.files[&svc].clone(), env.bg_size, env.alone_s),
+        )];
+        let (out, _, _) = run_services(env, &jobs, &BTreeMap::new())?;
+        log_service(&format!("{} alone", svc.name()), &out[&svc]);
+        rec.alone.insert(svc, out[&svc].clone());
+        checkpoint(ctx, rec)?;
+    }
+    Ok(())
+}
+
+/// Every profile `repeat` times, the repetitions interleaved (all profiles once, then again),
+/// so a drift of the device over the study spreads over all of them.
+fn run_profiles(
+    ctx: &mut RunCtx,
+    props: &QosStudyProps,
+    env: &Env,
+    iocost: Option<&IoCostKnobs>,
+    rec: &mut QosStudyRecord,
+) -> Result<()> {
+    let cap = rec.capacity.unwrap_or(Capacity {
+        iops: 0.0,
+        bps: 0.0,
+    });
+    let present = props.present();
+    let alone_lat = Service::ALL.map(|s| {
+        rec.alone.get(&s).map_or(0.0, |o| {
+            // io.latency judges the mean on a rotating disk, the 90th percentile elsewhere.
+            if rec.rotational {
+                o.lat_mean_us
+            } else {
+                o.lat(Some(90.0)).unwrap_or(0.0)
+            }
+        })
+    });
+    let total = rec.repeat as usize * props.profiles.len();
+    for rep in 0..rec.repeat {
+        for (pi, p) in props.profiles.iter().enumerate() {
+            if rec.has_run(&p.name, rep) {
+                continue;
+            }
+            let nth = rep as usize * props.profiles.len() + pi + 1;
+            progress::phase(format!(
+                "{} run {}/{} ({} of {})",
+                p.name,
+                rep + 1,
+                rec.repeat,
+                nth,
+                total
+            ));
+            control(ctx, p.control, iocost)?;
+            let knobs = profiles::knobs(p, present, cap, alone_lat);
+            let knobs: BTreeMap<Service, Knobs> = Service::ALL
+                .into_iter()
+                .filter(|s| present[s.index()])
+                .map(|s| (s, knobs[s.index()]))
+                .collect();
+            let jobs: Vec<(Service, IoJob)> = Service::ALL
+                .into_iter()
+                .filter_map(|s| {
+                    let j = props.jobs[s.index()].as_ref()?;
+                    Some((
+                        s,
+                        job_for(j, s, env.files[&s].clone(), env.bg_size, env.dur_s),
+                    ))
+                })
+                .collect();
+            let (services, bg_secs, bg_done) = run_services(env, &jobs, &knobs)
+                .with_context(|| format!("qos-study: profile {} run {}", p.name, rep + 1))?;
+            let run = MixedRun {
+                profile: p.name.clone(),
+                rep,
+                knobs,
+                services,
+                bg_secs,
+                bg_done,
+            };
+            log_run(&run);
+            rec.runs.push(run);
+            checkpoint(ctx, rec)?;
+        }
+    }
+    Ok(())
+}
+
+/// The record a resumed run continues, when it was made for the same profiles and sizes.
+fn resumable(ctx: &RunCtx, props: &QosStudyProps, quick: bool) -> Option<QosStudyRecord> {
+    let rec: QosStudyRecord = serde_json::from_str(ctx.prev_record()?.get()).ok()?;
+    let same = rec.profiles == props.profiles
+        && rec.repeat == props.repeat(quick)
+        && rec.bg_size == props.bg_size(quick);
+    if same && !rec.runs.is_empty() {
+        log::info!(
+            "qos-study: continuing after {} recorded run(s)",
+            rec.runs.len()
+        );
+    }
+    same.then_some(rec)
+}
+
+fn checkpoint(ctx: &mut RunCtx, rec: &mut QosStudyRecord) -> Result<()> {
+    rec.period.1 = now();
+    ctx.checkpoint(rec)
+}
+
+/// The device, the test files and the cgroups.
+fn setup(
+    ctx: &mut RunCtx,
+    props: &QosStudyProps,
+    quick: bool,
+    work: &Path,
+    rec: &mut QosStudyRecord,
+) -> Result<Env> {
+    let mut host = ctx.session().context("qos-study needs the host session")?;
+    if !host.has_slices() {
+        bail!(
+            "qos-study runs its services in cgroups of their own; this session has no bench slices"
+        );
+    }
+    let dev = host
+        .scratch_dev()
+        .cloned()
+        .context("qos-study needs the scratch device")?;
+    rec.dev = format!("{}:{}", dev.devnr.0, dev.devnr.1);
+    rec.rotational = dev.rotational;
+    std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+    let mut files = BTreeMap::new();
+    for svc in Service::ALL
+        .into_iter()
+        .filter(|s| props.present()[s.index()])
+    {
+        let path = work.join(format!("{}-testfile", svc.name()));
+        progress::phase(format!("test file of {}", svc.name()));
+        crate::workload::ioengine::testfile::ensure(&path, props.file_size(quick), true)
+            .with_context(|| format!("the test file {}", path.display()))?;
+        files.insert(svc, path);
+        host.create_cgroup(cgroup(svc))?;
+    }
+    Ok(Env {
+        fs: CgroupFs::new(host.hp()),
+        dev: rec.dev.clone(),
+        work: work.to_path_buf(),
+        files,
+        bg_size: props.bg_size(quick),
+        alone_s: props.alone_dur(quick),
+        dur_s: props.dur(quick),
+    })
+}
+
+/// The profile's controller: io.cost on with the measured model for iocost profiles, off for
+/// the others.
+fn control(ctx: &mut RunCtx, c: Control, iocost: Option<&IoCostKnobs>) -> Result<()> {
+    let mut host = ctx.session().context("qos-study needs the host session")?;
+    match (c, iocost) {
+        (Control::Iocost, Some(k)) => host.apply_iocost(k.clone(), false),
+        (Control::Iocost, None) => bail!("an iocost profile without an io.cost model"),
+        _ => host.iocost_off_for_job(),
+    }
+}
+
+/// Writes `k` into the cgroup of a service (every knob, so one profile's values never carry
+/// over into the next: no value is written as the knob's default).
+fn write_knobs(fs: &CgroupFs, cg: &str, dev: &str, k: &Knobs) -> Result<()> {
+    let dir = fs.path(cg);
+    let set = |file: &str, value: String, needed: bool| -> Result<()> {
+        let path = dir.join(file);
+        if !path.exists() {
+            if needed {
+                bail!(
+                    "{} is missing: the kernel lacks this controller",
+                    path.display()
+                );
+            }
+            return Ok(());
+        }
+        write_file(&path, &value)
+            .with_context(|| format!("writing {:?} to {}", value, path.display()))?;
+        Ok(())
+    };
+    set(
+        "io.weight",
+        format!("default {}", k.io_weight.unwrap_or(100)),
+        k.io_weight.is_some(),
+    )?;
+    set(
+        "io.max",
+        k.io_max
+            .map(|m| m.line(dev))
+            .unwrap_or_else(|| format!("{} rbps=max wbps=max riops=max wiops=max", dev)),
+        k.io_max.is_some(),
+    )?;
+    set(
+        "io.latency",
+        match k.io_latency_us {
+            Some(us) => format!("{} target={}", dev, us),
+            None => format!("{} target=max", dev),
+        },
+        k.io_latency_us.is_some(),
+    )
+}
+
+/// Runs `jobs` side by side, each in its service's cgroup with its knobs. With a background,
+/// the run ends when it has done its work (the others are stopped then) or at the cap; without
+/// one, when every job has run its time.
+fn run_services(
+    env: &Env,
+    jobs: &[(Service, IoJob)],
+    knobs: &BTreeMap<Service, Knobs>,
+) -> Result<(BTreeMap<Service, ServiceOut>, f64, bool)> {
+    let exe = Path::new("/proc/self/exe");
+    let mut children: Vec<(Service, IoChild)> = Vec::new();
+    for (svc, job) in jobs {
+        let cg = cgroup(*svc);
+        let c = IoChild::spawn(exe, svc.name(), job, &env.work, Some((&env.fs, cg)))?;
+        write_knobs(
+            &env.fs,
+            cg,
+            &env.dev,
+            &knobs.get(svc).copied().unwrap_or_default(),
+        )
+        .with_context(|| format!("setting up {}", cg))?;
+        children.push((*svc, c));
+    }
+    let t0 = Instant::now();
+    for (_, c) in &mut children {
+        c.go()?;
+    }
+    let has_bg = jobs.iter().any(|(s, _)| *s == Service::Background);
+    let cap = if has_bg {
+        env.dur_s
+    } else {
+        env.alone_s + 30.0
+    };
+    let (mut bg_secs, mut bg_done) = (0.0, false);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let mut all_done = true;
+        for (svc, c) in &mut children {
+            let ended = c.try_wait()?.is_some();
+            all_done &= ended;
+            if ended && *svc == Service::Background && !bg_done {
+                bg_done = true;
+                bg_secs = t0.elapsed().as_secs_f64();
+            }
+        }
+        if all_done || (has_bg && bg_done) {
+            break;
+        }
+        if t0.elapsed().as_secs_f64() >= cap {
+            if !has_bg {
+                bail!("the services alone ran past their time by 30 s");
+            }
+            bg_secs = cap;
+            break;
+        }
+        if let Some((_, c)) = children.iter().find(|(s, _)| *s == Service::Background) {
+            if let Some(s) = c.samples().last() {
+                progress::status(format!(
+                    "background {:.0}% done",
+                    s.bytes as f64 * 100.0 / env.bg_size as f64
+                ));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (svc, c) in &mut children {
+        c.stop(STOP_GRACE)?;
+        let r = c
+            .result()
+            .with_context(|| format!("the {} service", svc.name()))?;
+        out.insert(*svc, ServiceOut::of(&r));
+    }
+    Ok((out, bg_secs, bg_done))
+}
+
+fn log_service(what: &str, o: &ServiceOut) {
+    log::info!(
+        "qos-study: {}: {:.0} IOPS, {:.1} MiB/s, clat mean {:.0} us p99 {:.0} us",
+        what,
+        o.iops,
+        o.bps / (1 << 20) as f64,
+        o.lat_mean_us,
+        o.lat(Some(99.0)).unwrap_or(0.0)
+    );
+}
+
+fn log_run(r: &MixedRun) {
+    for (svc, o) in &r.services {
+        log_service(
+            &format!("{} run {}: {}", r.profile, r.rep + 1, svc.name()),
+            o,
+        );
+    }
+    log::info!(
+        "qos-study: {} run {}: the background {} in {:.1} s",
+        r.profile,
+        r.rep + 1,
+        if r.bg_done {
+            "finished"
+        } else {
+            "did not finish"
+        },
+        r.bg_secs
+    );
+}
