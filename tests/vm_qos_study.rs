@@ -1,7 +1,8 @@
 //! `qos-study` end to end in a `resctl-bench vm` guest (RESCTL_BENCH_VM_TESTS=1, `sata-ssd`,
-//! `--quick`, the kernel's io.cost model): the services alone, then `none` and
-//! `iocost-high-client` once each. Both profiles' rows have numbers, the client's p99 under
-//! iocost-high-client is lower than under none, the report prints both rows and
+//! `--quick`): a nested iocost-params measures the io.cost model, the services run alone,
+//! then `none` and `iocost-high-client` once each. Both profiles' rows have numbers, the
+//! client's p99 under iocost-high-client is lower than under none, the report prints both
+//! rows and
 //! `format --plot` draws the study's four SVGs.
 //!
 //! The guest's log goes to `target/vm-qos-study.log`.
@@ -38,16 +39,9 @@ fn vm_qos_study_iocost_protects_the_client() {
     let t = Instant::now();
     let out = vm_output(|| {
         let mut c = vm_command(cwd.path(), "2G", "20min");
-        c.args([
-            "--disk-profile",
-            "sata-ssd",
-            "--",
-            "--quick",
-            "--iocost-from-sys",
-            "-r",
-        ])
-        .arg(&result)
-        .args(["run", "qos-study:profiles=none/iocost-high-client"]);
+        c.args(["--disk-profile", "sata-ssd", "--", "--quick", "-r"])
+            .arg(&result)
+            .args(["run", "qos-study:profiles=none/iocost-high-client"]);
         c
     });
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");

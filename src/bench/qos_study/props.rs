@@ -55,7 +55,7 @@ pub static PROPS: [PropDesc; 19] = [
     prop(
         "bg-size",
         ValueKind::Size,
-        "the background's work, bytes (4G; 1G with --quick)",
+        "the background's work (what it moves alone in alone-dur)",
     ),
     prop(
         "best-effort",
@@ -73,7 +73,7 @@ pub static PROPS: [PropDesc; 19] = [
     prop(
         "alone-dur",
         ValueKind::Duration,
-        "the client's and best effort's runs alone (30s; 10s with --quick)",
+        "each service's run alone (30s; 10s with --quick)",
     ),
     prop(
         "dur",
@@ -88,8 +88,6 @@ pub static PROPS: [PropDesc; 19] = [
 ];
 
 pub const DFL_REPEAT: u32 = 3;
-pub const DFL_BG_SIZE: u64 = 4 << 30;
-pub const QUICK_BG_SIZE: u64 = 1 << 30;
 pub const DFL_FILE_SIZE: u64 = 2 << 30;
 pub const QUICK_FILE_SIZE: u64 = 512 << 20;
 pub const DFL_ALONE_S: f64 = 30.0;
@@ -105,7 +103,8 @@ pub struct QosStudyProps {
     /// The services' jobs (targets filled in by the run; the background stops after its
     /// work, the others run until it is done). `None`: best effort is off.
     pub jobs: [Option<IoJob>; 3],
-    /// Given sizes and durations (`None`: the default for the mode).
+    /// Given sizes and durations (`None`: the default for the mode; for `bg_size`, what the
+    /// background moves alone in `alone_dur`).
     pub bg_size: Option<u64>,
     pub file_size: Option<u64>,
     pub alone_dur: Option<f64>,
@@ -123,11 +122,6 @@ impl QosStudyProps {
         } else {
             DFL_FILE_SIZE
         })
-    }
-
-    pub fn bg_size(&self, quick: bool) -> u64 {
-        self.bg_size
-            .unwrap_or(if quick { QUICK_BG_SIZE } else { DFL_BG_SIZE })
     }
 
     pub fn alone_dur(&self, quick: bool) -> f64 {
@@ -281,12 +275,13 @@ pub fn read(spec: &JobSpec) -> Result<QosStudyProps, SpecError> {
 }
 
 /// `job` of `svc` for a run: its target, and how it stops — the background after `bg_size`
-/// bytes, the others after `secs` (a mixed run stops them when the background is done).
+/// bytes (when known), the others after `secs` (a mixed run stops them when the background is
+/// done).
 pub fn job_for(job: &IoJob, svc: Service, target: PathBuf, bg_size: u64, secs: f64) -> IoJob {
     let mut j = job.clone();
     j.target = target;
     j.stop = match svc {
-        Service::Background => Stop::Bytes(bg_size),
+        Service::Background if bg_size > 0 => Stop::Bytes(bg_size),
         _ => Stop::Time(Duration::from_secs_f64(secs)),
     };
     j
@@ -311,7 +306,8 @@ mod tests {
         assert_eq!(p.present(), [true, true, false]);
         assert_eq!(p.profiles.len(), profiles::builtin().len());
         assert_eq!((p.repeat(false), p.repeat(true)), (3, 1));
-        assert_eq!(p.bg_size(true), QUICK_BG_SIZE);
+        assert_eq!(p.bg_size, None);
+        assert_eq!((p.alone_dur(false), p.alone_dur(true)), (30.0, 10.0));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::logging::progress;
 use crate::system::cgroup::{write_file, CgroupFs};
 use crate::system::iocost::IoCostKnobs;
 use crate::util::now;
-use crate::workload::ioengine::job::IoJob;
+use crate::workload::ioengine::job::{IoJob, Stop};
 use crate::workload::iojob::handle::IoChild;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -38,7 +38,6 @@ struct Env {
     dev: String,
     work: PathBuf,
     files: BTreeMap<Service, PathBuf>,
-    bg_size: u64,
     alone_s: f64,
     dur_s: f64,
 }
@@ -51,7 +50,7 @@ pub fn run(ctx: &mut RunCtx, props: &QosStudyProps) -> Result<QosStudyRecord> {
         period: (start, start),
         profiles: props.profiles.clone(),
         repeat: props.repeat(quick),
-        bg_size: props.bg_size(quick),
+        bg_size: props.bg_size.unwrap_or(0),
         dur_s: props.dur(quick),
         ..Default::default()
     });
@@ -102,11 +101,21 @@ fn run_alone(
         progress::phase(format!("{} alone", svc.name()));
         let jobs = vec![(
             svc,
-            job_for(job, svc, env.files[&svc].clone(), env.bg_size, env.alone_s),
+            job_for(job, svc, env.files[&svc].clone(), rec.bg_size, env.alone_s),
         )];
-        let (out, _, _) = run_services(env, &jobs, &BTreeMap::new())?;
-        log_service(&format!("{} alone", svc.name()), &out[&svc]);
-        rec.alone.insert(svc, out[&svc].clone());
+        let (out, _, _) = run_services(env, &jobs, &BTreeMap::new(), rec.bg_size)?;
+        let o = &out[&svc];
+        log_service(&format!("{} alone", svc.name()), o);
+        if svc == Service::Background && rec.bg_size == 0 {
+            // Its work in the mixed runs: what it moved alone, in whole IOs.
+            rec.bg_size = (o.bytes / job.bs * job.bs).max(job.bs);
+            log::info!(
+                "qos-study: the background's work is {} (what it moved alone in {:.0} s)",
+                crate::units::format_size(rec.bg_size as f64),
+                env.alone_s
+            );
+        }
+        rec.alone.insert(svc, o.clone());
         checkpoint(ctx, rec)?;
     }
     Ok(())
@@ -164,11 +173,11 @@ fn run_profiles(
                     let j = props.jobs[s.index()].as_ref()?;
                     Some((
                         s,
-                        job_for(j, s, env.files[&s].clone(), env.bg_size, env.dur_s),
+                        job_for(j, s, env.files[&s].clone(), rec.bg_size, env.dur_s),
                     ))
                 })
                 .collect();
-            let (services, bg_secs, bg_done) = run_services(env, &jobs, &knobs)
+            let (services, bg_secs, bg_done) = run_services(env, &jobs, &knobs, rec.bg_size)
                 .with_context(|| format!("qos-study: profile {} run {}", p.name, rep + 1))?;
             let run = MixedRun {
                 profile: p.name.clone(),
@@ -191,7 +200,7 @@ fn resumable(ctx: &RunCtx, props: &QosStudyProps, quick: bool) -> Option<QosStud
     let rec: QosStudyRecord = serde_json::from_str(ctx.prev_record()?.get()).ok()?;
     let same = rec.profiles == props.profiles
         && rec.repeat == props.repeat(quick)
-        && rec.bg_size == props.bg_size(quick);
+        && props.bg_size.is_none_or(|b| b == rec.bg_size);
     if same && !rec.runs.is_empty() {
         log::info!(
             "qos-study: continuing after {} recorded run(s)",
@@ -244,7 +253,6 @@ fn setup(
         dev: rec.dev.clone(),
         work: work.to_path_buf(),
         files,
-        bg_size: props.bg_size(quick),
         alone_s: props.alone_dur(quick),
         dur_s: props.dur(quick),
     })
@@ -302,13 +310,14 @@ fn write_knobs(fs: &CgroupFs, cg: &str, dev: &str, k: &Knobs) -> Result<()> {
     )
 }
 
-/// Runs `jobs` side by side, each in its service's cgroup with its knobs. With a background,
-/// the run ends when it has done its work (the others are stopped then) or at the cap; without
-/// one, when every job has run its time.
+/// Runs `jobs` side by side, each in its service's cgroup with its knobs. With a background
+/// doing its `bg_size` of work, the run ends when it is done (the others are stopped then) or
+/// at the cap; otherwise when every job has run its time.
 fn run_services(
     env: &Env,
     jobs: &[(Service, IoJob)],
     knobs: &BTreeMap<Service, Knobs>,
+    bg_size: u64,
 ) -> Result<(BTreeMap<Service, ServiceOut>, f64, bool)> {
     let exe = Path::new("/proc/self/exe");
     let mut children: Vec<(Service, IoChild)> = Vec::new();
@@ -328,7 +337,9 @@ fn run_services(
     for (_, c) in &mut children {
         c.go()?;
     }
-    let has_bg = jobs.iter().any(|(s, _)| *s == Service::Background);
+    let has_bg = jobs
+        .iter()
+        .any(|(s, j)| *s == Service::Background && matches!(j.stop, Stop::Bytes(_)));
     let cap = if has_bg {
         env.dur_s
     } else {
@@ -356,11 +367,14 @@ fn run_services(
             bg_secs = cap;
             break;
         }
-        if let Some((_, c)) = children.iter().find(|(s, _)| *s == Service::Background) {
+        if let Some((_, c)) = children
+            .iter()
+            .find(|(s, _)| has_bg && *s == Service::Background)
+        {
             if let Some(s) = c.samples().last() {
                 progress::status(format!(
                     "background {:.0}% done",
-                    s.bytes as f64 * 100.0 / env.bg_size as f64
+                    s.bytes as f64 * 100.0 / bg_size.max(1) as f64
                 ));
             }
         }
