@@ -51,8 +51,7 @@ fn alone_text(out: &mut String, svc: Service, o: &ServiceOut) {
 }
 
 fn row_text(out: &mut String, r: &ProfileRow) {
-    let _ = write!(
-        out,
+    let mut line = format!(
         "{:<24} {:>4} {:>7}{:<5} {:>8} {:>8} {:>8} {:>8} {:>9.1}{:<5} {:>7.1}{:<5}",
         r.profile,
         r.runs,
@@ -68,11 +67,13 @@ fn row_text(out: &mut String, r: &ProfileRow) {
         spread(&r.bg_secs, r.runs),
     );
     if let Some(be) = &r.be_bps {
-        let _ = write!(out, " {:>8.1}", be.mean / MIB);
+        let _ = write!(line, " {:>8.1}", be.mean / MIB);
     }
     if r.bg_done < r.runs {
-        let _ = write!(out, "  ({} of {} unfinished)", r.runs - r.bg_done, r.runs);
+        let _ = write!(line, "  ({} of {} unfinished)", r.runs - r.bg_done, r.runs);
     }
+    // One run has no spreads: no blanks left at the end of the line.
+    out.push_str(line.trim_end());
     out.push('\n');
 }
 
@@ -170,4 +171,89 @@ pub fn headline(res: &QosStudyResult) -> Vec<Row> {
         rows.push(row);
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::qos_study::study::ProfileRow;
+    use std::collections::BTreeMap;
+
+    fn stat(mean: f64, stdev: f64) -> Stat {
+        Stat {
+            mean,
+            stdev,
+            min: mean - stdev,
+            max: mean + stdev,
+        }
+    }
+
+    fn result() -> QosStudyResult {
+        let mut alone = BTreeMap::new();
+        alone.insert(
+            Service::Client,
+            ServiceOut {
+                iops: 3690.0,
+                lat_mean_us: 9290.0,
+                lat_pcts_us: vec![(99.0, 21890.0)],
+                runtime_s: 10.0,
+                ..Default::default()
+            },
+        );
+        let row = |name: &str, runs, done, iops| ProfileRow {
+            profile: name.into(),
+            control: "iocost".into(),
+            runs,
+            client_iops: stat(iops, iops / 10.0),
+            client_lat_mean_us: stat(10180.0, 0.0),
+            client_lat_p95_us: stat(18220.0, 0.0),
+            client_lat_p99_us: stat(22020.0, 0.0),
+            client_lat_p99_5_us: stat(25170.0, 0.0),
+            bg_bps: stat(50.8 * MIB, 0.0),
+            bg_secs: stat(29.5, 1.0),
+            bg_done: done,
+            be_bps: None,
+        };
+        QosStudyResult {
+            dev: "254:0".into(),
+            rotational: false,
+            capacity: None,
+            alone,
+            rows: vec![
+                row("iocost-high-client", 1, 1, 3340.0),
+                row("iocost-balanced", 3, 2, 3000.0),
+            ],
+        }
+    }
+
+    #[test]
+    fn text_has_a_row_per_profile_with_spreads_only_over_repetitions() {
+        let t = text(&result(), None);
+        assert!(t.lines().all(|l| l == l.trim_end()), "{:?}", t);
+        let line = |p: &str| t.lines().find(|l| l.starts_with(p)).unwrap().to_string();
+        let one = line("iocost-high-client ");
+        assert!(
+            one.contains("3.34k") && one.contains("22.02ms") && !one.contains('±'),
+            "{}",
+            one
+        );
+        let three = line("iocost-balanced ");
+        assert!(three.contains("3.00k±10%"), "{}", three);
+        assert!(three.ends_with("(1 of 3 unfinished)"), "{}", three);
+        assert!(t.contains("client         3.69k IOPS"), "{}", t);
+    }
+
+    #[test]
+    fn headline_has_the_alone_record_then_one_per_profile() {
+        let rows = headline(&result());
+        let get = |r: &Row, k: &str| r.iter().find(|(key, _)| *key == k).map(|(_, v)| v.clone());
+        assert_eq!(rows.len(), 3);
+        assert_eq!(get(&rows[0], "profile"), Some(json!("alone")));
+        assert_eq!(get(&rows[0], "client_iops"), Some(json!(3690.0)));
+        assert_eq!(get(&rows[0], "bg_bps"), Some(json!(null)));
+        assert_eq!(get(&rows[2], "profile"), Some(json!("iocost-balanced")));
+        assert_eq!(get(&rows[2], "client_iops_sd"), Some(json!(300.0)));
+        assert_eq!(get(&rows[2], "bg_done"), Some(json!(2)));
+        assert_eq!(get(&rows[2], "client_lat_p99.5_us"), Some(json!(25170.0)));
+    }
 }
