@@ -95,14 +95,26 @@ fn draw_bars(out: &mut String, b: &Bars) -> DrawResult {
         }
     }
     if b.series.len() > 1 {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .border_style(BLACK.mix(0.4))
-            .background_style(WHITE.mix(0.9))
-            .draw()?;
+        legend(&mut chart)?;
     }
     root.present()?;
+    Ok(())
+}
+
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The series' names, top right.
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .border_style(BLACK.mix(0.4))
+        .background_style(WHITE.mix(0.9))
+        .draw()?;
     Ok(())
 }
 
@@ -143,12 +155,7 @@ fn draw_lines(
             .label(name.as_str())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK.mix(0.4))
-        .background_style(WHITE.mix(0.9))
-        .draw()?;
+    legend(&mut chart)?;
     root.present()?;
     Ok(())
 }
@@ -256,4 +263,69 @@ pub fn svgs(
         )?,
     ));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::qos_study::profiles;
+    use crate::bench::qos_study::record::ServiceOut;
+
+    #[test]
+    fn a_study_draws_its_four_charts_and_none_before_a_run() {
+        let sec = |iops: f64, bps: f64| SecondOut {
+            iops,
+            bps,
+            lat_mean_us: 1e3,
+        };
+        let out = |iops: f64, bps: f64| ServiceOut {
+            iops,
+            bps,
+            lat_pcts_us: vec![(95.0, 2e3), (99.0, 4e3), (99.5, 5e3)],
+            seconds: vec![sec(iops, bps); 3],
+            ..Default::default()
+        };
+        let run = |profile: &str| MixedRun {
+            profile: profile.into(),
+            services: [
+                (Service::Client, out(2000.0, 8e6)),
+                (Service::Background, out(100.0, 1e8)),
+            ]
+            .into_iter()
+            .collect(),
+            bg_secs: 3.0,
+            bg_done: true,
+            ..Default::default()
+        };
+        let mut rec = QosStudyRecord {
+            profiles: vec![
+                profiles::find("none").unwrap(),
+                profiles::find("iocost-high-client").unwrap(),
+            ],
+            bg_size: 300_000_000,
+            ..Default::default()
+        };
+        let empty = super::super::study::study(&rec);
+        assert!(svgs(&empty, &rec, "qos-study").unwrap().is_empty());
+        rec.runs = vec![run("none"), run("iocost-high-client")];
+        let res = super::super::study::study(&rec);
+        let files = svgs(&res, &rec, "qos-study").unwrap();
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "-client-iops",
+                "-client-lat",
+                "-client-time",
+                "-bg-progress"
+            ]
+        );
+        for (n, svg) in &files {
+            assert!(
+                svg.starts_with("<svg") && svg.contains("iocost-high-client"),
+                "{}",
+                n
+            );
+        }
+    }
 }
