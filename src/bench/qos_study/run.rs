@@ -4,7 +4,7 @@
 //! until it is done. The record is checkpointed after every run; a resumed study goes on at
 //! the first run it lacks.
 
-use super::profiles::{self, Capacity, Control, Knobs, Service};
+use super::profiles::{self, Capacity, Control, Knobs, Profile, Service};
 use super::props::{job_for, QosStudyProps};
 use super::record::{MixedRun, QosStudyRecord, ServiceOut};
 use crate::bench::runner::ctx::RunCtx;
@@ -54,6 +54,10 @@ pub fn run(ctx: &mut RunCtx, props: &QosStudyProps) -> Result<QosStudyRecord> {
         dur_s: props.dur(quick),
         ..Default::default()
     });
+    {
+        let host = ctx.session().context("qos-study needs the host session")?;
+        check_controllers(&CgroupFs::new(host.hp()), &props.profiles)?;
+    }
     let iocost = if props.profiles.iter().any(|p| p.control == Control::Iocost) {
         let dir = ctx.dir().to_path_buf();
         let mut host = ctx.session().context("qos-study needs the host session")?;
@@ -229,6 +233,7 @@ fn setup(
             "qos-study runs its services in cgroups of their own; this session has no bench slices"
         );
     }
+    let fs = CgroupFs::new(host.hp());
     let dev = host
         .scratch_dev()
         .cloned()
@@ -249,13 +254,37 @@ fn setup(
         host.create_cgroup(cgroup(svc))?;
     }
     Ok(Env {
-        fs: CgroupFs::new(host.hp()),
+        fs,
         dev: rec.dev.clone(),
         work: work.to_path_buf(),
         files,
         alone_s: props.alone_dur(quick),
         dur_s: props.dur(quick),
     })
+}
+
+/// Refuses, before anything runs, a profile whose controller this kernel lacks (its knob file
+/// is missing in the slice the services run in).
+fn check_controllers(fs: &CgroupFs, profiles: &[Profile]) -> Result<()> {
+    for p in profiles {
+        let file = match p.control {
+            Control::None => continue,
+            Control::Iocost => "io.weight",
+            Control::Iomax => "io.max",
+            Control::Iolatency => "io.latency",
+        };
+        let path = fs.path("workload.slice").join(file);
+        if !path.exists() {
+            crate::usage_bail!(
+                "qos-study: profile {} needs {}, which this kernel lacks ({} is missing); \
+                 leave it out with profiles=",
+                p.name,
+                file,
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The profile's controller: io.cost on with the measured model for iocost profiles, off for
