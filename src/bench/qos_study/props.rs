@@ -98,6 +98,9 @@ pub const QUICK_DUR_S: f64 = 120.0;
 #[derive(Debug, Clone)]
 pub struct QosStudyProps {
     pub profiles: Vec<Profile>,
+    /// Whether the profiles were named (`profiles=`, `profile-file=`) rather than the default
+    /// list, which leaves out what the kernel can't run.
+    pub named: bool,
     /// `None`: 3, or 1 with --quick.
     pub repeat: Option<u32>,
     /// The services' jobs (targets filled in by the run; the background stops after its
@@ -265,6 +268,7 @@ pub fn read(spec: &JobSpec) -> Result<QosStudyProps, SpecError> {
     }
     Ok(QosStudyProps {
         profiles: pick_profiles(&g)?,
+        named: g.text("profiles").is_some() || g.text("profile-file").is_some(),
         repeat,
         jobs: [Some(client), Some(bg), be],
         bg_size,
@@ -305,6 +309,7 @@ mod tests {
         assert!(p.jobs[2].is_none());
         assert_eq!(p.present(), [true, true, false]);
         assert_eq!(p.profiles.len(), profiles::builtin().len());
+        assert!(!p.named);
         assert_eq!((p.repeat(false), p.repeat(true)), (3, 1));
         assert_eq!(p.bg_size, None);
         assert_eq!((p.alone_dur(false), p.alone_dur(true)), (30.0, 10.0));
@@ -318,6 +323,7 @@ mod tests {
         .unwrap();
         let names: Vec<&str> = p.profiles.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["iocost-high-client", "none"]);
+        assert!(p.named);
         assert_eq!(p.jobs[2].as_ref().map(|j| j.qd), Some(2));
     }
 

@@ -54,10 +54,12 @@ pub fn run(ctx: &mut RunCtx, props: &QosStudyProps) -> Result<QosStudyRecord> {
         dur_s: props.dur(quick),
         ..Default::default()
     });
-    {
+    let props = &{
         let host = ctx.session().context("qos-study needs the host session")?;
-        check_controllers(&CgroupFs::new(host.hp()), &props.profiles)?;
-    }
+        let mut p = props.clone();
+        p.profiles = usable(&CgroupFs::new(host.hp()), &props.profiles, props.named)?;
+        p
+    };
     let iocost = if props.profiles.iter().any(|p| p.control == Control::Iocost) {
         let dir = ctx.dir().to_path_buf();
         let mut host = ctx.session().context("qos-study needs the host session")?;
@@ -263,28 +265,40 @@ fn setup(
     })
 }
 
-/// Refuses, before anything runs, a profile whose controller this kernel lacks (its knob file
-/// is missing in the slice the services run in).
-fn check_controllers(fs: &CgroupFs, profiles: &[Profile]) -> Result<()> {
+/// The profiles this kernel can run: one whose controller is missing (its knob file in the
+/// slice the services run in) is refused before anything runs when it was named, and left out
+/// of the default list with a warning.
+fn usable(fs: &CgroupFs, profiles: &[Profile], named: bool) -> Result<Vec<Profile>> {
+    let mut out = Vec::new();
     for p in profiles {
         let file = match p.control {
-            Control::None => continue,
-            Control::Iocost => "io.weight",
-            Control::Iomax => "io.max",
-            Control::Iolatency => "io.latency",
+            Control::None => None,
+            Control::Iocost => Some("io.weight"),
+            Control::Iomax => Some("io.max"),
+            Control::Iolatency => Some("io.latency"),
         };
-        let path = fs.path("workload.slice").join(file);
-        if !path.exists() {
-            crate::usage_bail!(
-                "qos-study: profile {} needs {}, which this kernel lacks ({} is missing); \
-                 leave it out with profiles=",
-                p.name,
-                file,
-                path.display()
-            );
+        let path = file.map(|f| fs.path("workload.slice").join(f));
+        match (path, file) {
+            (Some(path), Some(file)) if !path.exists() => {
+                if named {
+                    crate::usage_bail!(
+                        "qos-study: profile {} needs {}, which this kernel lacks ({} is \
+                         missing); leave it out with profiles=",
+                        p.name,
+                        file,
+                        path.display()
+                    );
+                }
+                log::warn!(
+                    "qos-study: leaving out profile {}: this kernel has no {}",
+                    p.name,
+                    file
+                );
+            }
+            _ => out.push(p.clone()),
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// The profile's controller: io.cost on with the measured model for iocost profiles, off for
