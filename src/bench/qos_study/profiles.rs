@@ -219,22 +219,28 @@ pub struct Capacity {
     pub bps: f64,
 }
 
-/// `io.max` limits of one service on the device (all four keys; the kernel takes them
-/// together, each a cap).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `io.max` limits of one service on the device, each a cap; `None` is `max` (no cap), for a
+/// direction the service doesn't use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoMax {
-    pub riops: u64,
-    pub wiops: u64,
-    pub rbps: u64,
-    pub wbps: u64,
+    pub riops: Option<u64>,
+    pub wiops: Option<u64>,
+    pub rbps: Option<u64>,
+    pub wbps: Option<u64>,
 }
 
 impl IoMax {
-    /// The `io.max` line for device `dev` (`MAJ:MIN`).
+    /// The `io.max` line for device `dev` (`MAJ:MIN`), all four keys (the kernel keeps a key
+    /// a line leaves out, so every line says all of them).
     pub fn line(&self, dev: &str) -> String {
+        let v = |x: Option<u64>| x.map_or("max".to_string(), |n| n.to_string());
         format!(
             "{} rbps={} wbps={} riops={} wiops={}",
-            dev, self.rbps, self.wbps, self.riops, self.wiops
+            dev,
+            v(self.rbps),
+            v(self.wbps),
+            v(self.riops),
+            v(self.wiops)
         )
     }
 }
@@ -252,9 +258,17 @@ pub struct Knobs {
     pub io_latency_us: Option<u64>,
 }
 
-/// Each service's knobs under `p` with the services `present`: `cap` sizes the limits,
-/// `alone_lat_us` (per service, its latency alone) the io.latency targets.
-pub fn knobs(p: &Profile, present: [bool; 3], cap: Capacity, alone_lat_us: [f64; 3]) -> [Knobs; 3] {
+/// What a study measured before its mixed runs, which sizes the knobs: the device's capacity,
+/// each service's latency alone (for io.latency targets) and the share of its IO that reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Baseline {
+    pub cap: Capacity,
+    pub alone_lat_us: [f64; 3],
+    pub read_frac: [f64; 3],
+}
+
+/// Each service's knobs under `p` with the services `present`.
+pub fn knobs(p: &Profile, present: [bool; 3], base: &Baseline) -> [Knobs; 3] {
     let mut k = [Knobs::default(); 3];
     let share = shares(p, present);
     for i in (0..3).filter(|&i| present[i]) {
@@ -264,18 +278,32 @@ pub fn knobs(p: &Profile, present: [bool; 3], cap: Capacity, alone_lat_us: [f64;
             k[i].io_weight = Some((share[i] * 10_000.0).round().clamp(1.0, 10_000.0) as u32);
         }
         if matches!(p.control, Control::Iocost | Control::Iomax) {
-            k[i].io_max = a.limit.filter(|&l| l < 1.0).map(|l| IoMax {
-                riops: (l * cap.iops).round().max(1.0) as u64,
-                wiops: (l * cap.iops).round().max(1.0) as u64,
-                rbps: (l * cap.bps).round().max(1.0) as u64,
-                wbps: (l * cap.bps).round().max(1.0) as u64,
-            });
+            k[i].io_max = a
+                .limit
+                .filter(|&l| l < 1.0)
+                .map(|l| io_max(l, base.cap, base.read_frac[i]));
         }
         if p.control == Control::Iolatency {
-            k[i].io_latency_us = a.lat.map(|f| (f * alone_lat_us[i]).round().max(1.0) as u64);
+            k[i].io_latency_us = a
+                .lat
+                .map(|f| (f * base.alone_lat_us[i]).round().max(1.0) as u64);
         }
     }
     k
+}
+
+/// A limit of `l` of the device for a service that reads `read_frac` of its IO: io.max caps
+/// reads and writes apart, so the limit is split between them by the service's own mix (or a
+/// half-reading service would get twice its limit); a direction it never uses stays `max`.
+fn io_max(l: f64, cap: Capacity, read_frac: f64) -> IoMax {
+    let part = |total: f64, f: f64| (f > 0.0).then(|| (l * total * f).round().max(1.0) as u64);
+    let r = read_frac.clamp(0.0, 1.0);
+    IoMax {
+        riops: part(cap.iops, r),
+        wiops: part(cap.iops, 1.0 - r),
+        rbps: part(cap.bps, r),
+        wbps: part(cap.bps, 1.0 - r),
+    }
 }
 
 /// Profiles from a file: one row per service, `PROFILE CONTROL SERVICE RESERVATION WEIGHT
@@ -439,12 +467,16 @@ mod tests {
 
     #[test]
     fn knobs_follow_the_control() {
-        let cap = Capacity {
-            iops: 20_000.0,
-            bps: 400e6,
+        // A writing client, a half-reading background, a reading best effort.
+        let base = Baseline {
+            cap: Capacity {
+                iops: 20_000.0,
+                bps: 400e6,
+            },
+            alone_lat_us: [800.0, 20_000.0, 5_000.0],
+            read_frac: [0.0, 0.5, 1.0],
         };
-        let lat = [800.0, 20_000.0, 5_000.0];
-        let hc = knobs(&find("iocost-high-client").unwrap(), ALL, cap, lat);
+        let hc = knobs(&find("iocost-high-client").unwrap(), ALL, &base);
         assert_eq!(
             hc.map(|k| k.io_weight),
             [Some(5000), Some(2500), Some(2500)]
@@ -453,34 +485,44 @@ mod tests {
         assert!(hc
             .iter()
             .all(|k| k.io_max.is_none() && k.io_latency_us.is_none()));
-        let hb = knobs(&find("iocost-high-background").unwrap(), TWO, cap, lat);
-        // The client's 80 %: of 20k IOPS and of 400 MB/s.
+        let hb = knobs(&find("iocost-high-background").unwrap(), TWO, &base);
+        // The client's 80 %: of 20k IOPS and of 400 MB/s, all of it on writes.
         assert_eq!(
             hb[0].io_max,
             Some(IoMax {
-                riops: 16_000,
-                wiops: 16_000,
-                rbps: 320_000_000,
-                wbps: 320_000_000
+                riops: None,
+                wiops: Some(16_000),
+                rbps: None,
+                wbps: Some(320_000_000)
             })
         );
         assert_eq!(hb[0].io_weight, Some(3333));
         assert_eq!(hb[2], Knobs::default());
-        let im = knobs(&find("iomax-high-client").unwrap(), ALL, cap, lat);
+        let im = knobs(&find("iomax-high-client").unwrap(), ALL, &base);
         assert_eq!(im[0], Knobs::default());
+        // The background's 25 % (100 MB/s, 5000 IOPS) split half and half.
         assert_eq!(
-            im[1].io_max.map(|m| (m.wiops, m.wbps)),
-            Some((5000, 100_000_000))
+            im[1].io_max,
+            Some(IoMax {
+                riops: Some(2500),
+                wiops: Some(2500),
+                rbps: Some(50_000_000),
+                wbps: Some(50_000_000)
+            })
+        );
+        assert_eq!(
+            im[2].io_max.map(|m| (m.rbps, m.wbps)),
+            Some((Some(100_000_000), None))
         );
         assert_eq!(im[1].io_weight, None);
-        let il = knobs(&find("iolatency-client").unwrap(), ALL, cap, lat);
+        let il = knobs(&find("iolatency-client").unwrap(), ALL, &base);
         assert_eq!(il.map(|k| k.io_latency_us), [Some(1200), None, None]);
-        assert!(knobs(&find("none").unwrap(), ALL, cap, lat)
+        assert!(knobs(&find("none").unwrap(), ALL, &base)
             .iter()
             .all(|k| *k == Knobs::default()));
         assert_eq!(
             hb[0].io_max.unwrap().line("254:0"),
-            "254:0 rbps=320000000 wbps=320000000 riops=16000 wiops=16000"
+            "254:0 rbps=max wbps=320000000 riops=max wiops=16000"
         );
     }
 

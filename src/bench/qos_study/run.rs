@@ -4,7 +4,7 @@
 //! until it is done. The record is checkpointed after every run; a resumed study goes on at
 //! the first run it lacks.
 
-use super::profiles::{self, Capacity, Control, Knobs, Profile, Service};
+use super::profiles::{self, Baseline, Capacity, Control, Knobs, Profile, Service};
 use super::props::{job_for, QosStudyProps};
 use super::record::{MixedRun, QosStudyRecord, ServiceOut};
 use crate::bench::runner::ctx::RunCtx;
@@ -136,21 +136,28 @@ fn run_profiles(
     iocost: Option<&IoCostKnobs>,
     rec: &mut QosStudyRecord,
 ) -> Result<()> {
-    let cap = rec.capacity.unwrap_or(Capacity {
-        iops: 0.0,
-        bps: 0.0,
-    });
     let present = props.present();
-    let alone_lat = Service::ALL.map(|s| {
-        rec.alone.get(&s).map_or(0.0, |o| {
-            // io.latency judges the mean on a rotating disk, the 90th percentile elsewhere.
-            if rec.rotational {
-                o.lat_mean_us
-            } else {
-                o.lat(Some(90.0)).unwrap_or(0.0)
-            }
-        })
-    });
+    let base = Baseline {
+        cap: rec.capacity.unwrap_or(Capacity {
+            iops: 0.0,
+            bps: 0.0,
+        }),
+        alone_lat_us: Service::ALL.map(|s| {
+            rec.alone.get(&s).map_or(0.0, |o| {
+                // io.latency judges the mean on a rotating disk, the 90th percentile elsewhere.
+                if rec.rotational {
+                    o.lat_mean_us
+                } else {
+                    o.lat(Some(90.0)).unwrap_or(0.0)
+                }
+            })
+        }),
+        read_frac: Service::ALL.map(|s| {
+            props.jobs[s.index()]
+                .as_ref()
+                .map_or(0.0, |j| f64::from(j.read_pct) / 100.0)
+        }),
+    };
     let total = rec.repeat as usize * props.profiles.len();
     for rep in 0..rec.repeat {
         for (pi, p) in props.profiles.iter().enumerate() {
@@ -167,7 +174,7 @@ fn run_profiles(
                 total
             ));
             control(ctx, p.control, iocost)?;
-            let knobs = profiles::knobs(p, present, cap, alone_lat);
+            let knobs = profiles::knobs(p, present, &base);
             let knobs: BTreeMap<Service, Knobs> = Service::ALL
                 .into_iter()
                 .filter(|s| present[s.index()])
@@ -338,9 +345,7 @@ fn write_knobs(fs: &CgroupFs, cg: &str, dev: &str, k: &Knobs) -> Result<()> {
     )?;
     set(
         "io.max",
-        k.io_max
-            .map(|m| m.line(dev))
-            .unwrap_or_else(|| format!("{} rbps=max wbps=max riops=max wiops=max", dev)),
+        k.io_max.unwrap_or_default().line(dev),
         k.io_max.is_some(),
     )?;
     set(
