@@ -25,7 +25,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 &a.specs.specs,
                 true,
                 a.rstat,
-                crate::bench::export::OutputFormat::Text,
+                Output::Stdout(crate::bench::export::OutputFormat::Text),
             )?;
             match &a.plot {
                 Some(dir) => plot_cmd(&cli.global, &a.specs.specs, dir),
@@ -35,7 +35,14 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Summary(a) => {
             let output = crate::bench::export::OutputFormat::parse(&a.output_format)
                 .expect("clap accepts only the known formats");
-            format_cmd(&cli.global, &a.specs.specs, false, 0, output)
+            if a.append.is_some() && output != crate::bench::export::OutputFormat::Csv {
+                crate::usage_bail!("summary: --append adds CSV records: it needs -o csv");
+            }
+            let out = match &a.append {
+                Some(path) => Output::AppendCsv(path),
+                None => Output::Stdout(output),
+            };
+            format_cmd(&cli.global, &a.specs.specs, false, 0, out)
         }
         Command::Deps(a) => {
             let cfg = crate::config::Config::from_opts(&cli.global)?;
@@ -63,14 +70,22 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     }
 }
 
+/// Where `format` and `summary` put what they render.
+enum Output<'a> {
+    Stdout(crate::bench::export::OutputFormat),
+    /// `summary -o csv --append FILE`.
+    AppendCsv(&'a Path),
+}
+
 /// `format` (full) and `summary`: render the selected entries of the result file to stdout,
-/// as the report or (`summary -o json|csv`) as records of their headline numbers.
+/// as the report or (`summary -o json|csv`) as records of their headline numbers, or add the
+/// records to a CSV file.
 fn format_cmd(
     global: &crate::cli::GlobalOpts,
     specs: &[String],
     full: bool,
     rstat: u8,
-    output: crate::bench::export::OutputFormat,
+    output: Output,
 ) -> Result<()> {
     use crate::bench::export::{self, OutputFormat};
     use std::io::Write;
@@ -85,9 +100,14 @@ fn format_cmd(
     let entries = crate::result::parse_entries(&path, &bytes)?;
     drop(bytes);
     let text = match output {
-        OutputFormat::Text => crate::bench::show::format_entries(&entries, &specs, full, rstat)?,
-        OutputFormat::Json => export::to_json(&export::records(&entries, &specs)?),
-        OutputFormat::Csv => export::to_csv(&export::records(&entries, &specs)?),
+        Output::AppendCsv(csv) => {
+            return export::append_csv(csv, &export::records(&entries, &specs)?)
+        }
+        Output::Stdout(OutputFormat::Text) => {
+            crate::bench::show::format_entries(&entries, &specs, full, rstat)?
+        }
+        Output::Stdout(OutputFormat::Json) => export::to_json(&export::records(&entries, &specs)?),
+        Output::Stdout(OutputFormat::Csv) => export::to_csv(&export::records(&entries, &specs)?),
     };
     let mut stdout = std::io::stdout().lock();
     match stdout

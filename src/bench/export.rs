@@ -9,7 +9,7 @@ use super::headline::Row;
 use crate::format::{has_result, select};
 use crate::result::Entry;
 use crate::spec::JobSpec;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 /// The version of the record layout.
@@ -143,6 +143,49 @@ pub fn to_csv(records: &[Row]) -> String {
     out
 }
 
+/// Adds `records` to the CSV file `path`: with the header when the file is new or empty,
+/// else under its header, which must be this one (a table keeps its columns; a run whose
+/// columns differ goes to another file).
+pub fn append_csv(path: &std::path::Path, records: &[Row]) -> Result<()> {
+    use std::io::{BufRead, Write};
+    if records.is_empty() {
+        crate::usage_bail!("summary: no records to add to {}", path.display());
+    }
+    let text = to_csv(records);
+    let (header, body) = text.split_once("\r\n").unwrap_or((&text, ""));
+    let first = match std::fs::File::open(path) {
+        Ok(f) => {
+            let mut line = String::new();
+            std::io::BufReader::new(f)
+                .read_line(&mut line)
+                .with_context(|| format!("reading {}", path.display()))?;
+            line.trim_end_matches(['\r', '\n']).to_string()
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    if !first.is_empty() && first != header {
+        crate::usage_bail!(
+            "{}: its columns are {}, these records' are {} (a CSV file keeps one set of \
+             columns: add these to another file)",
+            path.display(),
+            first,
+            header
+        );
+    }
+    let add = if first.is_empty() {
+        text.as_str()
+    } else {
+        body
+    };
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(add.as_bytes()))
+        .with_context(|| format!("appending to {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +209,36 @@ mod tests {
         assert_eq!(j["export_version"], 1);
         assert_eq!(j["records"][0]["mof"], 1.5);
         assert_eq!(num(f64::NAN), Value::Null);
+    }
+
+    #[test]
+    fn csv_appends_keep_one_header_and_refuse_other_columns() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("sweep.csv");
+        let run = |mix: u32| vec![vec![("kind", json!("io")), ("rwmix", json!(mix))]];
+        for mix in [100, 50, 0] {
+            append_csv(&f, &run(mix)).unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&f).unwrap(),
+            "kind,rwmix\r\nio,100\r\nio,50\r\nio,0\r\n"
+        );
+        // An empty file gets the header too.
+        let g = d.path().join("empty.csv");
+        std::fs::write(&g, "").unwrap();
+        append_csv(&g, &run(1)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&g).unwrap(),
+            "kind,rwmix\r\nio,1\r\n"
+        );
+        let other = vec![vec![("kind", json!("io")), ("qd", json!(4))]];
+        let e = append_csv(&f, &other).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+        assert!(
+            e.to_string().contains("its columns are kind,rwmix"),
+            "{}",
+            e
+        );
+        assert_eq!(std::fs::read_to_string(&f).unwrap().lines().count(), 4);
     }
 }

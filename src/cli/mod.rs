@@ -373,6 +373,11 @@ pub struct SummaryArgs {
         value_parser = ["text", "json", "csv"]
     )]
     pub output_format: String,
+    /// With `-o csv`: add the records to FILE instead of printing them, so runs one after
+    /// another make one table; the header is written when FILE is new or empty, and must be
+    /// the same when it isn't
+    #[arg(long = "append", value_name = "FILE")]
+    pub append: Option<PathBuf>,
     #[command(flatten)]
     pub specs: FormatSpecs,
 }
