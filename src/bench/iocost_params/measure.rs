@@ -193,6 +193,15 @@ pub fn testfile_size(quick: bool, mem: u64, dev_size: u64, free: u64) -> u64 {
 mod tests {
     use super::*;
 
+    /// A completed IO that spent 1 µs being submitted and `clat` ns in the device.
+    fn stamps(clat: u64) -> crate::workload::ioengine::stats::Stamps {
+        crate::workload::ioengine::stats::Stamps {
+            wait: 0,
+            slat: 1_000,
+            clat,
+        }
+    }
+
     #[test]
     fn jobs_follow_the_device_kind() {
         let t = &FULL;
@@ -248,9 +257,9 @@ mod tests {
         use crate::workload::ioengine::stats::DirStats;
         let mut d = DirStats::default();
         for _ in 0..100 {
-            d.record(4096, false, 1_000, 99_000, 0);
+            d.record(4096, false, stamps(99_000), 0);
         }
-        d.record(4096, false, 1_000, 999_000, 0);
+        d.record(4096, false, stamps(999_000), 0);
         let out = d.out(1_000_000_000, &[]);
         let empty = DirStats::default().out(1_000_000_000, &[]);
         let r = IoResult {
@@ -266,6 +275,8 @@ mod tests {
             cpu: Default::default(),
             workers: vec![],
             steady: None,
+            uring: Default::default(),
+            uring_note: String::new(),
         };
         assert_eq!(value(Step::Rrandiops, &r), 101);
         assert_eq!(value(Step::Rbps, &r), 101 * 4096);

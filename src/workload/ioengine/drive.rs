@@ -2,15 +2,16 @@
 //! simulated device in the tests) and a [`Clock`], so pacing, ramp, stop and accounting are
 //! the same code whatever does the IO, and are tested on a simulated clock.
 //!
-//! Per IO: `due` (when it was scheduled: the moment a slot freed up in a closed loop, its slot
-//! in the schedule in an open one), `submit` (after the submission call returned) and the
-//! completion (when it was reaped). `slat = submit − due`, `clat = completion − submit`,
-//! `lat = slat + clat` — fio's definitions, with `due` in place of fio's IO creation time so
-//! an open loop's latency includes any wait for a free slot.
+//! Per IO four times: `due` (when it was scheduled: the moment a slot freed up in a closed
+//! loop, its slot in the schedule in an open one), `prep` (when it was prepared for the
+//! kernel), `submit` (after the submission call returned) and the completion (when it was
+//! reaped). `slat = submit − prep` and `clat = completion − submit` are fio's (its `start_time`
+//! and `issue_time`); `lat = completion − due` adds the wait before the IO was prepared, so an
+//! open loop's latency includes any wait for a free slot or a late worker.
 
 use super::job::{IoJob, Pattern, Stop};
 use super::pace::{Arrivals, Schedule};
-use super::stats::{Cpu, WorkerStats};
+use super::stats::{Cpu, Stamps, WorkerStats};
 use super::steady::{Counted, Live};
 use anyhow::{bail, Result};
 use rand::rngs::SmallRng;
@@ -223,6 +224,7 @@ impl OpGen {
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
     due: u64,
+    prep: u64,
     submit: u64,
     write: bool,
     len: u32,
@@ -321,6 +323,7 @@ impl Ring {
             b.prep(slot, op)?;
             self.slots[slot] = Slot {
                 due,
+                prep: clock.now(),
                 submit: 0,
                 write: op.write,
                 len: op.len,
@@ -378,8 +381,11 @@ impl Ring {
             dir.record(
                 d.res as u64,
                 (d.res as u64) < s.len as u64,
-                s.submit.saturating_sub(s.due),
-                t.saturating_sub(s.submit),
+                Stamps {
+                    wait: s.prep.saturating_sub(s.due),
+                    slat: s.submit.saturating_sub(s.prep),
+                    clat: t.saturating_sub(s.submit),
+                },
                 sec,
             );
             got.ios += 1;

@@ -22,6 +22,15 @@ impl Second {
     }
 }
 
+/// One IO's times, ns: from due to prepared (`wait`), prepared to submitted (`slat`),
+/// submitted to reaped (`clat`); its `lat` is their sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stamps {
+    pub wait: u64,
+    pub slat: u64,
+    pub clat: u64,
+}
+
 /// One direction's IOs.
 #[derive(Debug, Clone, Default)]
 pub struct DirStats {
@@ -36,15 +45,15 @@ pub struct DirStats {
 }
 
 impl DirStats {
-    /// One completed IO; times in ns.
+    /// One completed IO.
     #[inline]
-    pub fn record(&mut self, bytes: u64, short: bool, slat: u64, clat: u64, sec: usize) {
+    pub fn record(&mut self, bytes: u64, short: bool, t: Stamps, sec: usize) {
         self.ios += 1;
         self.bytes += bytes;
         self.short += short as u64;
-        let lat = slat + clat;
-        self.slat.record(slat);
-        self.clat.record(clat);
+        let lat = t.wait + t.slat + t.clat;
+        self.slat.record(t.slat);
+        self.clat.record(t.clat);
         self.lat.record(lat);
         if self.seconds.len() <= sec {
             self.seconds.resize(sec + 1, Second::default());
@@ -168,10 +177,12 @@ mod tests {
 
     #[test]
     fn records_add_up_per_second_and_merge() {
+        let t = |wait, slat, clat| Stamps { wait, slat, clat };
         let mut a = DirStats::default();
-        a.record(4096, false, 1_000, 99_000, 0);
-        a.record(4096, false, 2_000, 198_000, 0);
-        a.record(2048, true, 1_000, 49_000, 2);
+        a.record(4096, false, t(0, 1_000, 99_000), 0);
+        // A wait before preparing counts in lat, not in slat or clat.
+        a.record(4096, false, t(50_000, 2_000, 148_000), 0);
+        a.record(2048, true, t(0, 1_000, 49_000), 2);
         assert_eq!((a.ios, a.bytes, a.short), (3, 10240, 1));
         assert_eq!(a.seconds.len(), 3);
         assert_eq!(
@@ -185,10 +196,11 @@ mod tests {
         );
         assert_eq!(a.seconds[1], Second::default());
         let mut b = DirStats::default();
-        b.record(4096, false, 500, 500, 4);
+        b.record(4096, false, t(0, 500, 500), 4);
         b.merge(&a);
         assert_eq!((b.ios, b.seconds.len(), b.seconds[0].ios), (4, 5, 2));
         assert_eq!(b.lat.max(), 200_000);
+        assert_eq!((b.slat.max(), b.clat.max()), (2_000, 148_000));
         let out = b.out(2_000_000_000, &[50.0]);
         assert_eq!((out.iops, out.bw_bytes), (2.0, 7168.0));
         let back = DirStats::from_out(&out)
