@@ -11,7 +11,7 @@ use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::units::format_size;
 use crate::util::now;
-use crate::workload::ioengine::job::{EngineChoice, IoJob, Pattern, Rate, Stop};
+use crate::workload::ioengine::job::{EngineChoice, IoJob, Pattern, Rate, Stop, UringOpts};
 use crate::workload::ioengine::pace::Arrivals;
 use crate::workload::ioengine::result::{text, IoResult, RESULT_VERSION};
 use crate::workload::ioengine::steady::SteadyRule;
@@ -26,7 +26,7 @@ pub struct Io;
 const RW: &[&str] = &["read", "write", "rw", "randread", "randwrite", "randrw"];
 
 /// The job's properties, shared with the benches that run io jobs (`curve`).
-pub const JOB_PROPS: [PropDesc; 21] = [
+pub const JOB_PROPS: [PropDesc; 27] = [
     prop(
         "rw",
         ValueKind::Enum(RW),
@@ -112,6 +112,36 @@ pub const JOB_PROPS: [PropDesc; 21] = [
         "stop once steady, fio's ss= (iops_slope/2%)",
     ),
     prop("ss-dur", ValueKind::Duration, "the window ss= judges (10s)"),
+    prop(
+        "fixedbufs",
+        ValueKind::Bool,
+        "io_uring: registered buffers (false)",
+    ),
+    prop(
+        "registerfiles",
+        ValueKind::Bool,
+        "io_uring: the target as a fixed file (false)",
+    ),
+    prop(
+        "sqthread-poll",
+        ValueKind::Bool,
+        "io_uring: a kernel thread polls submissions (false)",
+    ),
+    prop(
+        "hipri",
+        ValueKind::Bool,
+        "io_uring: polled completions; needs poll queues (false)",
+    ),
+    prop(
+        "taskrun",
+        ValueKind::Bool,
+        "io_uring: single issuer, deferred task work (false)",
+    ),
+    prop(
+        "fast",
+        ValueKind::Bool,
+        "every io_uring setting the kernel and target allow but sqthread-poll; batch=qd (false)",
+    ),
 ];
 
 const RATE_PROPS: [PropDesc; 2] = [
@@ -127,7 +157,7 @@ const RATE_PROPS: [PropDesc; 2] = [
     ),
 ];
 
-static PROPS: [PropDesc; 23] = concat_props(&JOB_PROPS, &RATE_PROPS);
+static PROPS: [PropDesc; 29] = concat_props(&JOB_PROPS, &RATE_PROPS);
 
 pub static DESC: BenchDesc = BenchDesc {
     kind: "io",
@@ -172,6 +202,23 @@ fn read_ss(g: &crate::spec::Group) -> Result<Option<SteadyRule>, SpecError> {
         None if window.is_some() => Err(g.err("ss-dur is the window of ss=; give ss too")),
         None => Ok(None),
     }
+}
+
+/// The io_uring settings; `fast` also batches submissions unless `batch` was given.
+fn read_uring(g: &crate::spec::Group, job: &mut IoJob) -> Result<(), SpecError> {
+    let on = |k: &str| g.flag(k).map(|v| v.unwrap_or(false));
+    job.uring = UringOpts {
+        fixedbufs: on("fixedbufs")?,
+        registerfiles: on("registerfiles")?,
+        sqthread_poll: on("sqthread-poll")?,
+        hipri: on("hipri")?,
+        taskrun: on("taskrun")?,
+    };
+    job.fast = on("fast")?;
+    if job.fast && g.text("batch").is_none() {
+        job.batch = 0;
+    }
+    Ok(())
 }
 
 /// The job's properties (`JOB_PROPS`, and the rates when given), checked as the engine
@@ -263,6 +310,7 @@ pub fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
         job.seed = s;
     }
     job.ss = read_ss(&g)?;
+    read_uring(&g, &mut job)?;
     let target = g.text("target").map(PathBuf::from);
     let file_size = g.u64("file-size", ValueKind::Size)?;
     if target.is_some() && file_size.is_some() {

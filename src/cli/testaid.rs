@@ -157,6 +157,8 @@ pub enum Scenario {
     FioCompare,
     /// A curve of our engine, then fio's rate sweep at its points (scripts/curve-compare)
     CurveFio,
+    /// Our plain and fast io_uring paths against fio's plain and fastest (scripts/io-fast-compare)
+    FastCompare,
     /// In a `vm --init systemd` guest: `seq`'s commands, then what systemd was left with
     SystemdHost,
 }
@@ -178,7 +180,8 @@ pub struct ScenarioArgs {
     /// for several, run one after another in the same guest
     #[arg(long = "cmd", value_name = "ARGS", allow_hyphen_values = true)]
     pub cmds: Vec<String>,
-    /// `fio-compare`, `curve-fio`: seconds each job is measured (after a 2 s ramp)
+    /// `fio-compare`, `curve-fio`, `fast-compare`: seconds each job is measured (after a 2 s
+    /// ramp)
     #[arg(long = "dur", default_value = "20")]
     pub dur: u64,
     /// `curve-fio`: the curve's points, /-separated [default: the curve's]
@@ -188,6 +191,10 @@ pub struct ScenarioArgs {
     /// `poisson`
     #[arg(long = "arrivals", default_value = "linear", value_parser = ["linear", "poisson", "stratified"])]
     pub arrivals: String,
+    /// `fast-compare`: the file or block device [default: /dev/nullb0 when there, else a test
+    /// file in WORK]
+    #[arg(long = "target", value_name = "PATH")]
+    pub target: Option<PathBuf>,
     /// `fio-compare`: more fio options, space-separated (e.g. "--thread --disk_util=0")
     #[arg(long = "fio-extra", default_value = "", allow_hyphen_values = true)]
     pub fio_extra: String,

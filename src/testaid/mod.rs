@@ -7,6 +7,7 @@
 //! binary users install carries none of it.
 
 pub mod curve_fio;
+pub mod fast_compare;
 pub mod fio_compare;
 pub mod guest;
 pub mod hashd_bench;

@@ -23,6 +23,7 @@
 //!   at the first that fails. Measurement scripts use it.
 //! * `fio-compare`: see `fio_compare` (scripts/fio-compare).
 //! * `curve-fio`: see `curve_fio` (scripts/curve-compare).
+//! * `fast-compare`: see `fast_compare` (scripts/io-fast-compare).
 
 use super::guest::{
     bench_cmd, bench_cmd_to, exists, procs_with_arg, read, KnobPaths, Knobs, SLICES,
@@ -409,6 +410,13 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
                 dur: a.dur,
                 points: a.points.clone(),
                 arrivals: a.arrivals.clone(),
+            },
+        )?,
+        Scenario::FastCompare => super::fast_compare::fast_compare(
+            &a.work,
+            &super::fast_compare::Opts {
+                dur: a.dur,
+                target: a.target.clone(),
             },
         )?,
         Scenario::FioCompare => super::fio_compare::fio_compare(

@@ -394,7 +394,9 @@ fn run_services(
         env.alone_s + 30.0
     };
     let (mut bg_secs, mut bg_done) = (0.0, false);
+    let mut shown = t0;
     loop {
+        // 100 ms: the resolution of the background's completion time.
         std::thread::sleep(Duration::from_millis(100));
         let mut all_done = true;
         for (svc, c) in &mut children {
@@ -415,6 +417,12 @@ fn run_services(
             bg_secs = cap;
             break;
         }
+        // The progress line once a second: reading the samples file competes with the
+        // services for the CPU.
+        if shown.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        shown = Instant::now();
         if let Some((_, c)) = children
             .iter()
             .find(|(s, _)| has_bg && *s == Service::Background)

@@ -42,6 +42,50 @@ pub enum EngineChoice {
     Psync,
 }
 
+/// io_uring's lower-overhead settings, by fio's names for them; all off is the plain path
+/// (one ring per worker, buffers and the file passed with every IO, interrupts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UringOpts {
+    /// Buffers registered once (`READ_FIXED`/`WRITE_FIXED`): no page pinning per IO.
+    pub fixedbufs: bool,
+    /// The target registered as a fixed file: no file reference taken per IO.
+    pub registerfiles: bool,
+    /// A kernel thread polls the submission queue (`IORING_SETUP_SQPOLL`): no submission call.
+    pub sqthread_poll: bool,
+    /// Completions polled from the device (`IORING_SETUP_IOPOLL`), which needs poll queues.
+    pub hipri: bool,
+    /// `SINGLE_ISSUER` with `DEFER_TASKRUN` (or `COOP_TASKRUN` before 6.1): completion work
+    /// runs when the worker waits, not in interrupts of it.
+    pub taskrun: bool,
+}
+
+impl UringOpts {
+    pub fn any(&self) -> bool {
+        *self != UringOpts::default()
+    }
+
+    /// The settings on, by name (`fixedbufs,registerfiles`), or `none`.
+    pub fn names(&self) -> String {
+        let on: Vec<&str> = [
+            (self.fixedbufs, "fixedbufs"),
+            (self.registerfiles, "registerfiles"),
+            (self.sqthread_poll, "sqthread_poll"),
+            (self.hipri, "hipri"),
+            (self.taskrun, "taskrun"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect();
+        if on.is_empty() {
+            "none".into()
+        } else {
+            on.join(",")
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IoJob {
     /// A regular file or a block device.
@@ -79,6 +123,17 @@ pub struct IoJob {
     /// Stop before the duration once this rule finds the job steady.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ss: Option<SteadyRule>,
+    /// io_uring settings asked for one by one.
+    #[serde(default, skip_serializing_if = "is_plain")]
+    pub uring: UringOpts,
+    /// Every io_uring setting the kernel and the target support (on top of `uring`), and
+    /// batched submission unless `batch` was given; the result says what was picked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast: bool,
+}
+
+fn is_plain(o: &UringOpts) -> bool {
+    !o.any()
 }
 
 impl IoJob {
@@ -104,6 +159,8 @@ impl IoJob {
             percentiles: super::hist::DFL_PERCENTILES.to_vec(),
             seed: 0x5eed,
             ss: None,
+            uring: UringOpts::default(),
+            fast: false,
         }
     }
 
@@ -184,6 +241,19 @@ impl IoJob {
                 return Err(format!("rate {} is not a positive number", r))
             }
             _ => {}
+        }
+        if (self.uring.any() || self.fast) && self.engine == EngineChoice::Psync {
+            return Err(format!(
+                "{} needs engine=io_uring (or auto), not psync",
+                if self.fast {
+                    "fast".to_string()
+                } else {
+                    self.uring.names()
+                }
+            ));
+        }
+        if self.uring.hipri && !self.direct {
+            return Err("hipri polls for direct IO only: it needs direct=true".into());
         }
         if let Some(p) = self
             .percentiles

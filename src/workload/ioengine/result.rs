@@ -3,7 +3,7 @@
 //! CPU time) and its text summary, laid out the way fio prints a job so its numbers are
 //! recognised at a glance.
 
-use super::job::{IoJob, Stop};
+use super::job::{IoJob, Stop, UringOpts};
 use super::stats::{Cpu, DirOut};
 use super::steady::SteadyOut;
 use serde::{Deserialize, Serialize};
@@ -41,6 +41,16 @@ pub struct IoResult {
     /// With `ss=`: whether and when the job was found steady.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady: Option<SteadyOut>,
+    /// The io_uring settings the job ran with (with `fast`, those it picked).
+    #[serde(default, skip_serializing_if = "is_plain")]
+    pub uring: UringOpts,
+    /// What `fast` left out, and why.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uring_note: String,
+}
+
+fn is_plain(o: &UringOpts) -> bool {
+    !o.any()
 }
 
 impl IoResult {
@@ -189,6 +199,19 @@ fn dir_text(out: &mut String, name: &str, d: &DirOut, runtime_ns: u64) {
 fn notes(out: &mut String, r: &IoResult) {
     if !r.engine_note.is_empty() {
         let _ = writeln!(out, "  engine: {} ({})", r.engine, r.engine_note);
+    }
+    if r.uring.any() || r.job.fast {
+        let _ = writeln!(
+            out,
+            "  io_uring     : {}{}{}",
+            r.uring.names(),
+            if r.job.fast { " (fast)" } else { "" },
+            if r.uring_note.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", r.uring_note)
+            }
+        );
     }
     if let Some(ss) = &r.steady {
         let _ = writeln!(

@@ -3,11 +3,12 @@
 
 use super::buf::Buffers;
 use super::drive::{drive_live, Backend, Clock, MonoClock, WorkerPlan};
-use super::job::{EngineChoice, IoJob};
+use super::job::{EngineChoice, IoJob, UringOpts};
 use super::psync::Psync;
 use super::result::{IoResult, WorkerOut, RESULT_VERSION};
 use super::stats::{Cpu, DirStats, WorkerStats};
 use super::steady::{Counted, Live, SteadyOut, Watch};
+use super::target::Target;
 use super::uring::Uring;
 use anyhow::{Context, Result};
 use std::os::fd::AsRawFd;
@@ -54,9 +55,51 @@ fn with_backend<B: Backend>(
     })
 }
 
+/// The io_uring settings `job` runs with on `t`: those it asked for (refused when the kernel
+/// or the device can't) and, with `fast`, every one they allow but the submission poller,
+/// which spends a CPU of its own; with notes on what `fast` left out.
+fn uring_opts(job: &IoJob, t: &Target, engine: Engine) -> Result<(UringOpts, Vec<String>)> {
+    if engine != Engine::IoUring {
+        if job.uring.any() {
+            crate::usage_bail!(
+                "io job: {} needs io_uring, which is unavailable here",
+                job.uring.names()
+            );
+        }
+        let note = job
+            .fast
+            .then(|| "fast: io_uring is unavailable".to_string());
+        return Ok((UringOpts::default(), note.into_iter().collect()));
+    }
+    if job.uring.hipri && !t.polls {
+        crate::usage_bail!(
+            "io job: hipri: the device under {} has no poll queues (its queue/io_poll is 0;              NVMe's poll_queues= or null_blk's poll_queues= give it some)",
+            job.target.display()
+        );
+    }
+    let mut want = job.uring;
+    let mut notes = Vec::new();
+    if job.fast {
+        want.fixedbufs = true;
+        want.registerfiles = true;
+        want.taskrun = true;
+        match (t.polls, job.direct) {
+            (true, true) => want.hipri = true,
+            (false, _) => notes.push("no hipri (the device has no poll queues)".to_string()),
+            (true, false) => notes.push("no hipri (it polls for direct IO only)".to_string()),
+        }
+    }
+    let (got, more) = Uring::supported(want);
+    if job.uring.sqthread_poll && !got.sqthread_poll || job.uring.taskrun && !got.taskrun {
+        crate::usage_bail!("io job: {}", more.join("; "));
+    }
+    notes.extend(more);
+    Ok((got, notes))
+}
+
 fn worker(
     plan: &WorkerPlan,
-    engine: Engine,
+    (engine, opts): (Engine, UringOpts),
     fd: i32,
     clock: MonoClock,
     halt: &AtomicBool,
@@ -69,7 +112,7 @@ fn worker(
     let bufs = Buffers::new(plan.qd, plan.bs as usize, plan.seed)?;
     match engine {
         Engine::IoUring => {
-            let b = Uring::new(fd, bufs, plan.qd, clock).context("setting up io_uring")?;
+            let b = Uring::new(fd, bufs, plan.qd, clock, opts).context("setting up io_uring")?;
             with_backend(plan, b, &clock, halt, live)
         }
         Engine::Psync => {
@@ -127,6 +170,7 @@ pub fn run_sampled(
         );
     }
     let (engine, note) = pick(job.engine)?;
+    let (opts, uring_notes) = uring_opts(job, &t, engine)?;
     let clock = MonoClock::new();
     let fd = t.file.as_raw_fd();
     let halt = AtomicBool::new(false);
@@ -143,7 +187,7 @@ pub fn run_sampled(
                 std::thread::Builder::new()
                     .name(format!("io-worker-{}", p.index))
                     .spawn_scoped(s, move || {
-                        let r = worker(p, engine, fd, clock, halt, live);
+                        let r = worker(p, (engine, opts), fd, clock, halt, live);
                         if r.is_err() {
                             // One worker failing ends the job.
                             halt.store(true, Ordering::Relaxed);
@@ -186,6 +230,8 @@ pub fn run_sampled(
         workers.push(r?);
     }
     let mut r = assemble(job, Some(engine), note, (t.size, t.block_device), &workers);
+    r.uring = opts;
+    r.uring_note = uring_notes.join("; ");
     r.steady = job.ss.map(|rule| SteadyOut {
         rule,
         reached: steady.is_some(),
@@ -228,6 +274,8 @@ pub(super) fn assemble(
         write: write.out(runtime_ns, pcts),
         cpu,
         steady: None,
+        uring: UringOpts::default(),
+        uring_note: String::new(),
         workers: workers
             .iter()
             .enumerate()
@@ -319,6 +367,59 @@ mod tests {
     }
 
     use super::super::result::text;
+
+    #[test]
+    fn io_uring_settings_run_and_fast_says_what_it_picked() {
+        if Uring::available().is_err() {
+            eprintln!("io_uring unavailable here: skipped");
+            return;
+        }
+        let (_d, p) = file(4 << 20);
+        let one = |f: fn(&mut UringOpts)| {
+            let mut o = UringOpts::default();
+            f(&mut o);
+            o
+        };
+        for opts in [
+            one(|o| o.fixedbufs = true),
+            one(|o| o.registerfiles = true),
+            one(|o| o.sqthread_poll = true),
+            one(|o| o.taskrun = true),
+        ] {
+            let mut j = job(&p);
+            j.read_pct = 50;
+            j.uring = opts;
+            let r = match run(&j, &AtomicBool::new(false)) {
+                Ok(r) => r,
+                // A kernel without the setting refuses it in one line.
+                Err(e) if crate::error::exit_code(&e) == crate::error::EXIT_USAGE => continue,
+                Err(e) => panic!("{}: {:#}", opts.names(), e),
+            };
+            assert!(r.read.ios > 0 && r.write.ios > 0, "{}", opts.names());
+            assert_eq!(r.uring, opts);
+            assert!(text(&r).contains(&format!("io_uring     : {}", opts.names())));
+            if opts.sqthread_poll {
+                // The poller's CPU time is the job's: it spins while there is work.
+                assert!(r.cpu.sys_ns > 0, "{:?}", r.cpu);
+            }
+        }
+        // A temporary directory's device has no poll queues: fast leaves hipri out and says
+        // so; asking for hipri there is refused.
+        let mut j = job(&p);
+        j.fast = true;
+        let r = run(&j, &AtomicBool::new(false)).unwrap();
+        assert!(r.uring.fixedbufs && r.uring.registerfiles && !r.uring.hipri);
+        assert!(r.uring_note.contains("no hipri"), "{}", r.uring_note);
+        assert!(text(&r).contains("(fast); no hipri"), "{}", text(&r));
+        let mut j = job(&p);
+        j.direct = true;
+        j.uring.hipri = true;
+        if super::super::target::open(&p, false, true).is_ok_and(|t| !t.polls) {
+            let e = run(&j, &AtomicBool::new(false)).unwrap_err();
+            assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+            assert!(e.to_string().contains("no poll queues"), "{}", e);
+        }
+    }
 
     /// The first path where two JSON documents differ (numbers within 1e-12 relative).
     fn differs(a: &serde_json::Value, b: &serde_json::Value, path: String) -> Option<String> {

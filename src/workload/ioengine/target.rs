@@ -12,6 +12,18 @@ pub struct Target {
     pub file: File,
     pub size: u64,
     pub block_device: bool,
+    /// Whether the device under it polls for completions (`queue/io_poll` is 1: it has poll
+    /// queues), which io_uring's `hipri` needs.
+    pub polls: bool,
+}
+
+/// Whether block device `dev` (or the disk of a partition) has polling turned on.
+fn polls(dev: u64) -> bool {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    ["queue/io_poll", "../queue/io_poll"].iter().any(|f| {
+        std::fs::read_to_string(format!("/sys/dev/block/{}:{}/{}", major, minor, f))
+            .is_ok_and(|v| v.trim() == "1")
+    })
 }
 
 /// Size in bytes of a regular file or a block device.
@@ -98,5 +110,6 @@ pub fn open(path: &Path, write: bool, direct: bool) -> Result<Target> {
         file,
         size,
         block_device,
+        polls: polls(if block_device { md.rdev() } else { md.dev() }),
     })
 }

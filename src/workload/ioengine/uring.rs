@@ -1,26 +1,40 @@
 //! The io_uring backend: one ring per worker, one submission per batch of prepared IOs, and
 //! waits that also end at a time (`IORING_ENTER_EXT_ARG`, or a timeout entry on kernels
-//! without it).
+//! without it). [`UringOpts`] turns on the lower-overhead settings: registered buffers and
+//! file, a submission-polling kernel thread, polled completions, deferred task work.
 
 use super::buf::Buffers;
 use super::drive::{Backend, Clock, Done, MonoClock, Op};
-use io_uring::{opcode, types, IoUring};
+use super::job::UringOpts;
+use super::stats::Cpu;
+use io_uring::{opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::Mutex;
 
 /// `user_data` of the timeout entries (slots are small numbers).
 const TIMEOUT: u64 = u64::MAX;
+
+/// How long the submission-polling thread spins without work before it sleeps (fio's and the
+/// kernel's default).
+const SQ_IDLE_MS: u32 = 1000;
+
+/// Serializes ring set-up, so a worker can tell which new thread is its submission poller.
+static SETUP: Mutex<()> = Mutex::new(());
 
 pub struct Uring {
     ring: IoUring,
     fd: RawFd,
     bufs: Buffers,
     clock: MonoClock,
+    opts: UringOpts,
     ext_arg: bool,
     inflight: usize,
     /// Read by the kernel when a timeout entry is submitted.
     ts: Box<types::Timespec>,
     timeout_pending: bool,
+    /// The submission-polling thread (`sqthread_poll`) and its CPU time at the ramp's end.
+    sq_thread: Option<(u32, u64)>,
 }
 
 impl Uring {
@@ -29,20 +43,80 @@ impl Uring {
         IoUring::new(2).map(|_| ()).map_err(|e| e.to_string())
     }
 
-    pub fn new(fd: RawFd, bufs: Buffers, qd: usize, clock: MonoClock) -> io::Result<Uring> {
+    /// Which of `want`'s settings a ring here can have: each one set up on a small ring (the
+    /// task-run flags fall back to `COOP_TASKRUN` alone before 6.1). `hipri` is the caller's
+    /// to judge (it depends on the device). Returns what works and a note on what didn't.
+    pub fn supported(want: UringOpts) -> (UringOpts, Vec<String>) {
+        let mut got = want;
+        let mut notes = Vec::new();
+        if want.sqthread_poll
+            && IoUring::<squeue::Entry>::builder()
+                .setup_sqpoll(SQ_IDLE_MS)
+                .build(2)
+                .is_err()
+        {
+            got.sqthread_poll = false;
+            notes.push("no sqthread_poll (the kernel refused IORING_SETUP_SQPOLL)".into());
+        }
+        if want.taskrun && taskrun_builder(true).build(2).is_err() {
+            if taskrun_builder(false).build(2).is_err() {
+                got.taskrun = false;
+                notes.push("no taskrun (the kernel has no IORING_SETUP_COOP_TASKRUN)".into());
+            } else {
+                notes.push("taskrun without DEFER_TASKRUN (kernel before 6.1)".into());
+            }
+        }
+        (got, notes)
+    }
+
+    pub fn new(
+        fd: RawFd,
+        bufs: Buffers,
+        qd: usize,
+        clock: MonoClock,
+        opts: UringOpts,
+    ) -> io::Result<Uring> {
         // Room for every slot plus a timeout entry.
         let entries = (qd as u32 + 1).next_power_of_two();
-        let ring = IoUring::new(entries)?;
+        let (ring, sq_thread) = build(entries, &opts)?;
+        if opts.fixedbufs {
+            let iov: Vec<libc::iovec> = (0..qd)
+                .map(|i| libc::iovec {
+                    iov_base: bufs.ptr(i).cast(),
+                    iov_len: bufs.each(),
+                })
+                .collect();
+            // SAFETY: the buffers stay allocated while the ring is registered with them: the
+            // ring is dropped before `bufs` (field order), or the buffers are leaked.
+            unsafe { ring.submitter().register_buffers(&iov) }.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "registering {} buffers of {} bytes (fixedbufs; locked-memory limit?): {}",
+                        qd,
+                        bufs.each(),
+                        e
+                    ),
+                )
+            })?;
+        }
+        if opts.registerfiles {
+            ring.submitter()
+                .register_files(&[fd])
+                .map_err(|e| io::Error::new(e.kind(), format!("registering the file: {}", e)))?;
+        }
         let ext_arg = ring.params().is_feature_ext_arg();
         Ok(Uring {
             ring,
             fd,
             bufs,
             clock,
+            opts,
             ext_arg,
             inflight: 0,
             ts: Box::new(types::Timespec::new()),
             timeout_pending: false,
+            sq_thread: sq_thread.map(|t| (t, 0)),
         })
     }
 
@@ -59,6 +133,107 @@ impl Uring {
             });
         }
     }
+
+    fn sqe(&self, slot: usize, op: Op) -> squeue::Entry {
+        let buf = self.bufs.ptr(slot);
+        // Without registered buffers, the slot's buffer index is not read.
+        let idx = slot as u16;
+        macro_rules! build {
+            ($fd:expr) => {
+                match (op.write, self.opts.fixedbufs) {
+                    (true, true) => opcode::WriteFixed::new($fd, buf, op.len, idx)
+                        .offset(op.offset)
+                        .build(),
+                    (false, true) => opcode::ReadFixed::new($fd, buf, op.len, idx)
+                        .offset(op.offset)
+                        .build(),
+                    (true, false) => opcode::Write::new($fd, buf, op.len)
+                        .offset(op.offset)
+                        .build(),
+                    (false, false) => opcode::Read::new($fd, buf, op.len)
+                        .offset(op.offset)
+                        .build(),
+                }
+            };
+        }
+        let sqe = if self.opts.registerfiles {
+            build!(types::Fixed(0))
+        } else {
+            build!(types::Fd(self.fd))
+        };
+        sqe.user_data(slot as u64)
+    }
+
+    /// With polled completions and no polling thread, only our own submission calls find
+    /// completions and the kernel ignores a wait's time limit: poll until one completes or it
+    /// is `until`.
+    fn poll_until(&mut self, until: u64, done: &mut Vec<Done>) -> io::Result<()> {
+        while done.is_empty() && self.clock.now() < until {
+            match self.ring.submit_and_wait(0) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+            self.reap(done);
+        }
+        Ok(())
+    }
+}
+
+fn taskrun_builder(defer: bool) -> io_uring::Builder<squeue::Entry> {
+    let mut b = IoUring::<squeue::Entry>::builder();
+    b.setup_single_issuer().setup_coop_taskrun();
+    if defer {
+        b.setup_defer_taskrun();
+    }
+    b
+}
+
+/// The ring with `opts`' set-up flags, and the tid of its submission-polling thread.
+fn build(entries: u32, opts: &UringOpts) -> io::Result<(IoUring, Option<u32>)> {
+    let mut b = if opts.taskrun {
+        // DEFER_TASKRUN where the kernel has it (6.1), else COOP_TASKRUN alone.
+        if taskrun_builder(true).build(2).is_ok() {
+            taskrun_builder(true)
+        } else {
+            taskrun_builder(false)
+        }
+    } else {
+        IoUring::<squeue::Entry>::builder()
+    };
+    if opts.hipri {
+        b.setup_iopoll();
+    }
+    if !opts.sqthread_poll {
+        return Ok((b.build(entries)?, None));
+    }
+    b.setup_sqpoll(SQ_IDLE_MS);
+    let _one = SETUP.lock().unwrap_or_else(|e| e.into_inner());
+    let before = sq_threads();
+    let ring = b.build(entries)?;
+    let tid = sq_threads().into_iter().find(|t| !before.contains(t));
+    Ok((ring, tid))
+}
+
+/// The process's submission-polling threads (named `iou-sqp-PID`).
+fn sq_threads() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let tid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(format!("/proc/self/task/{}/comm", tid)).ok()?;
+        comm.starts_with("iou-sqp").then_some(tid)
+    })
+    .collect()
+}
+
+/// A thread's time on a CPU so far, ns (the first field of its `schedstat`).
+fn thread_cpu_ns(tid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/self/task/{}/schedstat", tid))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn timespec(ns: u64) -> types::Timespec {
@@ -69,16 +244,7 @@ fn timespec(ns: u64) -> types::Timespec {
 
 impl Backend for Uring {
     fn prep(&mut self, slot: usize, op: Op) -> io::Result<()> {
-        let buf = self.bufs.ptr(slot);
-        let fd = types::Fd(self.fd);
-        let sqe = if op.write {
-            opcode::Write::new(fd, buf, op.len)
-                .offset(op.offset)
-                .build()
-        } else {
-            opcode::Read::new(fd, buf, op.len).offset(op.offset).build()
-        }
-        .user_data(slot as u64);
+        let sqe = self.sqe(slot, op);
         // The buffer and the fd outlive the IO: the buffers are ours until every IO completed
         // (or are leaked when we give up on them).
         unsafe { self.ring.submission().push(&sqe) }
@@ -104,6 +270,9 @@ impl Backend for Uring {
         }
         let res = match until {
             None => self.ring.submit_and_wait(1),
+            Some(t) if self.opts.hipri && !self.opts.sqthread_poll => {
+                return self.poll_until(t, done)
+            }
             Some(t) => {
                 let now = self.clock.now();
                 if t <= now {
@@ -134,6 +303,23 @@ impl Backend for Uring {
         }
         self.reap(done);
         Ok(())
+    }
+
+    fn ramp_ended(&mut self) {
+        if let Some((tid, at)) = &mut self.sq_thread {
+            *at = thread_cpu_ns(*tid);
+        }
+    }
+
+    /// The submission-polling thread's CPU time since the ramp (all of it kernel time).
+    fn finish(&mut self) -> Cpu {
+        match self.sq_thread {
+            Some((tid, at)) => Cpu {
+                usr_ns: 0,
+                sys_ns: thread_cpu_ns(tid).saturating_sub(at),
+            },
+            None => Cpu::default(),
+        }
     }
 }
 
