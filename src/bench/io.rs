@@ -26,7 +26,7 @@ pub struct Io;
 const RW: &[&str] = &["read", "write", "rw", "randread", "randwrite", "randrw"];
 
 /// The job's properties, shared with the benches that run io jobs (`curve`).
-pub const JOB_PROPS: [PropDesc; 27] = [
+pub const JOB_PROPS: [PropDesc; 28] = [
     prop(
         "rw",
         ValueKind::Enum(RW),
@@ -138,6 +138,11 @@ pub const JOB_PROPS: [PropDesc; 27] = [
         "io_uring: single issuer, deferred task work (false)",
     ),
     prop(
+        "devtime",
+        ValueKind::Bool,
+        "trace the disk's own time per IO (root, tracefs) (false)",
+    ),
+    prop(
         "fast",
         ValueKind::Bool,
         "every io_uring setting the kernel and target allow but sqthread-poll; batch=qd (false)",
@@ -157,7 +162,7 @@ const RATE_PROPS: [PropDesc; 2] = [
     ),
 ];
 
-static PROPS: [PropDesc; 29] = concat_props(&JOB_PROPS, &RATE_PROPS);
+static PROPS: [PropDesc; 30] = concat_props(&JOB_PROPS, &RATE_PROPS);
 
 pub static DESC: BenchDesc = BenchDesc {
     kind: "io",
@@ -215,6 +220,7 @@ fn read_uring(g: &crate::spec::Group, job: &mut IoJob) -> Result<(), SpecError> 
         taskrun: on("taskrun")?,
     };
     job.fast = on("fast")?;
+    job.devtime = on("devtime")?;
     if job.fast && g.text("batch").is_none() {
         job.batch = 0;
     }

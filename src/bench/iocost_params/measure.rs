@@ -277,6 +277,7 @@ mod tests {
             steady: None,
             uring: Default::default(),
             uring_note: String::new(),
+            dev: None,
         };
         assert_eq!(value(Step::Rrandiops, &r), 101);
         assert_eq!(value(Step::Rbps, &r), 101 * 4096);

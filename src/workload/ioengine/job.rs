@@ -130,6 +130,9 @@ pub struct IoJob {
     /// batched submission unless `batch` was given; the result says what was picked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fast: bool,
+    /// Trace the disk's own time per IO (`devtime`) over the measured time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub devtime: bool,
 }
 
 fn is_plain(o: &UringOpts) -> bool {
@@ -161,6 +164,7 @@ impl IoJob {
             ss: None,
             uring: UringOpts::default(),
             fast: false,
+            devtime: false,
         }
     }
 

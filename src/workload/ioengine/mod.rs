@@ -10,9 +10,11 @@
 //! * `hist`, `stats` — what is measured; `result` — the stored document and its text;
 //!   `testfile` — files written once with random data for jobs to run on; `steady` — fio's
 //!   steady-state stop (`ss=`), the running totals it watches and the rule it judges them by;
-//!   `sim` (tests only) — a one-server device on a simulated clock for what stands on the engine.
+//!   `sim` (tests only) — a one-server device on a simulated clock for what stands on the engine;
+//!   `devtime` — the disk's own time per IO, from the block layer's trace events.
 
 pub mod buf;
+pub mod devtime;
 pub mod drive;
 pub mod hist;
 pub mod job;

@@ -3,6 +3,7 @@
 //! CPU time) and its text summary, laid out the way fio prints a job so its numbers are
 //! recognised at a glance.
 
+use super::devtime::DevTime;
 use super::job::{IoJob, Stop, UringOpts};
 use super::stats::{Cpu, DirOut};
 use super::steady::SteadyOut;
@@ -47,6 +48,9 @@ pub struct IoResult {
     /// What `fast` left out, and why.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uring_note: String,
+    /// With `devtime`: the disk's own time per IO over the measured time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevTime>,
 }
 
 fn is_plain(o: &UringOpts) -> bool {
@@ -108,7 +112,7 @@ fn bytes_pair(b: f64) -> (String, String) {
 }
 
 /// fio's latency unit for values up to `max` ns: nsec below 10 µs, usec below 10 ms, else msec.
-fn unit(max: u64) -> (&'static str, f64) {
+pub(super) fn unit(max: u64) -> (&'static str, f64) {
     if max < 10_000 {
         ("nsec", 1.0)
     } else if max < 10_000_000 {
@@ -194,7 +198,47 @@ fn dir_text(out: &mut String, name: &str, d: &DirOut, runtime_ns: u64) {
     }
 }
 
-/// The text summary.
+/// The disk's own time per direction, and the split of the mean latency it gives: submission
+/// (`slat`), software (`clat` less the device's time) and device.
+fn dev_text(out: &mut String, r: &IoResult, dev: &DevTime) {
+    let _ = writeln!(
+        out,
+        "  device (disk {}, block layer dispatch to completion, all of its IOs):",
+        dev.disk
+    );
+    for (name, d, ours) in [
+        ("read", &dev.read, &r.read),
+        ("write", &dev.write, &r.write),
+    ] {
+        if d.n == 0 && ours.ios == 0 {
+            continue;
+        }
+        let (u, div) = unit(d.p99_ns.max(d.mean_ns) as u64);
+        let _ = writeln!(
+            out,
+            "    {:<5} ({}): n={}, avg={:.2}, p50={:.2}, p99={:.2}",
+            name,
+            u,
+            d.n,
+            d.mean_ns / div,
+            d.p50_ns / div,
+            d.p99_ns / div
+        );
+        if ours.ios > 0 && d.n > 0 {
+            let (u, div) = unit(ours.lat.mean_ns as u64);
+            let _ = writeln!(
+                out,
+                "    {:<5} lat split ({}): submission={:.2}, software={:.2}, device={:.2}",
+                name,
+                u,
+                ours.slat.mean_ns / div,
+                (ours.clat.mean_ns - d.mean_ns) / div,
+                d.mean_ns / div
+            );
+        }
+    }
+}
+
 /// The lines under the job's: why the fallback engine ran, and the steady-state watch's end.
 fn notes(out: &mut String, r: &IoResult) {
     if !r.engine_note.is_empty() {
@@ -273,6 +317,9 @@ pub fn text(r: &IoResult) -> String {
     }
     if r.write.ios > 0 || j.read_pct < 100 {
         dir_text(&mut out, "write", &r.write, r.runtime_ns);
+    }
+    if let Some(dev) = &r.dev {
+        dev_text(&mut out, r, dev);
     }
     let secs = r.runtime_ns as f64 / 1e9;
     let pct = |ns: u64| {

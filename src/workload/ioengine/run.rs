@@ -140,13 +140,8 @@ pub fn run(job: &IoJob, abort: &AtomicBool) -> Result<IoResult> {
     run_sampled(job, abort, &mut |_, _| {})
 }
 
-/// [`run`], handing the job's running totals to `on_second` once a second (with the
-/// milliseconds since the start), for a caller that keeps a time series.
-pub fn run_sampled(
-    job: &IoJob,
-    abort: &AtomicBool,
-    on_second: &mut dyn FnMut(u64, Counted),
-) -> Result<IoResult> {
+/// The job checked, and its target opened and checked against the job's range.
+fn open_checked(job: &IoJob) -> Result<Target> {
     if let Err(e) = job.check() {
         crate::usage_bail!("io job: {}", e);
     }
@@ -169,8 +164,23 @@ pub fn run_sampled(
             job.bs
         );
     }
+    Ok(t)
+}
+
+/// [`run`], handing the job's running totals to `on_second` once a second (with the
+/// milliseconds since the start), for a caller that keeps a time series.
+pub fn run_sampled(
+    job: &IoJob,
+    abort: &AtomicBool,
+    on_second: &mut dyn FnMut(u64, Counted),
+) -> Result<IoResult> {
+    let t = open_checked(job)?;
     let (engine, note) = pick(job.engine)?;
     let (opts, uring_notes) = uring_opts(job, &t, engine)?;
+    let mut trace = match job.devtime {
+        true => Some(super::devtime::DevTrace::start(&job.target)?),
+        false => None,
+    };
     let clock = MonoClock::new();
     let fd = t.file.as_raw_fd();
     let halt = AtomicBool::new(false);
@@ -201,6 +211,8 @@ pub fn run_sampled(
         let t0 = clock.now();
         let ramp_end = t0 + job.ramp.as_nanos() as u64;
         let mut next_sample = t0 + 1_000_000_000;
+        // The device's times count from the ramp's end (to within one pass of this loop).
+        let mut trace_ramp = !job.ramp.is_zero();
         while handles
             .iter()
             .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
@@ -217,6 +229,12 @@ pub fn run_sampled(
                 }
             }
             let now = clock.now();
+            if trace_ramp && now >= ramp_end {
+                trace_ramp = false;
+                if let Some(Err(e)) = trace.as_mut().map(|t| t.reset()) {
+                    log::warn!("io: devtime: {:#}", e);
+                }
+            }
             if now >= next_sample {
                 on_second((now - t0) / 1_000_000, live.totals());
                 next_sample += 1_000_000_000;
@@ -232,6 +250,7 @@ pub fn run_sampled(
     let mut r = assemble(job, Some(engine), note, (t.size, t.block_device), &workers);
     r.uring = opts;
     r.uring_note = uring_notes.join("; ");
+    r.dev = trace.map(|t| t.finish()).transpose()?;
     r.steady = job.ss.map(|rule| SteadyOut {
         rule,
         reached: steady.is_some(),
@@ -276,6 +295,7 @@ pub(super) fn assemble(
         steady: None,
         uring: UringOpts::default(),
         uring_note: String::new(),
+        dev: None,
         workers: workers
             .iter()
             .enumerate()
@@ -367,6 +387,45 @@ mod tests {
     }
 
     use super::super::result::text;
+
+    #[test]
+    fn device_times_split_the_latency_in_the_report() {
+        use super::super::devtime::{DevDir, DevTime};
+        let (_d, p) = file(1 << 20);
+        let mut r = run(&job(&p), &AtomicBool::new(false)).unwrap();
+        assert!(!text(&r).contains("device (disk"));
+        let clat = r.read.clat.mean_ns;
+        r.dev = Some(DevTime {
+            disk: "8:0".into(),
+            read: DevDir {
+                n: r.read.ios,
+                mean_ns: clat * 0.75,
+                p50_ns: clat * 0.7,
+                p99_ns: clat * 2.0,
+            },
+            write: DevDir::default(),
+        });
+        let t = text(&r);
+        assert!(t.contains("  device (disk 8:0, block layer"), "{}", t);
+        assert!(t.contains("    read  ("), "{}", t);
+        // The split adds up to slat + clat: software is clat less the device's time.
+        let split = t.lines().find(|l| l.contains("lat split")).unwrap();
+        let nums: Vec<f64> = split
+            .split(['=', ','])
+            .filter_map(|v| v.trim().parse().ok())
+            .collect();
+        assert_eq!(nums.len(), 3, "{}", split);
+        let (u, div) = super::super::result::unit(r.read.lat.mean_ns as u64);
+        let want = (r.read.slat.mean_ns + clat) / div;
+        assert!(
+            (nums.iter().sum::<f64>() - want).abs() < 0.02,
+            "{} {} {}",
+            split,
+            want,
+            u
+        );
+        assert!(!t.contains("write lat split"));
+    }
 
     #[test]
     fn io_uring_settings_run_and_fast_says_what_it_picked() {

@@ -1,0 +1,145 @@
+//! The device's own time per IO (`devtime`): the block layer's dispatch-to-completion times of
+//! the target's disk, from its trace events (`block_rq_issue` → `block_rq_complete`, the source
+//! the IO-latency reports read), over the job's measured time. Beside the engine's `clat`
+//! (submission call's return → reap) it splits an IO's latency into submission, software
+//! (everything between our submission and the driver, and from the device's completion back
+//! to us) and device time. Every IO of that disk counts, ours or not.
+
+use crate::report::hist::{bucket_bounds, LatHist};
+use crate::report::iolat_source::IoLatSource;
+use crate::report::tracefs::TraceFsSource;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+/// One direction's device times.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DevDir {
+    /// Requests the disk completed.
+    pub n: u64,
+    /// From the histogram's buckets (each within 1/16 of its value), ns.
+    pub mean_ns: f64,
+    pub p50_ns: f64,
+    pub p99_ns: f64,
+}
+
+/// What the disk did during the measured time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DevTime {
+    /// The whole disk traced (`MAJ:MIN`).
+    pub disk: String,
+    pub read: DevDir,
+    pub write: DevDir,
+}
+
+fn dir_of(h: &LatHist) -> DevDir {
+    let n = h.total();
+    if n == 0 {
+        return DevDir::default();
+    }
+    let sum: f64 = h
+        .sparse()
+        .map(|(i, c)| {
+            let (lo, hi) = bucket_bounds(i);
+            (lo + hi) as f64 / 2.0 * c as f64
+        })
+        .sum();
+    DevDir {
+        n,
+        mean_ns: sum / n as f64,
+        p50_ns: h.quantile(0.5) * 1e9,
+        p99_ns: h.quantile(0.99) * 1e9,
+    }
+}
+
+/// The whole disk under `target` (a file's file system, or the device itself; a partition's
+/// disk), as (major, minor).
+pub fn disk_of(target: &Path) -> Result<(u32, u32)> {
+    let md = std::fs::metadata(target).with_context(|| format!("{}", target.display()))?;
+    let dev = if md.file_type().is_block_device() {
+        md.rdev()
+    } else {
+        md.dev()
+    };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    if Path::new(&format!("/sys/dev/block/{}:{}/partition", major, minor)).exists() {
+        let parent = std::fs::read_to_string(format!("/sys/dev/block/{}:{}/../dev", major, minor))
+            .unwrap_or_default();
+        if let Some((a, b)) = parent.trim().split_once(':') {
+            if let (Ok(a), Ok(b)) = (a.parse(), b.parse()) {
+                return Ok((a, b));
+            }
+        }
+    }
+    Ok((major, minor))
+}
+
+/// A trace of the target's disk while a job runs.
+pub struct DevTrace {
+    src: TraceFsSource,
+    disk: (u32, u32),
+}
+
+impl DevTrace {
+    /// Starts tracing the disk under `target`; one line on why it can't.
+    pub fn start(target: &Path) -> Result<DevTrace> {
+        let disk = disk_of(target)?;
+        let hp = crate::system::HostPaths::real();
+        let src = TraceFsSource::open(&hp, disk).map_err(|e| {
+            crate::error::UsageError::new(format!(
+                "devtime: can't trace the block events of disk {}:{} ({:#}; it needs root and \
+                 tracefs)",
+                disk.0, disk.1, e
+            ))
+        })?;
+        Ok(DevTrace { src, disk })
+    }
+
+    /// Drops what was traced so far (the ramp's IOs).
+    pub fn reset(&mut self) -> Result<()> {
+        self.src.sample().map(|_| ())
+    }
+
+    /// What the disk did since the start or the last reset.
+    pub fn finish(mut self) -> Result<DevTime> {
+        let s = self.src.sample()?;
+        let (read, write) = match &s.hists {
+            Some(h) => (dir_of(&h.read), dir_of(&h.write)),
+            None => Default::default(),
+        };
+        Ok(DevTime {
+            disk: format!("{}:{}", self.disk.0, self.disk.1),
+            read,
+            write,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_times_come_from_the_buckets() {
+        let mut h = LatHist::new();
+        for _ in 0..99 {
+            h.record_ns(100_000);
+        }
+        h.record_ns(10_000_000);
+        let d = dir_of(&h);
+        assert_eq!(d.n, 100);
+        // 99 × 100 µs + 10 ms: 199 µs, each bucket within 1/16.
+        assert!(
+            (d.mean_ns - 199_000.0).abs() < 199_000.0 / 16.0,
+            "{}",
+            d.mean_ns
+        );
+        assert!(
+            (d.p50_ns - 100_000.0).abs() < 100_000.0 / 16.0,
+            "{}",
+            d.p50_ns
+        );
+        assert_eq!(dir_of(&LatHist::new()), DevDir::default());
+    }
+}
