@@ -209,23 +209,35 @@ fn build(entries: u32, opts: &UringOpts) -> io::Result<(IoUring, Option<u32>)> {
     }
     b.setup_sqpoll(SQ_IDLE_MS);
     let _one = SETUP.lock().unwrap_or_else(|e| e.into_inner());
-    let before = sq_threads();
+    let before = threads();
     let ring = b.build(entries)?;
-    let tid = sq_threads().into_iter().find(|t| !before.contains(t));
+    // The poller names itself `iou-sqp-PID` when it first runs, which may be a moment after
+    // the set-up returned.
+    let t0 = std::time::Instant::now();
+    let tid = loop {
+        let named = threads().into_iter().find(|t| {
+            !before.contains(t)
+                && std::fs::read_to_string(format!("/proc/self/task/{}/comm", t))
+                    .is_ok_and(|c| c.starts_with("iou-sqp"))
+        });
+        if named.is_some() || t0.elapsed() > std::time::Duration::from_secs(1) {
+            break named;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    if tid.is_none() {
+        log::warn!("io: can't find the submission-polling thread: its CPU time is not counted");
+    }
     Ok((ring, tid))
 }
 
-/// The process's submission-polling threads (named `iou-sqp-PID`).
-fn sq_threads() -> Vec<u32> {
+/// The process's threads.
+fn threads() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
-    dir.filter_map(|e| {
-        let tid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-        let comm = std::fs::read_to_string(format!("/proc/self/task/{}/comm", tid)).ok()?;
-        comm.starts_with("iou-sqp").then_some(tid)
-    })
-    .collect()
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
 }
 
 /// A thread's time on a CPU so far, ns (the first field of its `schedstat`).
