@@ -55,6 +55,7 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
     let result = cwd.path().join("r.json");
     // In the working directory: the only one the guest shares.
     let then_result = cwd.path().join("then.json");
+    let dev_result = cwd.path().join("devtime.json");
     let then_cmd = then.map(|t| {
         let spec = match t {
             Then::Curve => "curve:points=10/90/100,dur=10s,file-size=128M",
@@ -79,6 +80,15 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
         ]);
         if let Some(cmd) = &then_cmd {
             c.args(["--cmd", cmd]);
+        }
+        if then == Some(Then::Curve) {
+            c.args([
+                "--cmd",
+                &format!(
+                    "-r {} run io:devtime,qd=1,dur=5s,file-size=64M",
+                    dev_result.display()
+                ),
+            ]);
         }
         c
     });
@@ -126,7 +136,10 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
     assert!(text.contains("iocost QoS: rpct="), "{}", text);
     common::keep_result(&result, &format!("iocost-params-{}", profile));
     match then {
-        Some(Then::Curve) => hdd_curve_shows_its_knee(&then_result),
+        Some(Then::Curve) => {
+            hdd_curve_shows_its_knee(&then_result);
+            hdd_device_time_is_the_disks(&dev_result);
+        }
         Some(Then::QosStudy) => qos_study_protects_the_client(cwd.path(), &then_result),
         None => {}
     }
@@ -246,6 +259,52 @@ fn hdd_curve_shows_its_knee(curve: &Path) {
         point("curve")
     );
     assert!(text.contains("knee: "), "{}", text);
+}
+
+/// `io:devtime` at QD 1 on `hdd`: the block layer's dispatch-to-completion time is the
+/// profile's 6 ms per IO plus what its 150 IOPS cap and the emulation add (measured 7.35 ms),
+/// and nearly all of the engine's completion latency.
+fn hdd_device_time_is_the_disks(result: &Path) {
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    let io = &doc[0]["record"]["io"];
+    let dev = &io["dev"]["read"];
+    let n = dev["n"].as_u64().unwrap_or(0);
+    let (dev_ms, clat_ms) = (
+        dev["mean_ns"].as_f64().unwrap() / 1e6,
+        io["read"]["clat"]["mean_ns"].as_f64().unwrap() / 1e6,
+    );
+    let text = Command::new(release_bin())
+        .arg("-r")
+        .arg(result)
+        .args(["format", "io"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    eprintln!("{}", text);
+    let ios = io["read"]["ios"].as_u64().unwrap();
+    // (The trace may miss an event or two at the edges.)
+    assert!(
+        n as f64 >= 0.98 * ios as f64 && n > 0,
+        "the disk completed {} of our {} reads",
+        n,
+        ios
+    );
+    assert!(
+        (6.0..=8.0).contains(&dev_ms),
+        "device time {:.2} ms (6 ms per IO, 150 IOPS)",
+        dev_ms
+    );
+    assert!(
+        clat_ms >= 0.97 * dev_ms && clat_ms - dev_ms < 0.25 * dev_ms,
+        "software time {:.2} ms of clat {:.2} ms",
+        clat_ms - dev_ms,
+        clat_ms
+    );
+    assert!(
+        text.contains("read  lat split (") && text.contains("): submission="),
+        "{}",
+        text
+    );
 }
 
 fn qos_summary(result: &Path, args: &[&str]) -> String {

@@ -1,5 +1,5 @@
 //! `format --plot`: the seed's charts — the client's IOPS per profile (bars, with the
-//! repetitions' range), its completion latency per profile (mean, p95, p99, p99.5), the
+//! repetitions' range), its latency per profile (mean, p95, p99, p99.5), the
 //! client's IOPS over time and the background's progress over time, one line per profile
 //! (its first repetition).
 
@@ -212,7 +212,7 @@ pub fn svgs(
     out.push((
         "-client-lat".to_string(),
         bars(&Bars {
-            title: format!("{}: client completion latency per profile", spec),
+            title: format!("{}: client latency per profile", spec),
             y_desc: "latency (ms)",
             cats,
             series: vec![

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 /// The latency percentiles a service's figures keep (the seed's 95/99/99.5 among them).
 pub const STUDY_PCTS: [f64; 6] = [50.0, 90.0, 95.0, 99.0, 99.5, 99.9];
 
-/// One second of a service: IOs and bytes completed and their mean completion latency.
+/// One second of a service: IOs and bytes completed and their mean latency.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct SecondOut {
     pub iops: f64,
@@ -19,7 +19,9 @@ pub struct SecondOut {
     pub lat_mean_us: f64,
 }
 
-/// One service's figures in one run (completion latency, both directions together).
+/// One service's figures in one run (latency from when each IO was due, so with the time it
+/// waited to be submitted: io.cost holds a throttled cgroup's IOs in its submission calls;
+/// both directions together).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServiceOut {
     pub ios: u64,
@@ -38,7 +40,7 @@ impl ServiceOut {
     pub fn of(r: &IoResult) -> ServiceOut {
         let mut h = LatHist::new();
         for d in [&r.read, &r.write] {
-            if let Ok(x) = LatHist::from_out(&d.clat) {
+            if let Ok(x) = LatHist::from_out(&d.lat) {
                 h.merge(&x);
             }
         }

@@ -1,5 +1,5 @@
 //! The study as text — the services alone, then one row per profile like the seed's tables
-//! (the client's IOPS and completion latencies, the background's throughput and completion
+//! (the client's IOPS and latencies, the background's throughput and completion
 //! time, best effort's throughput) — and its headline numbers for `summary -o json|csv` and
 //! `compare`.
 
@@ -40,7 +40,7 @@ fn spread(s: &Stat, runs: u32) -> String {
 fn alone_text(out: &mut String, svc: Service, o: &ServiceOut) {
     let _ = writeln!(
         out,
-        "  {:<12} {:>7} IOPS {:>8.1} MiB/s  clat mean {} p99 {}  in {:.1}s",
+        "  {:<12} {:>7} IOPS {:>8.1} MiB/s  lat mean {} p99 {}  in {:.1}s",
         svc.name(),
         si(o.iops),
         o.bps / MIB,

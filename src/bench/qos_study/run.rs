@@ -448,7 +448,7 @@ fn run_services(
 
 fn log_service(what: &str, o: &ServiceOut) {
     log::info!(
-        "qos-study: {}: {:.0} IOPS, {:.1} MiB/s, clat mean {:.0} us p99 {:.0} us",
+        "qos-study: {}: {:.0} IOPS, {:.1} MiB/s, lat mean {:.0} us p99 {:.0} us",
         what,
         o.iops,
         o.bps / (1 << 20) as f64,

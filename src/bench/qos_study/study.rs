@@ -1,5 +1,5 @@
 //! The study's answer: per profile, over its repetitions, the mean and spread of what the seed
-//! compares — the client's IOPS and completion latency (mean, p95, p99, p99.5), the
+//! compares — the client's IOPS and latency (mean, p95, p99, p99.5), the
 //! background's throughput and completion time, best effort's throughput.
 
 use super::profiles::{Capacity, Service};

@@ -103,6 +103,8 @@ impl DevTrace {
 
     /// What the disk did since the start or the last reset.
     pub fn finish(mut self) -> Result<DevTime> {
+        // The reader thread gets the last completions' events a moment after they happen.
+        std::thread::sleep(std::time::Duration::from_millis(250));
         let s = self.src.sample()?;
         let (read, write) = match &s.hists {
             Some(h) => (dir_of(&h.read), dir_of(&h.write)),
