@@ -77,7 +77,6 @@ fn ours(target: &Path, qd: u32, dur: u64, fast: bool, sqpoll: bool) -> Result<Va
 
 fn fio(target: &Path, size: u64, qd: u32, dur: u64, opts: &[String]) -> Result<Value> {
     let out = Command::new(FIO)
-        .args(opts)
         .args([
             "--name=fast",
             &format!("--filename={}", target.display()),
@@ -94,6 +93,8 @@ fn fio(target: &Path, size: u64, qd: u32, dur: u64, opts: &[String]) -> Result<V
             "--percentile_list=50:99",
             "--output-format=json",
         ])
+        // The engine's own options only after `--ioengine`.
+        .args(opts)
         .output();
     let v = super::fio_compare::fio_json(out)?;
     let j = &v["jobs"][0];

@@ -444,6 +444,12 @@ mod tests {
             one(|o| o.registerfiles = true),
             one(|o| o.sqthread_poll = true),
             one(|o| o.taskrun = true),
+            // The poller with deferred task work: the kernel refuses DEFER_TASKRUN there.
+            one(|o| {
+                o.sqthread_poll = true;
+                o.taskrun = true;
+                o.fixedbufs = true;
+            }),
         ] {
             let mut j = job(&p);
             j.read_pct = 50;

@@ -58,7 +58,11 @@ impl Uring {
             got.sqthread_poll = false;
             notes.push("no sqthread_poll (the kernel refused IORING_SETUP_SQPOLL)".into());
         }
-        if want.taskrun && taskrun_builder(true).build(2).is_err() {
+        if want.taskrun && got.sqthread_poll {
+            // The task-work flags are for rings whose submitter takes interrupts: the kernel
+            // refuses them beside a submission poller, which takes SINGLE_ISSUER alone.
+            notes.push("taskrun with sqthread_poll: SINGLE_ISSUER only".into());
+        } else if want.taskrun && taskrun_builder(true).build(2).is_err() {
             if taskrun_builder(false).build(2).is_err() {
                 got.taskrun = false;
                 notes.push("no taskrun (the kernel has no IORING_SETUP_COOP_TASKRUN)".into());
@@ -191,15 +195,16 @@ fn taskrun_builder(defer: bool) -> io_uring::Builder<squeue::Entry> {
 
 /// The ring with `opts`' set-up flags, and the tid of its submission-polling thread.
 fn build(entries: u32, opts: &UringOpts) -> io::Result<(IoUring, Option<u32>)> {
-    let mut b = if opts.taskrun {
-        // DEFER_TASKRUN where the kernel has it (6.1), else COOP_TASKRUN alone.
-        if taskrun_builder(true).build(2).is_ok() {
-            taskrun_builder(true)
-        } else {
-            taskrun_builder(false)
+    let mut b = match (opts.taskrun, opts.sqthread_poll) {
+        (true, true) => {
+            let mut b = IoUring::<squeue::Entry>::builder();
+            b.setup_single_issuer();
+            b
         }
-    } else {
-        IoUring::<squeue::Entry>::builder()
+        // DEFER_TASKRUN where the kernel has it (6.1), else COOP_TASKRUN.
+        (true, false) if taskrun_builder(true).build(2).is_ok() => taskrun_builder(true),
+        (true, false) => taskrun_builder(false),
+        (false, _) => IoUring::<squeue::Entry>::builder(),
     };
     if opts.hipri {
         b.setup_iopoll();
