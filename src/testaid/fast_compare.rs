@@ -101,10 +101,7 @@ fn fio(target: &Path, size: u64, qd: u32, dur: u64, opts: &[String]) -> Result<V
     let d = &j["read"];
     let mean = |h: &str| d[h]["mean"].as_f64().unwrap_or(0.0) / 1e3;
     let ios = d["total_ios"].as_f64().unwrap_or(0.0);
-    let runtime_ms = j["job_runtime"].as_f64().unwrap_or(0.0);
-    let cpu = (j["usr_cpu"].as_f64().unwrap_or(0.0) + j["sys_cpu"].as_f64().unwrap_or(0.0)) / 100.0
-        * runtime_ms
-        * 1e6;
+    let cpu = super::fio_compare::fio_cpu_ns(j);
     let pct = |k: &str| d["clat_ns"]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
     Ok(json!({
         "picked": opts.join(" "),

@@ -169,10 +169,7 @@ fn fio(s: &Spec, target: &Path, size: u64, dur: u64, batched: bool, extra: &str)
     let d = &j[if s.write { "write" } else { "read" }];
     let pct = |k: &str| d["clat_ns"]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
     let ios = d["total_ios"].as_f64().unwrap_or(0.0);
-    let runtime_ms = j["job_runtime"].as_f64().unwrap_or(0.0);
-    let cpu = (j["usr_cpu"].as_f64().unwrap_or(0.0) + j["sys_cpu"].as_f64().unwrap_or(0.0)) / 100.0
-        * runtime_ms
-        * 1e6;
+    let cpu = fio_cpu_ns(j);
     Ok(json!({
         "engine": if batched { "fio io_uring, batched" } else { "fio io_uring" },
         "iops": d["iops"].as_f64().unwrap_or(0.0),
@@ -183,6 +180,12 @@ fn fio(s: &Spec, target: &Path, size: u64, dur: u64, batched: bool, extra: &str)
         "clat_mean_us": d["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1e3,
         "cpu_ns_per_io": if ios > 0.0 { cpu / ios } else { 0.0 },
     }))
+}
+
+/// The CPU time fio says a job used over its runtime (its usr and sys shares), ns.
+pub fn fio_cpu_ns(job: &Value) -> f64 {
+    let share = job["usr_cpu"].as_f64().unwrap_or(0.0) + job["sys_cpu"].as_f64().unwrap_or(0.0);
+    share / 100.0 * job["job_runtime"].as_f64().unwrap_or(0.0) * 1e6
 }
 
 /// fio's JSON report from its run (`--output-format=json`), or why there is none.
