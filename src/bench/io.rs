@@ -26,7 +26,7 @@ pub struct Io;
 const RW: &[&str] = &["read", "write", "rw", "randread", "randwrite", "randrw"];
 
 /// The job's properties, shared with the benches that run io jobs (`curve`).
-pub const JOB_PROPS: [PropDesc; 28] = [
+pub const JOB_PROPS: [PropDesc; 29] = [
     prop(
         "rw",
         ValueKind::Enum(RW),
@@ -54,6 +54,11 @@ pub const JOB_PROPS: [PropDesc; 28] = [
         "batch",
         ValueKind::Int,
         "IOs per submission call (1; 0 = qd)",
+    ),
+    prop(
+        "reap",
+        ValueKind::Int,
+        "completions taken per wait (1; 0 = all)",
     ),
     prop(
         "workers",
@@ -162,7 +167,7 @@ const RATE_PROPS: [PropDesc; 2] = [
     ),
 ];
 
-static PROPS: [PropDesc; 30] = concat_props(&JOB_PROPS, &RATE_PROPS);
+static PROPS: [PropDesc; 31] = concat_props(&JOB_PROPS, &RATE_PROPS);
 
 pub static DESC: BenchDesc = BenchDesc {
     kind: "io",
@@ -197,6 +202,24 @@ pub struct IoProps {
     pub file_size: u64,
 }
 
+/// `pcts`: the percentiles to list, `/`-separated.
+fn read_pcts(g: &crate::spec::Group) -> Result<Option<Vec<f64>>, SpecError> {
+    let Some(p) = g.text("pcts") else {
+        return Ok(None);
+    };
+    p.split('/')
+        .map(|v| v.trim().parse::<f64>().ok().filter(|x| *x > 0.0 && *x <= 100.0))
+        .collect::<Option<Vec<f64>>>()
+        .filter(|v| !v.is_empty())
+        .map(Some)
+        .ok_or_else(|| {
+            g.err(format!(
+                "pcts={:?}: expected percentiles above 0 and at most 100, /-separated, like 50/99/99.9",
+                p
+            ))
+        })
+}
+
 /// `ss` and its window `ss-dur`.
 fn read_ss(g: &crate::spec::Group) -> Result<Option<SteadyRule>, SpecError> {
     let window = g.f64("ss-dur", ValueKind::Duration)?;
@@ -209,7 +232,8 @@ fn read_ss(g: &crate::spec::Group) -> Result<Option<SteadyRule>, SpecError> {
     }
 }
 
-/// The io_uring settings; `fast` also batches submissions unless `batch` was given.
+/// The io_uring settings; `fast` also batches submissions and reaping unless `batch` and
+/// `reap` were given.
 fn read_uring(g: &crate::spec::Group, job: &mut IoJob) -> Result<(), SpecError> {
     let on = |k: &str| g.flag(k).map(|v| v.unwrap_or(false));
     job.uring = UringOpts {
@@ -223,6 +247,9 @@ fn read_uring(g: &crate::spec::Group, job: &mut IoJob) -> Result<(), SpecError> 
     job.devtime = on("devtime")?;
     if job.fast && g.text("batch").is_none() {
         job.batch = 0;
+    }
+    if job.fast && g.text("reap").is_none() {
+        job.reap = 0;
     }
     Ok(())
 }
@@ -262,8 +289,9 @@ pub fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
     if let Some(r) = g.u64("range", ValueKind::Size)? {
         job.end = job.start + r;
     }
+    let depth = |key: &str| int(key, 4096, "from 0 to qd (at most 4096)");
     job.qd = int("qd", 4096, "from 1 to 4096")?.unwrap_or(1);
-    job.batch = int("batch", 4096, "from 0 to qd (at most 4096)")?.unwrap_or(1);
+    (job.batch, job.reap) = (depth("batch")?.unwrap_or(1), depth("reap")?.unwrap_or(1));
     job.workers = int("workers", 1024, "from 1 to 1024")?.unwrap_or(1);
     let dur = g.f64("dur", ValueKind::Duration)?;
     job.stop = match (dur, g.u64("size", ValueKind::Size)?) {
@@ -299,18 +327,8 @@ pub fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
         Some("psync") => EngineChoice::Psync,
         _ => EngineChoice::Auto,
     };
-    if let Some(p) = g.text("pcts") {
-        job.percentiles = p
-            .split('/')
-            .map(|v| v.trim().parse::<f64>().ok().filter(|x| *x > 0.0 && *x <= 100.0))
-            .collect::<Option<Vec<f64>>>()
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| {
-                g.err(format!(
-                    "pcts={:?}: expected percentiles above 0 and at most 100, /-separated, like 50/99/99.9",
-                    p
-                ))
-            })?;
+    if let Some(p) = read_pcts(&g)? {
+        job.percentiles = p;
     }
     if let Some(s) = g.u64("seed", ValueKind::Int)? {
         job.seed = s;

@@ -55,6 +55,7 @@ fn ours(target: &Path, qd: u32, dur: u64, fast: bool, sqpoll: bool) -> Result<Va
     if fast {
         j.fast = true;
         j.batch = 0;
+        j.reap = 0;
     }
     j.uring = UringOpts {
         sqthread_poll: sqpoll,

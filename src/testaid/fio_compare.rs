@@ -3,7 +3,8 @@
 //! test file, and — when `/dev/ram0` exists (`vm --with-module brd:…`) — the peak rate on that
 //! RAM disk. Prints per job both sides' IOPS, completion latency p50/p99 and CPU time per IO,
 //! each with its defaults (one IO per submission call), and at QD > 1 also both with batched
-//! submission (ours `batch=0`, fio's `iodepth_batch_submit` = the depth).
+//! submission and reaping (ours `batch=0,reap=0`, fio's `iodepth_batch_submit` and
+//! `iodepth_batch_complete_max` = the depth).
 
 use crate::workload::ioengine::hist::LatHist;
 use crate::workload::ioengine::job::{IoJob, Pattern, Stop};
@@ -108,6 +109,7 @@ fn ours(s: &Spec, target: &Path, dur: u64, batched: bool, busy: f64) -> Result<V
     let _busy = Busy::start(busy);
     let mut j = IoJob::new(target.to_path_buf());
     j.batch = if batched { 0 } else { 1 };
+    j.reap = j.batch;
     j.read_pct = if s.write { 0 } else { 100 };
     j.pattern = if s.seq { Pattern::Seq } else { Pattern::Rand };
     j.bs = s.bs;

@@ -179,9 +179,8 @@ pub fn read(spec: &JobSpec) -> Result<CurveProps, SpecError> {
     let mut io = read_props(spec)?;
     if g.text("qd").is_none() {
         io.job.qd = DFL_QD;
-        if io.job.batch > io.job.qd {
-            io.job.batch = io.job.qd;
-        }
+        io.job.batch = io.job.batch.min(io.job.qd);
+        io.job.reap = io.job.reap.min(io.job.qd);
     }
     let mode = match g.text("mode") {
         Some("qd") => Mode::Qd,

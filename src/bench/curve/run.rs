@@ -27,6 +27,7 @@ pub fn point_job(base: &IoJob, mode: Mode, x: f64, max_iops: f64) -> IoJob {
         Mode::Qd => {
             job.qd = x as u32;
             job.batch = job.batch.min(job.qd);
+            job.reap = job.reap.min(job.qd);
         }
     }
     job
@@ -48,6 +49,7 @@ fn probe_job(base: &IoJob, mode: Mode, x: f64) -> IoJob {
         Mode::Qd => {
             job.qd = x as u32;
             job.batch = job.batch.min(job.qd);
+            job.reap = job.reap.min(job.qd);
         }
     }
     job

@@ -41,8 +41,10 @@ pub trait Backend {
     /// Submits everything queued.
     fn submit(&mut self) -> std::io::Result<()>;
     /// Waits for at least one completion (there is at least one IO in flight), or until `until`
-    /// (clock ns) when given, and appends what completed.
-    fn wait(&mut self, until: Option<u64>, done: &mut Vec<Done>) -> std::io::Result<()>;
+    /// (clock ns) when given, and appends what completed, at most `max` (the rest stay for the
+    /// next wait, oldest first).
+    fn wait(&mut self, until: Option<u64>, max: usize, done: &mut Vec<Done>)
+        -> std::io::Result<()>;
     /// The ramp is over: CPU time from now on is the job's.
     fn ramp_ended(&mut self) {}
     /// After the last IO: CPU time the backend used outside the worker's own thread since
@@ -110,6 +112,8 @@ pub struct WorkerPlan {
     pub qd: usize,
     /// IOs per submission call (1 to `qd`).
     pub batch: usize,
+    /// Completions taken per wait (1 to `qd`).
+    pub reap: usize,
     pub ramp_ns: u64,
     pub stop: Stop,
     pub iops: Option<f64>,
@@ -145,6 +149,7 @@ impl WorkerPlan {
             hi,
             qd: job.qd as usize,
             batch: job.submit_batch() as usize,
+            reap: job.reap_max() as usize,
             ramp_ns: job.ramp.as_nanos() as u64,
             stop: match job.stop {
                 Stop::Bytes(b) => Stop::Bytes(b.div_ceil(job.workers as u64)),
@@ -499,7 +504,7 @@ pub fn drive_live<B: Backend, C: Clock>(
                 until = until.min(s.next_due());
             }
         }
-        b.wait(Some(until), &mut ring.done)?;
+        b.wait(Some(until), plan.reap.clamp(1, qd), &mut ring.done)?;
         let t = clock.now();
         if !ring.done.is_empty() {
             progress = t;

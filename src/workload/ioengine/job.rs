@@ -107,6 +107,11 @@ pub struct IoJob {
     /// batched up to the queue depth.
     #[serde(default)]
     pub batch: u32,
+    /// Completions taken per wait (fio's `iodepth_batch_complete_max`): 1 takes the oldest
+    /// and refills its slot before looking at the next, 0 means all there are (up to `qd`).
+    /// Results from before this option took them all.
+    #[serde(default)]
+    pub reap: u32,
     pub workers: u32,
     pub stop: Stop,
     /// Run this long before measuring.
@@ -152,6 +157,7 @@ impl IoJob {
             end: 0,
             qd: 1,
             batch: 1,
+            reap: 1,
             workers: 1,
             stop: Stop::Time(Duration::from_secs(30)),
             ramp: Duration::ZERO,
@@ -217,6 +223,12 @@ impl IoJob {
                 self.batch, self.qd
             ));
         }
+        if self.reap > self.qd {
+            return Err(format!(
+                "reap={} is above qd={} (accepted: 0 = qd, or 1 to qd)",
+                self.reap, self.qd
+            ));
+        }
         if !(1..=1024).contains(&self.workers) {
             return Err(format!("workers={} is not from 1 to 1024", self.workers));
         }
@@ -278,6 +290,15 @@ impl IoJob {
         }
     }
 
+    /// Completions taken per wait, 1 to `qd`.
+    pub fn reap_max(&self) -> u32 {
+        if self.reap == 0 {
+            self.qd
+        } else {
+            self.reap.min(self.qd)
+        }
+    }
+
     /// Each worker's open-loop rate in IOs per second.
     pub fn worker_iops(&self) -> Option<f64> {
         let per_job = match self.rate? {
@@ -314,6 +335,13 @@ mod tests {
         assert_eq!(j.submit_batch(), 8);
         j.qd = 1;
         j.batch = 1;
+        j.reap = 2;
+        assert!(j.check().unwrap_err().starts_with("reap=2 is above qd=1"));
+        j.qd = 8;
+        j.reap = 0;
+        assert_eq!(j.reap_max(), 8);
+        j.qd = 1;
+        j.reap = 1;
         j.rate = Some(Rate::Bps(4e6));
         j.workers = 4;
         assert_eq!(j.worker_iops(), Some(4e6 / 1000.0 / 4.0));

@@ -115,7 +115,7 @@ impl Backend for Psync {
         Ok(())
     }
 
-    fn wait(&mut self, until: Option<u64>, done: &mut Vec<Done>) -> io::Result<()> {
+    fn wait(&mut self, until: Option<u64>, max: usize, done: &mut Vec<Done>) -> io::Result<()> {
         let first = match until {
             None => self
                 .done_rx
@@ -135,7 +135,10 @@ impl Backend for Psync {
             }
         }
         let mut n = 1;
-        while let Ok(d) = self.done_rx.try_recv() {
+        while n < max {
+            let Ok(d) = self.done_rx.try_recv() else {
+                break;
+            };
             done.push(d);
             n += 1;
         }

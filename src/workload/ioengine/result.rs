@@ -293,7 +293,7 @@ pub fn text(r: &IoResult) -> String {
     };
     let _ = writeln!(
         out,
-        "{}{}: bs={} qd={}{} workers={}{} {} {} on {} ({}), {} after {}s ramp",
+        "{}{}: bs={} qd={}{}{} workers={}{} {} {} on {} ({}), {} after {}s ramp",
         j.rw_name(),
         mix,
         size_text(j.bs),
@@ -301,6 +301,10 @@ pub fn text(r: &IoResult) -> String {
         match j.submit_batch() {
             1 => String::new(),
             b => format!(" batch={}", b),
+        },
+        match j.reap_max() {
+            1 => String::new(),
+            r => format!(" reap={}", r),
         },
         j.workers,
         rate,

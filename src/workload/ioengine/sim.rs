@@ -51,12 +51,19 @@ impl<F: FnMut(u64) -> u64> Backend for FifoDev<'_, F> {
         }
         Ok(())
     }
-    fn wait(&mut self, until: Option<u64>, done: &mut Vec<Done>) -> std::io::Result<()> {
+    fn wait(
+        &mut self,
+        until: Option<u64>,
+        max: usize,
+        done: &mut Vec<Done>,
+    ) -> std::io::Result<()> {
         let next = self.inflight.iter().map(|i| i.1).min().unwrap_or(u64::MAX);
         let t = until.map_or(next, |u| u.min(next)).max(self.clock.now());
         self.clock.0.set(t);
+        let mut n = 0;
         self.inflight.retain(|&(slot, at, len)| {
-            let keep = at > t;
+            let keep = at > t || n == max;
+            n += usize::from(!keep);
             if !keep {
                 done.push(Done {
                     slot,

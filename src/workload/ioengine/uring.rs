@@ -124,17 +124,23 @@ impl Uring {
         })
     }
 
-    fn reap(&mut self, done: &mut Vec<Done>) {
+    /// Takes up to `max` completions from the ring, oldest first; the rest stay there.
+    fn reap(&mut self, max: usize, done: &mut Vec<Done>) {
+        let mut n = 0;
         for cqe in self.ring.completion() {
             if cqe.user_data() == TIMEOUT {
                 self.timeout_pending = false;
                 continue;
             }
+            n += 1;
             self.inflight -= 1;
             done.push(Done {
                 slot: cqe.user_data() as usize,
                 res: cqe.result() as i64,
             });
+            if n == max {
+                break;
+            }
         }
     }
 
@@ -171,14 +177,14 @@ impl Uring {
     /// With polled completions and no polling thread, only our own submission calls find
     /// completions and the kernel ignores a wait's time limit: poll until one completes or it
     /// is `until`.
-    fn poll_until(&mut self, until: u64, done: &mut Vec<Done>) -> io::Result<()> {
+    fn poll_until(&mut self, until: u64, max: usize, done: &mut Vec<Done>) -> io::Result<()> {
         while done.is_empty() && self.clock.now() < until {
             match self.ring.submit_and_wait(0) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => return Err(e),
             }
-            self.reap(done);
+            self.reap(max, done);
         }
         Ok(())
     }
@@ -280,15 +286,15 @@ impl Backend for Uring {
         }
     }
 
-    fn wait(&mut self, until: Option<u64>, done: &mut Vec<Done>) -> io::Result<()> {
-        self.reap(done);
+    fn wait(&mut self, until: Option<u64>, max: usize, done: &mut Vec<Done>) -> io::Result<()> {
+        self.reap(max, done);
         if !done.is_empty() {
             return Ok(());
         }
         let res = match until {
             None => self.ring.submit_and_wait(1),
             Some(t) if self.opts.hipri && !self.opts.sqthread_poll => {
-                return self.poll_until(t, done)
+                return self.poll_until(t, max, done)
             }
             Some(t) => {
                 let now = self.clock.now();
@@ -318,7 +324,7 @@ impl Backend for Uring {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
             Err(e) => return Err(e),
         }
-        self.reap(done);
+        self.reap(max, done);
         Ok(())
     }
 

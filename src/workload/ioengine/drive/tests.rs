@@ -68,7 +68,12 @@ impl<F: Fn(u64) -> u64> Backend for SimDev<'_, F> {
         }
         Ok(())
     }
-    fn wait(&mut self, until: Option<u64>, done: &mut Vec<Done>) -> std::io::Result<()> {
+    fn wait(
+        &mut self,
+        until: Option<u64>,
+        max: usize,
+        done: &mut Vec<Done>,
+    ) -> std::io::Result<()> {
         self.waits += 1;
         let next = self
             .inflight
@@ -78,8 +83,10 @@ impl<F: Fn(u64) -> u64> Backend for SimDev<'_, F> {
             .expect("waited with nothing in flight");
         let t = until.map_or(next, |u| u.min(next)).max(self.clock.now());
         self.clock.0.set(t);
+        let mut n = 0;
         self.inflight.retain(|&(slot, at, len)| {
-            if at <= t {
+            if at <= t && n < max {
+                n += 1;
                 done.push(Done {
                     slot,
                     res: len as i64,
@@ -104,6 +111,7 @@ fn plan(qd: usize, stop: Stop, iops: Option<f64>) -> WorkerPlan {
         hi: 1 << 30,
         qd,
         batch: qd,
+        reap: qd,
         ramp_ns: 0,
         stop,
         iops,
@@ -208,6 +216,24 @@ fn batch_sets_the_ios_per_submission_call() {
 }
 
 #[test]
+fn reap_sets_the_completions_taken_per_wait() {
+    // QD 8, every IO 1 ms: all 8 complete together; reap 1 takes them one wait each (the
+    // rest stay queued), refilling each slot before the next, reap 3 in 3+3+2. The first 8
+    // go in one call (batch 8), the 72 after them in one call per wait.
+    for (reap, waits_per_round, submits) in [(8, 1, 10), (1, 8, 73), (3, 3, 28)] {
+        let mut p = plan(8, Stop::Bytes(8 * 4096 * 10), None);
+        p.reap = reap;
+        let clock = SimClock(Cell::new(0));
+        let mut dev = SimDev::new(&clock, |t| t + MS);
+        let st = drive(&p, &mut dev, &clock, &AtomicBool::new(false)).unwrap();
+        assert_eq!(st.read.ios, 80, "reap {}", reap);
+        assert_eq!(dev.waits, 10 * waits_per_round, "reap {}", reap);
+        assert_eq!(dev.submits, submits, "reap {}", reap);
+        assert_eq!(st.read.clat.max(), MS, "reap {}", reap);
+    }
+}
+
+#[test]
 fn the_ramp_is_run_but_not_counted() {
     let mut p = plan(1, Stop::Time(Duration::from_secs(1)), None);
     p.ramp_ns = 500 * MS;
@@ -279,8 +305,13 @@ fn a_failed_io_ends_the_worker_with_the_reason() {
         fn submit(&mut self) -> std::io::Result<()> {
             self.0.submit()
         }
-        fn wait(&mut self, u: Option<u64>, done: &mut Vec<Done>) -> std::io::Result<()> {
-            self.0.wait(u, done)?;
+        fn wait(
+            &mut self,
+            u: Option<u64>,
+            max: usize,
+            done: &mut Vec<Done>,
+        ) -> std::io::Result<()> {
+            self.0.wait(u, max, done)?;
             if self.0.ops.len() > 10 {
                 for d in done.iter_mut() {
                     d.res = -(libc::EIO as i64);
