@@ -140,7 +140,7 @@ pub const JOB_PROPS: [PropDesc; 29] = [
     prop(
         "taskrun",
         ValueKind::Bool,
-        "io_uring: single issuer, deferred task work (false)",
+        "io_uring: single issuer, deferred task work (true)",
     ),
     prop(
         "devtime",
@@ -241,8 +241,12 @@ fn read_uring(g: &crate::spec::Group, job: &mut IoJob) -> Result<(), SpecError> 
         registerfiles: on("registerfiles")?,
         sqthread_poll: on("sqthread-poll")?,
         hipri: on("hipri")?,
-        taskrun: on("taskrun")?,
+        // On by default, as in fio.
+        taskrun: g.flag("taskrun")?.unwrap_or(true),
     };
+    if g.text("engine") == Some("psync") && g.flag("taskrun")? == Some(true) {
+        return Err(g.err("taskrun needs engine=io_uring (or auto), not psync"));
+    }
     job.fast = on("fast")?;
     job.devtime = on("devtime")?;
     if job.fast && g.text("batch").is_none() {

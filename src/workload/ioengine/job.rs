@@ -168,7 +168,11 @@ impl IoJob {
             percentiles: super::hist::DFL_PERCENTILES.to_vec(),
             seed: 0x5eed,
             ss: None,
-            uring: UringOpts::default(),
+            // fio's io_uring engine sets up its rings so by default (3.33 on).
+            uring: UringOpts {
+                taskrun: true,
+                ..UringOpts::default()
+            },
             fast: false,
             devtime: false,
         }
@@ -258,13 +262,18 @@ impl IoJob {
             }
             _ => {}
         }
-        if (self.uring.any() || self.fast) && self.engine == EngineChoice::Psync {
+        // `taskrun` (on by default) only says how a ring is set up: psync has none to set up.
+        let uring = UringOpts {
+            taskrun: false,
+            ..self.uring
+        };
+        if (uring.any() || self.fast) && self.engine == EngineChoice::Psync {
             return Err(format!(
                 "{} needs engine=io_uring (or auto), not psync",
                 if self.fast {
                     "fast".to_string()
                 } else {
-                    self.uring.names()
+                    uring.names()
                 }
             ));
         }

@@ -60,10 +60,15 @@ fn with_backend<B: Backend>(
 /// which spends a CPU of its own; with notes on what `fast` left out.
 fn uring_opts(job: &IoJob, t: &Target, engine: Engine) -> Result<(UringOpts, Vec<String>)> {
     if engine != Engine::IoUring {
-        if job.uring.any() {
+        // `taskrun` is on by default (as in fio); it only tells how to set up a ring.
+        let asked = UringOpts {
+            taskrun: false,
+            ..job.uring
+        };
+        if asked.any() {
             crate::usage_bail!(
                 "io job: {} needs io_uring, which is unavailable here",
-                job.uring.names()
+                asked.names()
             );
         }
         let note = job
@@ -80,7 +85,13 @@ fn uring_opts(job: &IoJob, t: &Target, engine: Engine) -> Result<(UringOpts, Vec
     let mut want = job.uring;
     let mut notes = Vec::new();
     if job.fast {
-        want.fixedbufs = true;
+        // Registered buffers save pinning them for each direct IO to a device; on tmpfs or
+        // through the page cache the data is copied, and they cost more than they save.
+        match (t.on_disk, job.direct) {
+            (true, true) => want.fixedbufs = true,
+            (false, _) => notes.push("no fixedbufs (no block device under the target)".into()),
+            (true, false) => notes.push("no fixedbufs (it helps direct IO only)".into()),
+        }
         want.registerfiles = true;
         want.taskrun = true;
         match (t.polls, job.direct) {
@@ -90,7 +101,7 @@ fn uring_opts(job: &IoJob, t: &Target, engine: Engine) -> Result<(UringOpts, Vec
         }
     }
     let (got, more) = Uring::supported(want);
-    if job.uring.sqthread_poll && !got.sqthread_poll || job.uring.taskrun && !got.taskrun {
+    if job.uring.sqthread_poll && !got.sqthread_poll {
         crate::usage_bail!("io job: {}", more.join("; "));
     }
     notes.extend(more);
@@ -469,13 +480,18 @@ mod tests {
             }
         }
         // A temporary directory's device has no poll queues: fast leaves hipri out and says
-        // so; asking for hipri there is refused.
+        // so, and registered buffers for buffered IO; asking for hipri there is refused.
         let mut j = job(&p);
         j.fast = true;
         let r = run(&j, &AtomicBool::new(false)).unwrap();
-        assert!(r.uring.fixedbufs && r.uring.registerfiles && !r.uring.hipri);
+        assert!(!r.uring.fixedbufs && r.uring.registerfiles && !r.uring.hipri);
         assert!(r.uring_note.contains("no hipri"), "{}", r.uring_note);
-        assert!(text(&r).contains("(fast); no hipri"), "{}", text(&r));
+        assert!(
+            text(&r).contains("(fast); no fixedbufs (it helps direct IO only); no hipri")
+                || text(&r).contains("(fast); no fixedbufs (no block device"),
+            "{}",
+            text(&r)
+        );
         let mut j = job(&p);
         j.direct = true;
         j.uring.hipri = true;

@@ -15,6 +15,9 @@ pub struct Target {
     /// Whether the device under it polls for completions (`queue/io_poll` is 1: it has poll
     /// queues), which io_uring's `hipri` needs.
     pub polls: bool,
+    /// Whether a block device is under it (not tmpfs or another memory file system), so direct
+    /// IO maps the buffers for the device.
+    pub on_disk: bool,
 }
 
 /// Whether block device `dev` (or the disk of a partition) has polling turned on.
@@ -24,6 +27,16 @@ fn polls(dev: u64) -> bool {
         std::fs::read_to_string(format!("/sys/dev/block/{}:{}/{}", major, minor, f))
             .is_ok_and(|v| v.trim() == "1")
     })
+}
+
+/// Whether `dev` is a block device (a file system on tmpfs has an anonymous one).
+fn is_block_dev(dev: u64) -> bool {
+    Path::new(&format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    ))
+    .exists()
 }
 
 /// Size in bytes of a regular file or a block device.
@@ -111,5 +124,6 @@ pub fn open(path: &Path, write: bool, direct: bool) -> Result<Target> {
         size,
         block_device,
         polls: polls(if block_device { md.rdev() } else { md.dev() }),
+        on_disk: block_device || is_block_dev(md.dev()),
     })
 }
