@@ -195,6 +195,10 @@ pub struct ScenarioArgs {
     /// file in WORK]
     #[arg(long = "target", value_name = "PATH")]
     pub target: Option<PathBuf>,
+    /// `fast-compare`: run every variant this many times, in reverse order every other round
+    /// (so drift on the host is spread over them)
+    #[arg(long = "rounds", default_value = "1")]
+    pub rounds: u32,
     /// `fio-compare`: more fio options, space-separated (e.g. "--thread --disk_util=0")
     #[arg(long = "fio-extra", default_value = "", allow_hyphen_values = true)]
     pub fio_extra: String,

@@ -23,6 +23,8 @@ pub struct Opts {
     pub dur: u64,
     /// The target; `None`: `/dev/nullb0` when there, else a test file in the work directory.
     pub target: Option<std::path::PathBuf>,
+    /// Times each variant runs; every other round in reverse order.
+    pub rounds: u32,
 }
 
 /// The ways a run is made: ours plain, fast, fast with the submission poller; fio plain, fio
@@ -182,9 +184,17 @@ pub fn fast_compare(work: &Path, opts: &Opts) -> Result<Value> {
     };
     let t = crate::workload::ioengine::target::open(&target, false, true)?;
     let mut rows = Vec::new();
-    for qd in [1, 32] {
-        for v in VARIANTS {
-            rows.push(one(v, &target, t.size, qd, opts.dur, t.polls)?);
+    for round in 0..opts.rounds {
+        for qd in [1, 32] {
+            let mut order = VARIANTS.to_vec();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for v in order {
+                let mut row = one(v, &target, t.size, qd, opts.dur, t.polls)?;
+                row["round"] = json!(round);
+                rows.push(row);
+            }
         }
     }
     Ok(json!({

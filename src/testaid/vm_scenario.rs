@@ -417,6 +417,7 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
             &super::fast_compare::Opts {
                 dur: a.dur,
                 target: a.target.clone(),
+                rounds: a.rounds.max(1),
             },
         )?,
         Scenario::FioCompare => super::fio_compare::fio_compare(
