@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Command::Run(a) => cli_jobs(&cli.global, Mode::Run, &a.specs),
+        Command::Run(a) => match &a.generate {
+            Some(path) => generate_cmd(&cli.global, &a.specs, path),
+            None => cli_jobs(&cli.global, Mode::Run, &a.specs),
+        },
         Command::Study(a) => cli_jobs(
             &cli.global,
             Mode::Study {
@@ -108,6 +111,7 @@ fn format_cmd(
         }
         Output::Stdout(OutputFormat::Json) => export::to_json(&export::records(&entries, &specs)?),
         Output::Stdout(OutputFormat::Csv) => export::to_csv(&export::records(&entries, &specs)?),
+        Output::Stdout(OutputFormat::Yaml) => export::to_yaml(&export::records(&entries, &specs)?)?,
     };
     let mut stdout = std::io::stdout().lock();
     match stdout
@@ -195,6 +199,49 @@ fn cli_jobs(
         crate::bench::validate_run,
     )?;
     runner::run_cmd(&cfg, mode, specs)
+}
+
+/// `run --generate FILE`: the io specs as a job file, checked as a run would check them.
+fn generate_cmd(
+    global: &crate::cli::GlobalOpts,
+    args: &crate::cli::SpecArgs,
+    path: &Path,
+) -> Result<()> {
+    crate::config::Config::from_opts(global)?;
+    if !args.file.is_empty() {
+        crate::usage_bail!("run --generate: give the io specs on the command line, not with -f");
+    }
+    if args.specs.is_empty() {
+        crate::usage_bail!("run --generate: no io spec to write (e.g. `io:rw=randread,qd=32`)");
+    }
+    let mut specs = Vec::new();
+    for text in &args.specs {
+        let spec = crate::spec::JobSpec::parse(text)?;
+        if spec.kind != "io" {
+            crate::usage_bail!(
+                "run --generate writes io job files; {:?} is a {} job",
+                text,
+                spec.kind
+            );
+        }
+        if spec.group(0).text("jobs").is_some() {
+            crate::usage_bail!(
+                "run --generate: {:?} reads a job file (jobs=); give the jobs' own properties",
+                text
+            );
+        }
+        crate::bench::validate_run(&spec)?;
+        specs.push(spec);
+    }
+    let text = crate::bench::io::jobfile::generate(&specs);
+    crate::util::atomic::write_replacing(
+        path,
+        &crate::util::atomic::temp_path(path),
+        "the io job file",
+        |f| std::io::Write::write_all(f, text.as_bytes()),
+    )?;
+    log::info!("wrote {} io job(s) to {}", specs.len(), path.display());
+    Ok(())
 }
 
 /// `pack` from the command line: `./<stem>.tar.gz`.

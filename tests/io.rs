@@ -132,3 +132,82 @@ fn bad_specs_and_targets_are_one_line_exit_2() {
         );
     }
 }
+
+#[test]
+fn a_job_file_is_generated_run_and_reported_per_job() {
+    let d = tempfile::tempdir().unwrap();
+    let jobs = d.path().join("jobs.toml");
+    let jobs_s = jobs.to_str().unwrap();
+    let (rc, out, err) = run(
+        d.path(),
+        &[
+            "run",
+            "--generate",
+            jobs_s,
+            "io:id=r1,qd=2,dur=1s,file-size=8M",
+            "io:id=w4,rw=randwrite,qd=4,dur=1s,file-size=8M",
+        ],
+    );
+    assert_eq!(rc, 0, "{}{}", out, err);
+    let text = std::fs::read_to_string(&jobs).unwrap();
+    assert!(text.contains("# qd = 1"), "{}", text);
+    assert!(
+        text.contains("[[job]]\nname = \"w4\"\nrw = \"randwrite\""),
+        "{}",
+        text
+    );
+    assert!(
+        !d.path().join("r.json").exists(),
+        "--generate ran something"
+    );
+    // The second job starts with the first; the command line overrides both.
+    std::fs::write(
+        &jobs,
+        text.replace("name = \"w4\"", "name = \"w4\"\ntogether = true"),
+    )
+    .unwrap();
+    let spec = format!("io:id=f,jobs={},pcts=50/99", jobs_s);
+    let (rc, out, err) = run(d.path(), &["run", &spec]);
+    assert_eq!(rc, 0, "{}{}", out, err);
+    assert!(out.contains("job r1:\nrandread: bs=4K qd=2"), "{}", out);
+    assert!(
+        out.contains("job w4 (with the job before it):\nrandwrite: bs=4K qd=4"),
+        "{}",
+        out
+    );
+    assert!(
+        out.contains("50.00th=[") && !out.contains("99.90th=["),
+        "{}",
+        out
+    );
+
+    let (rc, out, _) = run(d.path(), &["summary", "-o", "json", "io:id=f"]);
+    assert_eq!(rc, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["records"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{}", out);
+    assert_eq!((&rows[0]["job"], &rows[0]["qd"]), (&"r1".into(), &2.into()));
+    assert_eq!((&rows[1]["job"], &rows[1]["qd"]), (&"w4".into(), &4.into()));
+    assert!(rows[1]["write_iops"].as_f64().unwrap() > 0.0, "{}", out);
+    let (rc, out, _) = run(d.path(), &["summary", "-o", "csv", "io:id=f"]);
+    assert_eq!(rc, 0);
+    assert_eq!(out.lines().count(), 3, "{}", out);
+    assert!(
+        out.lines().next().unwrap().contains(",job,engine,"),
+        "{}",
+        out
+    );
+
+    // A file that isn't a job file, and --generate of another bench: one line, exit 2.
+    std::fs::write(&jobs, "[[job]]\nqdd = 3\n").unwrap();
+    let (rc, _, err) = run(d.path(), &["run", &format!("io:jobs={}", jobs_s)]);
+    assert_eq!(rc, 2, "{}", err);
+    assert!(
+        err.contains("unknown property \"qdd\"; did you mean qd?"),
+        "{}",
+        err
+    );
+    let (rc, _, err) = run(d.path(), &["run", "--generate", jobs_s, "storage"]);
+    assert_eq!(rc, 2, "{}", err);
+    assert!(err.contains("writes io job files"), "{}", err);
+}

@@ -1,4 +1,4 @@
-//! `summary --output-format json|csv`: each entry's headline numbers as flat records a fleet can
+//! `summary --output-format json|yaml|csv`: each entry's headline numbers as flat records a fleet can
 //! collect with `jq` or a spreadsheet. Every record starts with the entry's identity (`kind`,
 //! `id`, `spec`, `start`, `end`, `complete`); the bench adds its numbers ([`super::Bench::
 //! headline`]), one record per entry, or one per configuration for `iocost-qos`. The keys are
@@ -22,16 +22,18 @@ pub enum OutputFormat {
     Text,
     Json,
     Csv,
+    Yaml,
 }
 
 impl OutputFormat {
-    pub const NAMES: &'static [&'static str] = &["text", "json", "csv"];
+    pub const NAMES: &'static [&'static str] = &["text", "json", "csv", "yaml"];
 
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "text" => Some(Self::Text),
             "json" => Some(Self::Json),
             "csv" => Some(Self::Csv),
+            "yaml" => Some(Self::Yaml),
             _ => None,
         }
     }
@@ -102,6 +104,16 @@ pub fn to_json(records: &[Row]) -> String {
     text
 }
 
+/// The JSON document's content as YAML (the same keys, in the same order).
+pub fn to_yaml(records: &[Row]) -> Result<String> {
+    let doc = Document {
+        export_version: EXPORT_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION"),
+        records: records.iter().map(Ordered).collect(),
+    };
+    yaml_serde::to_string(&doc).context("writing the records as YAML")
+}
+
 /// One CSV field: numbers and booleans as they are, `null` empty, strings quoted when needed.
 fn csv_field(v: &Value) -> String {
     let s = match v {
@@ -117,11 +129,12 @@ fn csv_field(v: &Value) -> String {
 }
 
 /// A header of every key in order of first appearance, then a line per record (RFC 4180).
+/// Lists and objects (an io job's `per_worker`) are left out: a cell holds one value.
 pub fn to_csv(records: &[Row]) -> String {
     let mut keys: Vec<&str> = Vec::new();
     for r in records {
-        for (k, _) in r {
-            if !keys.contains(k) {
+        for (k, v) in r {
+            if !keys.contains(k) && !v.is_array() && !v.is_object() {
                 keys.push(k);
             }
         }
@@ -209,6 +222,29 @@ mod tests {
         assert_eq!(j["export_version"], 1);
         assert_eq!(j["records"][0]["mof"], 1.5);
         assert_eq!(num(f64::NAN), Value::Null);
+    }
+
+    #[test]
+    fn yaml_holds_the_json_document_and_csv_leaves_lists_out() {
+        let recs = vec![vec![
+            ("kind", json!("io")),
+            ("job", json!("a: b")),
+            ("read_iops", json!(1500.5)),
+            ("write_clat_p99_us", Value::Null),
+            (
+                "per_worker",
+                json!([{"worker": 0, "read_iops": 700.25}, {"worker": 1, "read_iops": 800.25}]),
+            ),
+        ]];
+        let yaml = to_yaml(&recs).unwrap();
+        assert!(yaml.starts_with("export_version: 1\n"), "{}", yaml);
+        let back: Value = yaml_serde::from_str(&yaml).unwrap();
+        let json: Value = serde_json::from_str(&to_json(&recs)).unwrap();
+        assert_eq!(back, json, "{}", yaml);
+        assert_eq!(
+            to_csv(&recs),
+            "kind,job,read_iops,write_clat_p99_us\r\nio,a: b,1500.5,\r\n"
+        );
     }
 
     #[test]

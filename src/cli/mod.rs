@@ -342,6 +342,10 @@ pub struct SpecArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub specs: SpecArgs,
+    /// Write the io specs as a job file to FILE instead of running them: a [[job]] per spec and
+    /// every property with its default in comments (run it with `io:jobs=FILE`)
+    #[arg(long = "generate", value_name = "FILE")]
+    pub generate: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -363,14 +367,14 @@ pub struct FormatSpecs {
 
 #[derive(Debug, Args)]
 pub struct SummaryArgs {
-    /// text (the report), or each entry's headline numbers as json or csv records (see
+    /// text (the report), or each entry's headline numbers as json, yaml or csv records (see
     /// `doc results`, "Export")
     #[arg(
         short = 'o',
         long = "output-format",
         value_name = "FORMAT",
         default_value = "text",
-        value_parser = ["text", "json", "csv"]
+        value_parser = ["text", "json", "yaml", "csv"]
     )]
     pub output_format: String,
     /// With `-o csv`: add the records to FILE instead of printing them, so runs one after

@@ -6,7 +6,7 @@
 //! of itself, like fio's submission-polling thread). Runs in a guest or on a host.
 
 use crate::workload::ioengine::hist::LatHist;
-use crate::workload::ioengine::job::{IoJob, Stop, UringOpts};
+use crate::workload::ioengine::job::{IoJob, Stop};
 use crate::workload::ioengine::result::IoResult;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -59,10 +59,8 @@ fn ours(target: &Path, qd: u32, dur: u64, fast: bool, sqpoll: bool) -> Result<Va
         j.batch = 0;
         j.reap = 0;
     }
-    j.uring = UringOpts {
-        sqthread_poll: sqpoll,
-        ..UringOpts::default()
-    };
+    // The defaults otherwise (`taskrun` among them, as fio's).
+    j.uring.sqthread_poll = sqpoll;
     let r: IoResult = crate::workload::ioengine::run::run(&j, &AtomicBool::new(false))?;
     let h = LatHist::from_out(&r.read.clat).map_err(anyhow::Error::msg)?;
     Ok(json!({

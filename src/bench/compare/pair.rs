@@ -216,7 +216,7 @@ pub(super) enum Naming {
 }
 
 pub(super) fn naming(rows: &[&Row]) -> Naming {
-    for f in ["solution", "scenario", "point", "profile"] {
+    for f in ["solution", "scenario", "point", "profile", "job"] {
         if rows.iter().any(|r| get(r, f).is_some()) {
             return Naming::Field(f);
         }

@@ -342,6 +342,64 @@ mod tests {
     }
 
     #[test]
+    fn the_summary_adds_up_the_workers_and_merges_their_histograms() {
+        use crate::workload::ioengine::hist::LatHist;
+        use crate::workload::ioengine::stats::{Stamps, WorkerStats};
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let mut all: Vec<u64> = Vec::new();
+        let mut workers = Vec::new();
+        // Three workers of different speeds and spreads, over the same 2 s.
+        for (n, base) in [(3000u64, 20_000u64), (1000, 500_000), (200, 5_000_000)] {
+            let mut w = WorkerStats {
+                runtime_ns: 2_000_000_000,
+                ..WorkerStats::default()
+            };
+            for i in 0..n {
+                let clat = base + rng.gen_range(0..base);
+                let s = Stamps {
+                    wait: 0,
+                    slat: 1_000,
+                    clat,
+                };
+                w.read.record(4096, false, s, (i * 2 / n) as usize);
+                all.push(clat);
+            }
+            workers.push(w);
+        }
+        let mut j = IoJob::new("/dev/null".into());
+        j.workers = 3;
+        j.percentiles = vec![50.0, 90.0, 99.0, 99.9];
+        let r = assemble(&j, None, String::new(), (1 << 30, false), &workers);
+        // Counts and IOPS are the workers' sums (not their mean).
+        assert_eq!(r.read.ios, 4200);
+        assert_eq!(
+            r.read.ios,
+            r.workers.iter().map(|w| w.read.ios).sum::<u64>()
+        );
+        let sum_iops: f64 = r.workers.iter().map(|w| w.read.iops).sum();
+        assert!((r.read.iops - 2100.0).abs() < 1e-9 && (sum_iops - 2100.0).abs() < 1e-9);
+        assert_eq!(r.read.bytes, 4200 * 4096);
+        // Percentiles come from the merged buckets: the same as one histogram of every
+        // sample, and within a bucket (1/128) of the exact order statistic.
+        all.sort_unstable();
+        let mut one = LatHist::new();
+        for &v in &all {
+            one.record(v);
+        }
+        let merged = LatHist::from_out(&r.read.clat).unwrap();
+        for pct in [50.0, 90.0, 99.0, 99.9] {
+            let exact = all[((pct / 100.0 * all.len() as f64).ceil() as usize).max(1) - 1];
+            let got = merged.percentile(pct);
+            assert_eq!(got, one.percentile(pct), "p{}", pct);
+            let off = (got as f64 - exact as f64).abs() / exact as f64;
+            assert!(off <= 1.0 / 128.0, "p{}: {} vs exact {}", pct, got, exact);
+        }
+        let mean = all.iter().sum::<u64>() as f64 / all.len() as f64;
+        assert!((r.read.clat.mean_ns - mean).abs() < 1e-6 * mean);
+    }
+
+    #[test]
     fn both_engines_read_and_write_a_file() {
         let (_d, p) = file(4 << 20);
         for engine in [EngineChoice::Auto, EngineChoice::Psync] {

@@ -1,27 +1,13 @@
-//! `io`: one job of our IO engine (`workload::ioengine`) — `io:rw=randread,bs=4k,qd=32,dur=30s`
-//! — on a test file under `<dir>/scratch` (written once with random data, then reused) or on
-//! the file or block device `target=` names. The record is the engine's result document; the
-//! report is its fio-style text.
+//! The properties of one io job (also what `curve` and the other benches that run io jobs
+//! read), from a spec or from a job file's job.
 
-use crate::bench::api::{
-    concat_props, prop, Bench, BenchDesc, DocPage, FormatOpts, PropDesc, Shape, SpecError, Stored,
-    ValueKind,
-};
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::api::{prop, PropDesc, SpecError, ValueKind};
 use crate::spec::JobSpec;
-use crate::units::format_size;
-use crate::util::now;
 use crate::workload::ioengine::job::{EngineChoice, IoJob, Pattern, Rate, Stop, UringOpts};
 use crate::workload::ioengine::pace::Arrivals;
-use crate::workload::ioengine::result::{text, IoResult, RESULT_VERSION};
 use crate::workload::ioengine::steady::SteadyRule;
-use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-
-pub struct Io;
 
 const RW: &[&str] = &["read", "write", "rw", "randread", "randwrite", "randrw"];
 
@@ -150,11 +136,11 @@ pub const JOB_PROPS: [PropDesc; 29] = [
     prop(
         "fast",
         ValueKind::Bool,
-        "every io_uring setting the kernel and target allow but sqthread-poll; batch=qd (false)",
+        "every io_uring setting the kernel and target allow but sqthread-poll; batch, reap = qd (false)",
     ),
 ];
 
-const RATE_PROPS: [PropDesc; 2] = [
+pub const RATE_PROPS: [PropDesc; 2] = [
     prop(
         "rate-iops",
         ValueKind::Float,
@@ -167,29 +153,6 @@ const RATE_PROPS: [PropDesc; 2] = [
     ),
 ];
 
-static PROPS: [PropDesc; 31] = concat_props(&JOB_PROPS, &RATE_PROPS);
-
-pub static DESC: BenchDesc = BenchDesc {
-    kind: "io",
-    about: "One IO job of the built-in engine (fio-style latency and IOPS)",
-    hidden: false,
-    incremental: false,
-    runnable: true,
-    runs_first: None,
-    shape: Shape {
-        props: &PROPS,
-        forward: &[],
-        group_props: None,
-        open_keys: None,
-        format_props: &[],
-    },
-    doc: Some(DocPage {
-        title: "The built-in IO engine",
-        text: include_str!("../../benches-doc/io.md"),
-    }),
-    system: None,
-};
-
 pub const DFL_FILE_SIZE: u64 = 1 << 30;
 /// fio has no default window; ten seconds judge a trend without making short jobs wait long.
 pub const DFL_SS_WINDOW_S: f64 = 10.0;
@@ -200,6 +163,18 @@ pub struct IoProps {
     /// `None`: the test file of `file_size` under `<dir>/scratch`.
     pub target: Option<PathBuf>,
     pub file_size: u64,
+}
+
+/// One io job's properties from a spec (or a job file's job): [`read_props`] and the rules
+/// of `io` beyond the engine's.
+pub fn job_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
+    let p = read_props(spec)?;
+    if spec.group(0).text("arrivals").is_some() && p.job.rate.is_none() {
+        return Err(spec
+            .group(0)
+            .err("arrivals only applies with rate-iops or rate-bps"));
+    }
+    Ok(p)
 }
 
 /// `pcts`: the percentiles to list, `/`-separated.
@@ -350,158 +325,4 @@ pub fn read_props(spec: &JobSpec) -> Result<IoProps, SpecError> {
         target,
         file_size: file_size.unwrap_or(DFL_FILE_SIZE),
     })
-}
-
-/// Where the job runs: `target=`, or the test file under `<dir>/scratch`, written first when
-/// missing (then `true`).
-pub fn prepare_target(ctx: &mut RunCtx, props: &IoProps) -> Result<(PathBuf, bool)> {
-    Ok(match &props.target {
-        Some(t) => (t.clone(), false),
-        None => {
-            let path = ctx.scratch_dir()?.join("io-testfile");
-            crate::logging::progress::phase("test file");
-            let written = crate::workload::ioengine::testfile::ensure(
-                &path,
-                props.file_size,
-                props.job.direct,
-            )
-            .with_context(|| format!("the test file {}", path.display()))?;
-            (path, written)
-        }
-    })
-}
-
-/// The record (and result): the engine's document, and whether the test file was written
-/// first.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IoRecord {
-    pub period: (u64, u64),
-    pub testfile_written: bool,
-    pub io: IoResult,
-}
-
-impl Bench for Io {
-    type Props = IoProps;
-    type Record = IoRecord;
-    /// The record, once its version is known to be readable.
-    type Result = IoRecord;
-    const RESULT_KEYS: &'static [&'static str] = &["io"];
-    const KEY_NUMBERS: &'static [&'static str] = &[
-        "read_iops",
-        "read_bps",
-        "read_clat_p99_us",
-        "write_iops",
-        "write_bps",
-        "write_clat_p99_us",
-        "cpu_ns_per_io",
-    ];
-
-    fn desc(&self) -> &'static BenchDesc {
-        &DESC
-    }
-
-    fn props(&self, spec: &JobSpec) -> Result<IoProps, SpecError> {
-        let p = read_props(spec)?;
-        if spec.group(0).text("arrivals").is_some() && p.job.rate.is_none() {
-            return Err(spec
-                .group(0)
-                .err("arrivals only applies with rate-iops or rate-bps"));
-        }
-        Ok(p)
-    }
-
-    fn run(&self, ctx: &mut RunCtx, props: &IoProps) -> Result<IoRecord> {
-        let start = now();
-        let mut job = props.job.clone();
-        let (target, written) = prepare_target(ctx, props)?;
-        job.target = target;
-        crate::logging::progress::phase(format!(
-            "{} bs={} qd={} on {}",
-            job.rw_name(),
-            crate::workload::ioengine::result::size_text(job.bs),
-            job.qd,
-            job.target.display()
-        ));
-        if let Stop::Time(d) = job.stop {
-            crate::logging::progress::eta(Some((d + job.ramp).as_secs_f64()));
-        }
-        let io = crate::workload::ioengine::run::run(&job, &AtomicBool::new(false))?;
-        log::info!(
-            "io: {} IOPS, {}/s, clat p99 {} µs ({})",
-            crate::workload::ioengine::result::si(io.read.iops + io.write.iops),
-            format_size(io.read.bw_bytes + io.write.bw_bytes),
-            io.read
-                .clat
-                .percentiles
-                .iter()
-                .chain(&io.write.clat.percentiles)
-                .find(|p| p.0 == "99.000000")
-                .map_or(0, |p| p.1 / 1000),
-            io.engine
-        );
-        Ok(IoRecord {
-            period: (start, now()),
-            testfile_written: written,
-            io,
-        })
-    }
-
-    fn study(&self, _ctx: &StudyCtx, rec: &IoRecord) -> Result<IoRecord> {
-        if rec.io.version > RESULT_VERSION {
-            crate::usage_bail!(
-                "the io record has version {}; this version reads up to {}",
-                rec.io.version,
-                RESULT_VERSION
-            );
-        }
-        Ok(rec.clone())
-    }
-
-    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
-        out.push_str(&text(&stored.result.io));
-        Ok(true)
-    }
-
-    /// Per direction: IOPS, bandwidth and completion-latency percentiles in µs.
-    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
-        use serde_json::json;
-        let io = &stored.result.io;
-        // From the buckets, whatever percentiles the job listed.
-        let p = |d: &crate::workload::ioengine::stats::DirOut, pct: f64| {
-            crate::workload::ioengine::hist::LatHist::from_out(&d.clat)
-                .ok()
-                .filter(|h| h.count() > 0)
-                .map_or(serde_json::Value::Null, |h| {
-                    json!(h.percentile(pct) as f64 / 1e3)
-                })
-        };
-        let mut row = vec![
-            ("engine", json!(io.engine)),
-            ("rw", json!(io.job.rw_name())),
-            ("bs", json!(io.job.bs)),
-            ("qd", json!(io.job.qd)),
-            ("workers", json!(io.job.workers)),
-        ];
-        for (name, d) in [("read", &io.read), ("write", &io.write)] {
-            let keys: [(&'static str, serde_json::Value); 5] = match name {
-                "read" => [
-                    ("read_iops", json!(d.iops)),
-                    ("read_bps", json!(d.bw_bytes)),
-                    ("read_clat_p50_us", p(d, 50.0)),
-                    ("read_clat_p99_us", p(d, 99.0)),
-                    ("read_lat_mean_us", json!(d.lat.mean_ns / 1e3)),
-                ],
-                _ => [
-                    ("write_iops", json!(d.iops)),
-                    ("write_bps", json!(d.bw_bytes)),
-                    ("write_clat_p50_us", p(d, 50.0)),
-                    ("write_clat_p99_us", p(d, 99.0)),
-                    ("write_lat_mean_us", json!(d.lat.mean_ns / 1e3)),
-                ],
-            };
-            row.extend(keys);
-        }
-        row.push(("cpu_ns_per_io", json!(io.cpu_per_io())));
-        Ok(vec![row])
-    }
 }

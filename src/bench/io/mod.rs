@@ -1,0 +1,217 @@
+//! `io`: one job of our IO engine (`workload::ioengine`) — `io:rw=randread,bs=4k,qd=32,dur=30s`
+//! — on a test file under `<dir>/scratch` (written once with random data, then reused) or on
+//! the file or block device `target=` names. The record is the engine's result document; the
+//! report is its fio-style text.
+
+use crate::bench::api::{
+    concat_props, prop, Bench, BenchDesc, DocPage, FormatOpts, PropDesc, Shape, SpecError, Stored,
+    ValueKind,
+};
+use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::spec::JobSpec;
+use crate::workload::ioengine::result::{text, IoResult};
+use anyhow::Result;
+
+pub mod jobfile;
+mod props;
+mod record;
+mod run;
+
+pub use props::{
+    job_props, read_props, IoProps, DFL_FILE_SIZE, DFL_SS_WINDOW_S, JOB_PROPS, RATE_PROPS,
+};
+pub use record::{IoRecord, NamedIo};
+pub use run::prepare_target;
+
+pub struct Io;
+
+const JOBS_PROP: [PropDesc; 1] = [prop(
+    "jobs",
+    ValueKind::Str,
+    "run the jobs of this TOML file (`run --generate` writes one); the other properties override the file's",
+)];
+
+const ONE_JOB_PROPS: [PropDesc; 31] = concat_props(&JOB_PROPS, &RATE_PROPS);
+static PROPS: [PropDesc; 32] = concat_props(&ONE_JOB_PROPS, &JOBS_PROP);
+
+pub static DESC: BenchDesc = BenchDesc {
+    kind: "io",
+    about: "One IO job of the built-in engine (fio-style latency and IOPS)",
+    hidden: false,
+    incremental: false,
+    runnable: true,
+    runs_first: None,
+    shape: Shape {
+        props: &PROPS,
+        forward: &[],
+        group_props: None,
+        open_keys: None,
+        format_props: &[],
+    },
+    doc: Some(DocPage {
+        title: "The built-in IO engine",
+        text: include_str!("../../../benches-doc/io.md"),
+    }),
+    system: None,
+};
+
+/// What an `io` entry runs: a spec's one job, or the jobs of the file `jobs=` names.
+#[derive(Debug, Clone)]
+pub struct IoJobs {
+    pub jobs: Vec<jobfile::FileJob>,
+    pub from_file: bool,
+}
+
+impl Bench for Io {
+    type Props = IoJobs;
+    type Record = IoRecord;
+    /// The record, once its version is known to be readable.
+    type Result = IoRecord;
+    /// One job's result is under `io`, a job file's under `jobs`.
+    const RESULT_KEYS: &'static [&'static str] = &["period", "testfile_written"];
+    const KEY_NUMBERS: &'static [&'static str] = &[
+        "read_iops",
+        "read_bps",
+        "read_clat_p99_us",
+        "write_iops",
+        "write_bps",
+        "write_clat_p99_us",
+        "cpu_ns_per_io",
+    ];
+
+    fn desc(&self) -> &'static BenchDesc {
+        &DESC
+    }
+
+    fn props(&self, spec: &JobSpec) -> Result<IoJobs, SpecError> {
+        let g = spec.group(0);
+        let Some(path) = g.text("jobs") else {
+            return Ok(IoJobs {
+                jobs: vec![jobfile::FileJob {
+                    name: "io".into(),
+                    together: false,
+                    props: job_props(spec)?,
+                }],
+                from_file: false,
+            });
+        };
+        let mut cli = spec.props.first().cloned().unwrap_or_default();
+        cli.remove("jobs");
+        Ok(IoJobs {
+            jobs: jobfile::read(std::path::Path::new(path), &cli).map_err(|e| g.err(e))?,
+            from_file: true,
+        })
+    }
+
+    fn run(&self, ctx: &mut RunCtx, props: &IoJobs) -> Result<IoRecord> {
+        run::run_jobs(ctx, &props.jobs, props.from_file)
+    }
+
+    fn study(&self, _ctx: &StudyCtx, rec: &IoRecord) -> Result<IoRecord> {
+        rec.check()?;
+        Ok(rec.clone())
+    }
+
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+        for (i, (named, io)) in stored.result.each().into_iter().enumerate() {
+            if let Some(n) = named {
+                if i > 0 {
+                    out.push('\n');
+                }
+                out.push_str(&format!(
+                    "job {}{}:\n",
+                    n.name,
+                    if n.together {
+                        " (with the job before it)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            out.push_str(&text(io));
+        }
+        Ok(true)
+    }
+
+    /// Per job, per direction: IOPS, bandwidth and completion-latency percentiles in µs; a job
+    /// file's rows lead with the job's name.
+    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+        Ok(stored
+            .result
+            .each()
+            .into_iter()
+            .map(|(named, io)| {
+                let mut row = vec![];
+                if let Some(n) = named {
+                    row.push(("job", serde_json::json!(n.name)));
+                }
+                row.extend(headline_row(io));
+                row
+            })
+            .collect())
+    }
+}
+
+/// One job's headline numbers.
+fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
+    use serde_json::json;
+    // From the buckets, whatever percentiles the job listed.
+    let p = |d: &crate::workload::ioengine::stats::DirOut, pct: f64| {
+        crate::workload::ioengine::hist::LatHist::from_out(&d.clat)
+            .ok()
+            .filter(|h| h.count() > 0)
+            .map_or(serde_json::Value::Null, |h| {
+                json!(h.percentile(pct) as f64 / 1e3)
+            })
+    };
+    let mut row = vec![
+        ("engine", json!(io.engine)),
+        ("rw", json!(io.job.rw_name())),
+        ("bs", json!(io.job.bs)),
+        ("qd", json!(io.job.qd)),
+        ("workers", json!(io.job.workers)),
+    ];
+    for (name, d) in [("read", &io.read), ("write", &io.write)] {
+        let keys: [(&'static str, serde_json::Value); 5] = match name {
+            "read" => [
+                ("read_iops", json!(d.iops)),
+                ("read_bps", json!(d.bw_bytes)),
+                ("read_clat_p50_us", p(d, 50.0)),
+                ("read_clat_p99_us", p(d, 99.0)),
+                ("read_lat_mean_us", json!(d.lat.mean_ns / 1e3)),
+            ],
+            _ => [
+                ("write_iops", json!(d.iops)),
+                ("write_bps", json!(d.bw_bytes)),
+                ("write_clat_p50_us", p(d, 50.0)),
+                ("write_clat_p99_us", p(d, 99.0)),
+                ("write_lat_mean_us", json!(d.lat.mean_ns / 1e3)),
+            ],
+        };
+        row.extend(keys);
+    }
+    row.push(("cpu_ns_per_io", json!(io.cpu_per_io())));
+    if io.workers.len() > 1 {
+        let per: Vec<serde_json::Value> = io
+            .workers
+            .iter()
+            .map(|w| {
+                let mut m = serde_json::Map::new();
+                m.insert("worker".into(), json!(w.index));
+                for (name, d) in [("read", &w.read), ("write", &w.write)] {
+                    m.insert(format!("{}_iops", name), json!(d.iops));
+                    m.insert(format!("{}_bps", name), json!(d.bw_bytes));
+                    m.insert(format!("{}_clat_p50_us", name), p(d, 50.0));
+                    m.insert(format!("{}_clat_p99_us", name), p(d, 99.0));
+                    m.insert(format!("{}_lat_mean_us", name), json!(d.lat.mean_ns / 1e3));
+                }
+                let ios = w.read.ios + w.write.ios;
+                let cpu = (w.cpu.usr_ns + w.cpu.sys_ns) as f64 / ios.max(1) as f64;
+                m.insert("cpu_ns_per_io".into(), json!(cpu));
+                serde_json::Value::Object(m)
+            })
+            .collect();
+        row.push(("per_worker", json!(per)));
+    }
+    row
+}
