@@ -197,6 +197,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_checkpoint_keeps_a_run_only_with_the_same_names_and_jobs() {
+        let mut job = IoJob::new("/t".into());
+        job.stop = Stop::Time(std::time::Duration::from_millis(100));
+        let io = crate::workload::ioengine::sim::run(&job, 1 << 20, |_| 100_000).unwrap();
+        let named = |n: &str| NamedIo {
+            name: n.into(),
+            together: false,
+            io: io.clone(),
+        };
+        let prev = [named("a"), named("b")];
+        let ready = |n: &str, j: &IoJob| vec![(n.to_string(), j.clone())];
+        assert_eq!(kept(&prev, 1, &ready("b", &job)).map(|k| k.len()), Some(1));
+        // Another name, another job, or a run the checkpoint doesn't reach: run it again.
+        assert!(kept(&prev, 1, &ready("c", &job)).is_none());
+        let mut other = job.clone();
+        other.qd = 2;
+        assert!(kept(&prev, 1, &ready("b", &other)).is_none());
+        assert!(kept(&prev, 2, &ready("b", &job)).is_none());
+        // The stored job reads back equal (floats and all) after the result file's JSON.
+        let back: NamedIo = serde_json::from_str(&serde_json::to_string(&prev[0]).unwrap()).unwrap();
+        assert!(kept(&[back], 0, &ready("a", &job)).is_some());
+    }
+
+    #[test]
     fn together_jobs_join_the_run_before_them() {
         let text = "[[job]]\nname=\"a\"\n[[job]]\nname=\"b\"\ntogether=true\n[[job]]\nname=\"c\"\n[[job]]\nname=\"d\"\n[[job]]\nname=\"e\"\ntogether=true\n[[job]]\nname=\"f\"\ntogether=true\n";
         let jobs = super::super::jobfile::parse(text, &Default::default()).unwrap();
