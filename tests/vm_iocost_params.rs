@@ -301,7 +301,7 @@ fn hdd_device_time_is_the_disks(result: &Path) {
         clat_ms
     );
     assert!(
-        text.contains("read  lat split (") && text.contains("): submission="),
+        text.contains("read  lat split (") && text.contains("): total="),
         "{}",
         text
     );

@@ -216,7 +216,8 @@ mod tests {
         assert!(kept(&prev, 1, &ready("b", &other)).is_none());
         assert!(kept(&prev, 2, &ready("b", &job)).is_none());
         // The stored job reads back equal (floats and all) after the result file's JSON.
-        let back: NamedIo = serde_json::from_str(&serde_json::to_string(&prev[0]).unwrap()).unwrap();
+        let back: NamedIo =
+            serde_json::from_str(&serde_json::to_string(&prev[0]).unwrap()).unwrap();
         assert!(kept(&[back], 0, &ready("a", &job)).is_some());
     }
 

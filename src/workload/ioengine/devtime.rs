@@ -1,9 +1,9 @@
 //! The device's own time per IO (`devtime`): the block layer's dispatch-to-completion times of
 //! the target's disk, from its trace events (`block_rq_issue` → `block_rq_complete`, the source
-//! the IO-latency reports read), over the job's measured time. Beside the engine's `clat`
-//! (submission call's return → reap) it splits an IO's latency into submission, software
-//! (everything between our submission and the driver, and from the device's completion back
-//! to us) and device time. Every IO of that disk counts, ours or not.
+//! the IO-latency reports read), over the job's measured time. It splits an IO's mean latency
+//! into the device's time and the rest (preparing, the kernel's path to the driver, the
+//! completion's way back to us); the submission call is shown beside, as the device's time can
+//! begin inside it. Every IO of that disk counts, ours or not.
 
 use crate::report::hist::{bucket_bounds, LatHist};
 use crate::report::iolat_source::IoLatSource;

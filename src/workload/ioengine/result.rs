@@ -198,8 +198,10 @@ fn dir_text(out: &mut String, name: &str, d: &DirOut, runtime_ns: u64) {
     }
 }
 
-/// The disk's own time per direction, and the split of the mean latency it gives: submission
-/// (`slat`), software (`clat` less the device's time) and device.
+/// The disk's own time per direction, and the split of the mean latency it gives: the device's
+/// time and the rest (preparing, the kernel's path to the driver, the completion's way back,
+/// reaping), beside the submission call — which the device's time can overlap: a request is
+/// often dispatched before the call returns, so `clat` less the device's time can go negative.
 fn dev_text(out: &mut String, r: &IoResult, dev: &DevTime) {
     let _ = writeln!(
         out,
@@ -228,12 +230,13 @@ fn dev_text(out: &mut String, r: &IoResult, dev: &DevTime) {
             let (u, div) = unit(ours.lat.mean_ns as u64);
             let _ = writeln!(
                 out,
-                "    {:<5} lat split ({}): submission={:.2}, software={:.2}, device={:.2}",
+                "    {:<5} lat split ({}): total={:.2}, device={:.2}, outside it={:.2} (the submission call: {:.2})",
                 name,
                 u,
+                ours.lat.mean_ns / div,
+                d.mean_ns / div,
+                (ours.lat.mean_ns - d.mean_ns) / div,
                 ours.slat.mean_ns / div,
-                (ours.clat.mean_ns - d.mean_ns) / div,
-                d.mean_ns / div
             );
         }
     }

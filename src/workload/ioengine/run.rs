@@ -477,21 +477,29 @@ mod tests {
         let t = text(&r);
         assert!(t.contains("  device (disk 8:0, block layer"), "{}", t);
         assert!(t.contains("    read  ("), "{}", t);
-        // The split adds up to slat + clat: software is clat less the device's time.
+        // The device's time and the rest add up to the mean latency.
         let split = t.lines().find(|l| l.contains("lat split")).unwrap();
         let nums: Vec<f64> = split
-            .split(['=', ','])
+            .split(['=', ',', ':', '(', ')'])
             .filter_map(|v| v.trim().parse().ok())
             .collect();
-        assert_eq!(nums.len(), 3, "{}", split);
+        assert_eq!(nums.len(), 4, "{}", split);
         let (u, div) = super::super::result::unit(r.read.lat.mean_ns as u64);
-        let want = (r.read.slat.mean_ns + clat) / div;
         assert!(
-            (nums.iter().sum::<f64>() - want).abs() < 0.02,
-            "{} {} {}",
+            (nums[0] - r.read.lat.mean_ns / div).abs() < 0.01,
+            "{}",
+            split
+        );
+        assert!(
+            (nums[1] + nums[2] - nums[0]).abs() < 0.02,
+            "{} {}",
             split,
-            want,
             u
+        );
+        assert!(
+            (nums[3] - r.read.slat.mean_ns / div).abs() < 0.01,
+            "{}",
+            split
         );
         assert!(!t.contains("write lat split"));
     }
