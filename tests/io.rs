@@ -74,6 +74,7 @@ fn a_job_runs_reports_and_reuses_its_test_file() {
     assert!(row["read_iops"].as_f64().unwrap() > 0.0, "{}", row);
     assert!(row["read_clat_p99_us"].as_f64().unwrap() > 0.0, "{}", row);
     assert_eq!(row["write_iops"].as_f64(), Some(0.0));
+    assert!(row["write_lat_mean_us"].is_null(), "{}", row);
 
     // The stored document: versioned, with buckets that add up to the IO count.
     let text = std::fs::read_to_string(d.path().join("r.json")).unwrap();

@@ -164,6 +164,14 @@ fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
                 json!(h.percentile(pct) as f64 / 1e3)
             })
     };
+    // `null` without IOs in that direction, as the percentiles.
+    let lat_mean = |d: &crate::workload::ioengine::stats::DirOut| {
+        if d.ios == 0 {
+            serde_json::Value::Null
+        } else {
+            json!(d.lat.mean_ns / 1e3)
+        }
+    };
     let mut row = vec![
         ("engine", json!(io.engine)),
         ("rw", json!(io.job.rw_name())),
@@ -178,14 +186,14 @@ fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
                 ("read_bps", json!(d.bw_bytes)),
                 ("read_clat_p50_us", p(d, 50.0)),
                 ("read_clat_p99_us", p(d, 99.0)),
-                ("read_lat_mean_us", json!(d.lat.mean_ns / 1e3)),
+                ("read_lat_mean_us", lat_mean(d)),
             ],
             _ => [
                 ("write_iops", json!(d.iops)),
                 ("write_bps", json!(d.bw_bytes)),
                 ("write_clat_p50_us", p(d, 50.0)),
                 ("write_clat_p99_us", p(d, 99.0)),
-                ("write_lat_mean_us", json!(d.lat.mean_ns / 1e3)),
+                ("write_lat_mean_us", lat_mean(d)),
             ],
         };
         row.extend(keys);
@@ -203,7 +211,7 @@ fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
                     m.insert(format!("{}_bps", name), json!(d.bw_bytes));
                     m.insert(format!("{}_clat_p50_us", name), p(d, 50.0));
                     m.insert(format!("{}_clat_p99_us", name), p(d, 99.0));
-                    m.insert(format!("{}_lat_mean_us", name), json!(d.lat.mean_ns / 1e3));
+                    m.insert(format!("{}_lat_mean_us", name), lat_mean(d));
                 }
                 let ios = w.read.ios + w.write.ios;
                 let cpu = (w.cpu.usr_ns + w.cpu.sys_ns) as f64 / ios.max(1) as f64;
