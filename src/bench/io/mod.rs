@@ -1,6 +1,7 @@
 //! `io`: one job of our IO engine (`workload::ioengine`) — `io:rw=randread,bs=4k,qd=32,dur=30s`
-//! — on a test file under `<dir>/scratch` (written once with random data, then reused) or on
-//! the file or block device `target=` names. The record is the engine's result document; the
+//! — or the jobs of a TOML job file (`io:jobs=FILE`, `jobfile.rs`), on a test file under
+//! `<dir>/scratch` (written once with random data, then reused) or on the file or block device
+//! `target=` names. The record is the engine's result document per job (`record.rs`); the
 //! report is its fio-style text.
 
 use crate::bench::api::{
@@ -36,7 +37,7 @@ static PROPS: [PropDesc; 32] = concat_props(&ONE_JOB_PROPS, &JOBS_PROP);
 
 pub static DESC: BenchDesc = BenchDesc {
     kind: "io",
-    about: "One IO job of the built-in engine (fio-style latency and IOPS)",
+    about: "IO jobs of the built-in engine, one or a job file's (fio-style latency and IOPS)",
     hidden: false,
     incremental: false,
     runnable: true,
