@@ -231,6 +231,12 @@ fn generate_cmd(
             );
         }
         crate::bench::validate_run(&spec)?;
+        if spec.id.is_some() && specs.iter().any(|s: &crate::spec::JobSpec| s.id == spec.id) {
+            crate::usage_bail!(
+                "run --generate: two specs have id={}; a job file's jobs need names of their own",
+                spec.id.as_deref().unwrap_or_default()
+            );
+        }
         specs.push(spec);
     }
     let text = crate::bench::io::jobfile::generate(&specs);

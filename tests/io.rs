@@ -211,4 +211,10 @@ fn a_job_file_is_generated_run_and_reported_per_job() {
     let (rc, _, err) = run(d.path(), &["run", "--generate", jobs_s, "storage"]);
     assert_eq!(rc, 2, "{}", err);
     assert!(err.contains("writes io job files"), "{}", err);
+    let (rc, _, err) = run(
+        d.path(),
+        &["run", "--generate", jobs_s, "io:id=a", "io:id=a,qd=2"],
+    );
+    assert_eq!(rc, 2, "{}", err);
+    assert!(err.contains("two specs have id=a"), "{}", err);
 }
