@@ -65,6 +65,16 @@ impl UringOpts {
         *self != UringOpts::default()
     }
 
+    /// The settings that need io_uring to mean anything: all but `taskrun`, which is on by
+    /// default (as in fio) and only says how a ring is set up, so an engine without rings
+    /// ignores it.
+    pub fn needing_uring(&self) -> UringOpts {
+        UringOpts {
+            taskrun: false,
+            ..*self
+        }
+    }
+
     /// The settings on, by name (`fixedbufs,registerfiles`), or `none`.
     pub fn names(&self) -> String {
         let on: Vec<&str> = [
@@ -262,11 +272,7 @@ impl IoJob {
             }
             _ => {}
         }
-        // `taskrun` (on by default) only says how a ring is set up: psync has none to set up.
-        let uring = UringOpts {
-            taskrun: false,
-            ..self.uring
-        };
+        let uring = self.uring.needing_uring();
         if (uring.any() || self.fast) && self.engine == EngineChoice::Psync {
             return Err(format!(
                 "{} needs engine=io_uring (or auto), not psync",

@@ -60,11 +60,7 @@ fn with_backend<B: Backend>(
 /// which spends a CPU of its own; with notes on what `fast` left out.
 fn uring_opts(job: &IoJob, t: &Target, engine: Engine) -> Result<(UringOpts, Vec<String>)> {
     if engine != Engine::IoUring {
-        // `taskrun` is on by default (as in fio); it only tells how to set up a ring.
-        let asked = UringOpts {
-            taskrun: false,
-            ..job.uring
-        };
+        let asked = job.uring.needing_uring();
         if asked.any() {
             crate::usage_bail!(
                 "io job: {} needs io_uring, which is unavailable here",
