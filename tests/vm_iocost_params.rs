@@ -263,7 +263,7 @@ fn hdd_curve_shows_its_knee(curve: &Path) {
 
 /// `io:devtime` at QD 1 on `hdd`: the block layer's dispatch-to-completion time is the
 /// profile's 6 ms per IO plus what its 150 IOPS cap and the emulation add (measured 7.35 ms),
-/// and nearly all of the engine's completion latency.
+/// agrees with the kernel's own count, and is nearly all of the engine's completion latency.
 fn hdd_device_time_is_the_disks(result: &Path) {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
     let io = &doc[0]["record"]["io"];
@@ -293,6 +293,14 @@ fn hdd_device_time_is_the_disks(result: &Path) {
         (6.0..=8.0).contains(&dev_ms),
         "device time {:.2} ms (6 ms per IO, 150 IOPS)",
         dev_ms
+    );
+    // The kernel's own count of the same reads, from allocation (so a little more).
+    let k_ms = io["dev"]["kernel"]["read"]["mean_ns"].as_f64().unwrap() / 1e6;
+    assert!(
+        dev_ms <= 1.07 * k_ms && dev_ms >= 0.75 * k_ms,
+        "device time {:.2} ms, the kernel's count {:.2} ms",
+        dev_ms,
+        k_ms
     );
     assert!(
         clat_ms >= 0.97 * dev_ms && clat_ms - dev_ms < 0.25 * dev_ms,

@@ -3,8 +3,11 @@
 //! the IO-latency reports read), over the job's measured time. It splits an IO's mean latency
 //! into the device's time and the rest (preparing, the kernel's path to the driver, the
 //! completion's way back to us); the submission call is shown beside, as the device's time can
-//! begin inside it. Every IO of that disk counts, ours or not.
+//! begin inside it. Every IO of that disk counts, ours or not. Beside it, the kernel's own count
+//! for the disk over the same time (`/proc/diskstats`, timed from each request's allocation): a
+//! check on the trace that needs no tracing, and what the requests waited before dispatch.
 
+use crate::report::diskstats::{parse_diskstats, DiskCounters};
 use crate::report::hist::{bucket_bounds, LatHist};
 use crate::report::iolat_source::IoLatSource;
 use crate::report::tracefs::TraceFsSource;
@@ -31,6 +34,59 @@ pub struct DevTime {
     pub disk: String,
     pub read: DevDir,
     pub write: DevDir,
+    /// The kernel's count over the same time; absent when /proc/diskstats had no line for the
+    /// disk (and in results from before it was taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelCount>,
+}
+
+/// One direction as /proc/diskstats counts it: requests completed and their mean time from
+/// allocation to completion (the device's time plus any wait in the block layer before it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelDir {
+    pub n: u64,
+    /// From milliseconds summed over the requests: exact to 1 ms / n.
+    pub mean_ns: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelCount {
+    pub read: KernelDir,
+    pub write: KernelDir,
+}
+
+/// The disk's line of /proc/diskstats now; `None` (logged) when it can't be read.
+fn counters(disk: (u32, u32)) -> Option<DiskCounters> {
+    let read = std::fs::read_to_string("/proc/diskstats")
+        .context("/proc/diskstats")
+        .and_then(|t| parse_diskstats(&t, disk));
+    match read {
+        Ok(c) => c,
+        Err(e) => {
+            log::debug!("devtime: {:#}", e);
+            None
+        }
+    }
+}
+
+/// What the disk completed between two readings (index 0 reads, 1 writes).
+fn kernel_between(a: &DiskCounters, b: &DiskCounters) -> KernelCount {
+    let dir = |i: usize| {
+        let n = b.ios[i].saturating_sub(a.ios[i]);
+        let ms = b.ms[i].saturating_sub(a.ms[i]);
+        KernelDir {
+            n,
+            mean_ns: if n == 0 {
+                0.0
+            } else {
+                ms as f64 * 1e6 / n as f64
+            },
+        }
+    };
+    KernelCount {
+        read: dir(0),
+        write: dir(1),
+    }
 }
 
 fn dir_of(h: &LatHist) -> DevDir {
@@ -79,6 +135,8 @@ pub fn disk_of(target: &Path) -> Result<(u32, u32)> {
 pub struct DevTrace {
     src: TraceFsSource,
     disk: (u32, u32),
+    /// The kernel's counters when the traced time began.
+    since: Option<DiskCounters>,
 }
 
 impl DevTrace {
@@ -93,11 +151,16 @@ impl DevTrace {
                 disk.0, disk.1, e
             ))
         })?;
-        Ok(DevTrace { src, disk })
+        Ok(DevTrace {
+            src,
+            disk,
+            since: counters(disk),
+        })
     }
 
     /// Drops what was traced so far (the ramp's IOs).
     pub fn reset(&mut self) -> Result<()> {
+        self.since = counters(self.disk);
         self.src.sample().map(|_| ())
     }
 
@@ -106,6 +169,10 @@ impl DevTrace {
         // The reader thread gets the last completions' events a moment after they happen.
         std::thread::sleep(std::time::Duration::from_millis(250));
         let s = self.src.sample()?;
+        let kernel = match (&self.since, counters(self.disk)) {
+            (Some(a), Some(b)) => Some(kernel_between(a, &b)),
+            _ => None,
+        };
         let (read, write) = match &s.hists {
             Some(h) => (dir_of(&h.read), dir_of(&h.write)),
             None => Default::default(),
@@ -114,6 +181,7 @@ impl DevTrace {
             disk: format!("{}:{}", self.disk.0, self.disk.1),
             read,
             write,
+            kernel,
         })
     }
 }
@@ -143,5 +211,28 @@ mod tests {
             d.p50_ns
         );
         assert_eq!(dir_of(&LatHist::new()), DevDir::default());
+    }
+
+    #[test]
+    fn the_kernels_count_is_the_difference_of_two_readings() {
+        let a = DiskCounters {
+            ios: [100, 10, 0, 0],
+            ms: [500, 40, 0, 0],
+        };
+        let b = DiskCounters {
+            ios: [3811, 10, 0, 0],
+            ms: [8716, 40, 0, 0],
+        };
+        let k = kernel_between(&a, &b);
+        assert_eq!(k.read.n, 3711);
+        // 8216 ms over 3711 reads.
+        assert!(
+            (k.read.mean_ns - 2_213_958.5).abs() < 1.0,
+            "{}",
+            k.read.mean_ns
+        );
+        assert_eq!(k.write, KernelDir::default());
+        // Counters that went backwards (a disk removed and added again) give nothing, not junk.
+        assert_eq!(kernel_between(&b, &a), KernelCount::default());
     }
 }

@@ -202,15 +202,17 @@ fn dir_text(out: &mut String, name: &str, d: &DirOut, runtime_ns: u64) {
 /// time and the rest (preparing, the kernel's path to the driver, the completion's way back,
 /// reaping), beside the submission call — which the device's time can overlap: a request is
 /// often dispatched before the call returns, so `clat` less the device's time can go negative.
+/// The kernel's count follows each direction's trace line when it was taken.
 fn dev_text(out: &mut String, r: &IoResult, dev: &DevTime) {
     let _ = writeln!(
         out,
         "  device (disk {}, block layer dispatch to completion, all of its IOs):",
         dev.disk
     );
-    for (name, d, ours) in [
-        ("read", &dev.read, &r.read),
-        ("write", &dev.write, &r.write),
+    let kernel = dev.kernel.unwrap_or_default();
+    for (name, d, ours, k) in [
+        ("read", &dev.read, &r.read, &kernel.read),
+        ("write", &dev.write, &r.write, &kernel.write),
     ] {
         if d.n == 0 && ours.ios == 0 {
             continue;
@@ -226,6 +228,19 @@ fn dev_text(out: &mut String, r: &IoResult, dev: &DevTime) {
             d.p50_ns / div,
             d.p99_ns / div
         );
+        if k.n > 0 {
+            // The kernel times a request from its allocation: what it adds to the trace's
+            // dispatch-to-completion is the wait in the block layer (scheduler, tags, plug).
+            let _ = writeln!(
+                out,
+                "    {:<5} kernel's count ({}): n={}, avg={:.2} from allocation, {:.2} of it before dispatch",
+                name,
+                u,
+                k.n,
+                k.mean_ns / div,
+                (k.mean_ns - d.mean_ns) / div
+            );
+        }
         if ours.ios > 0 && d.n > 0 {
             let (u, div) = unit(ours.lat.mean_ns as u64);
             let _ = writeln!(

@@ -455,7 +455,7 @@ mod tests {
 
     #[test]
     fn device_times_split_the_latency_in_the_report() {
-        use super::super::devtime::{DevDir, DevTime};
+        use super::super::devtime::{DevDir, DevTime, KernelCount, KernelDir};
         let (_d, p) = file(1 << 20);
         let mut r = run(&job(&p), &AtomicBool::new(false)).unwrap();
         assert!(!text(&r).contains("device (disk"));
@@ -469,6 +469,13 @@ mod tests {
                 p99_ns: clat * 2.0,
             },
             write: DevDir::default(),
+            kernel: Some(KernelCount {
+                read: KernelDir {
+                    n: r.read.ios + 2,
+                    mean_ns: clat * 0.8,
+                },
+                write: KernelDir::default(),
+            }),
         });
         let t = text(&r);
         assert!(t.contains("  device (disk 8:0, block layer"), "{}", t);
@@ -498,6 +505,20 @@ mod tests {
             split
         );
         assert!(!t.contains("write lat split"));
+        // The kernel's count: its mean, and what it adds to the trace's (0.8 − 0.75 of clat).
+        let k = t.lines().find(|l| l.contains("kernel's count")).unwrap();
+        assert!(k.starts_with("    read  kernel's count ("), "{}", k);
+        let nums: Vec<f64> = k
+            .split(['=', ',', ' ', '(', ')'])
+            .filter_map(|v| v.trim().parse().ok())
+            .collect();
+        assert_eq!(nums.len(), 3, "{}", k);
+        assert_eq!(nums[0], (r.read.ios + 2) as f64, "{}", k);
+        // The device line's unit (from its p99, 2 × clat).
+        let (_, div) = super::super::result::unit((clat * 2.0) as u64);
+        assert!((nums[1] - clat * 0.8 / div).abs() < 0.01, "{}", k);
+        assert!((nums[2] - clat * 0.05 / div).abs() < 0.01, "{}", k);
+        assert!(!t.contains("write kernel's count"));
     }
 
     #[test]
