@@ -66,12 +66,27 @@ fn add_props(table: &toml::Table, set: &mut PropSet) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest job name: it heads the job's report block and leads its rows in tables.
+const NAME_MAX: usize = 64;
+
 /// A job's `name` (default `jobN`) and `together`.
 fn name_and_together(t: &toml::Table, n: usize) -> Result<(String, bool), String> {
     let name = match t.get("name") {
         None => format!("job{}", n),
-        Some(toml::Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        Some(v) => return Err(format!("name: expected a non-empty string, got {}", v)),
+        // A control character (a newline, an escape) would break the report's lines.
+        Some(toml::Value::String(s))
+            if !s.trim().is_empty()
+                && s.chars().count() <= NAME_MAX
+                && !s.chars().any(char::is_control) =>
+        {
+            s.clone()
+        }
+        Some(v) => {
+            return Err(format!(
+                "name: expected 1 to {} characters, none of them control characters, got {}",
+                NAME_MAX, v
+            ))
+        }
     };
     let together = match t.get("together") {
         None => false,

@@ -81,6 +81,19 @@ fn a_wrong_file_is_refused_saying_where() {
         "no [[job]] table: nothing to run"
     );
     assert!(err("qd = 2\n[[job]]\n").contains("\"qd\" at the top"));
+    for bad in ["\"\"", "\" \"", "\"a\\nb\"", "\"a\\u001b[2Jb\"", "7"] {
+        let e = err(&format!("[[job]]\nname = {}\n", bad));
+        assert!(
+            e.contains("name: expected 1 to 64 characters"),
+            "{}: {}",
+            bad,
+            e
+        );
+    }
+    let long = format!("[[job]]\nname = \"{}\"\n", "x".repeat(65));
+    assert!(err(&long).contains("name: expected"));
+    let ok = format!("[[job]]\nname = \"{}\"\n", "é".repeat(64));
+    assert_eq!(parse(&ok, &PropSet::new()).unwrap()[0].name, "é".repeat(64));
     assert!(err("[[job]\n").starts_with("not a TOML job file"));
     // The bench's own rules, as for a spec.
     assert!(err("[[job]]\nrw = \"read\"\nrwmix = 30\n").contains("rwmix is for rw and randrw"));
