@@ -239,6 +239,8 @@ fn generate_cmd(
         }
         specs.push(spec);
     }
+    crate::util::fs::open_regular(path, "io job file")?;
+    crate::util::atomic::check_dir_writable(path, "io job file")?;
     let text = crate::bench::io::jobfile::generate(&specs);
     crate::util::atomic::write_replacing(
         path,

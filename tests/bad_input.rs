@@ -451,3 +451,38 @@ fn values_the_kernel_or_the_engine_would_quietly_change_are_refused() {
     }
     assert!(!d.path().join("r.json").exists());
 }
+
+/// Files written beside the result (a CSV table, a generated io job file) get the result
+/// file's checks: a missing directory or a directory or FIFO in the file's place is a usage
+/// error, not an I/O error.
+#[test]
+fn output_files_in_the_wrong_place_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let run = ["-r", "r.json", "run", "selftest:steps=1,step-time=0"];
+    assert!(bin(d.path()).args(run).output().unwrap().status.success());
+    std::fs::create_dir(d.path().join("dir")).unwrap();
+    let fifo =
+        std::ffi::CString::new(d.path().join("fifo").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: plain syscall with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    for (path, want) in [
+        ("nodir/t.csv", "the directory nodir doesn't exist"),
+        ("dir", "is a directory; the CSV file must be a regular file"),
+        ("fifo", "is a FIFO; the CSV file must be a regular file"),
+    ] {
+        let args = [
+            "-r", "r.json", "summary", "-o", "csv", "--append", path, "selftest",
+        ];
+        usage_error(d.path(), &args, want);
+    }
+    for (path, want) in [
+        ("nodir/g.toml", "the directory nodir doesn't exist"),
+        (
+            "dir",
+            "is a directory; the io job file must be a regular file",
+        ),
+        ("fifo", "is a FIFO; the io job file must be a regular file"),
+    ] {
+        usage_error(d.path(), &["run", "--generate", path, "io:id=a"], want);
+    }
+}

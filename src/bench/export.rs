@@ -166,16 +166,16 @@ pub fn append_csv(path: &std::path::Path, records: &[Row]) -> Result<()> {
     }
     let text = to_csv(records);
     let (header, body) = text.split_once("\r\n").unwrap_or((&text, ""));
-    let first = match std::fs::File::open(path) {
-        Ok(f) => {
+    crate::util::atomic::check_dir_writable(path, "CSV file")?;
+    let first = match crate::util::fs::open_regular(path, "CSV file")? {
+        Some(f) => {
             let mut line = String::new();
             std::io::BufReader::new(f)
                 .read_line(&mut line)
                 .with_context(|| format!("reading {}", path.display()))?;
             line.trim_end_matches(['\r', '\n']).to_string()
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        None => String::new(),
     };
     if !first.is_empty() && first != header {
         crate::usage_bail!(
