@@ -218,3 +218,54 @@ fn a_job_file_is_generated_run_and_reported_per_job() {
     assert_eq!(rc, 2, "{}", err);
     assert!(err.contains("two specs have id=a"), "{}", err);
 }
+
+/// `devtime` on a test file on this machine's disk: the device's time from the block layer's
+/// trace where tracefs is there, else (as on the machines this project is built on) from the
+/// kernel's count alone, said so in the report; either way the disk served our direct reads.
+#[test]
+fn devtime_reports_the_disk_with_or_without_a_trace() {
+    // Under target/, on a block device (a temporary directory can be on tmpfs).
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (rc, out, err) = run(
+        d.path(),
+        &["run", "io:devtime,direct,qd=2,dur=1s,file-size=8M"],
+    );
+    if rc == 2 && err.contains("/proc/diskstats has no line for it") {
+        eprintln!(
+            "the target directory isn't on a block device here: skipped\n{}",
+            err
+        );
+        return;
+    }
+    assert_eq!(rc, 0, "{}{}", out, err);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("r.json")).unwrap()).unwrap();
+    let io = &doc[0]["record"]["io"];
+    let ours = io["read"]["ios"].as_u64().unwrap();
+    let counted = io["dev"]["kernel"]["read"]["n"].as_u64().unwrap();
+    // Every one of our reads, and whatever else the disk did meanwhile.
+    assert!(
+        ours > 0 && counted >= ours * 98 / 100,
+        "{} counted, {} ours",
+        counted,
+        ours
+    );
+    let untraced = io["dev"]["untraced"].as_str().unwrap_or("");
+    if untraced.is_empty() {
+        assert!(
+            out.contains("block layer dispatch to completion"),
+            "{}",
+            out
+        );
+        assert!(out.contains("    read  kernel's count ("), "{}", out);
+        assert!(out.contains(", device="), "{}", out);
+    } else {
+        assert!(
+            out.contains(&format!("not traced: {}):", untraced)),
+            "{}",
+            out
+        );
+        assert!(out.contains(", device and queue="), "{}", out);
+        assert!(err.contains("devtime: no trace of disk"), "{}", err);
+    }
+}

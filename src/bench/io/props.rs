@@ -131,7 +131,7 @@ pub const JOB_PROPS: [PropDesc; 29] = [
     prop(
         "devtime",
         ValueKind::Bool,
-        "trace the disk's own time per IO (root, tracefs) (false)",
+        "the disk's own time per IO: traced (root, tracefs), else the kernel's count (false)",
     ),
     prop(
         "fast",

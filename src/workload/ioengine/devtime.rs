@@ -5,7 +5,8 @@
 //! completion's way back to us); the submission call is shown beside, as the device's time can
 //! begin inside it. Every IO of that disk counts, ours or not. Beside it, the kernel's own count
 //! for the disk over the same time (`/proc/diskstats`, timed from each request's allocation): a
-//! check on the trace that needs no tracing, and what the requests waited before dispatch.
+//! check on the trace, what the requests waited before dispatch, and, where the disk can't be
+//! traced (no tracefs, not root), the only figure: means that include that wait.
 
 use crate::report::diskstats::{parse_diskstats, DiskCounters};
 use crate::report::hist::{bucket_bounds, LatHist};
@@ -38,6 +39,10 @@ pub struct DevTime {
     /// disk (and in results from before it was taken).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelCount>,
+    /// Why the disk wasn't traced (no tracefs, not root); empty when it was. Untraced, `read`
+    /// and `write` are empty and the kernel's count is the only figure.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub untraced: String,
 }
 
 /// One direction as /proc/diskstats counts it: requests completed and their mean time from
@@ -133,55 +138,86 @@ pub fn disk_of(target: &Path) -> Result<(u32, u32)> {
 
 /// A trace of the target's disk while a job runs.
 pub struct DevTrace {
-    src: TraceFsSource,
+    /// `None` where the disk can't be traced: the kernel's count stands alone.
+    src: Option<TraceFsSource>,
+    /// Why there is no trace.
+    untraced: String,
     disk: (u32, u32),
-    /// The kernel's counters when the traced time began.
+    /// The kernel's counters when the measured time began.
     since: Option<DiskCounters>,
 }
 
 impl DevTrace {
-    /// Starts tracing the disk under `target`; one line on why it can't.
+    /// Starts tracing the disk under `target`; without tracefs (or root) it goes on with the
+    /// kernel's count alone, and only a disk that neither knows is one line on why.
     pub fn start(target: &Path) -> Result<DevTrace> {
         let disk = disk_of(target)?;
         let hp = crate::system::HostPaths::real();
-        let src = TraceFsSource::open(&hp, disk).map_err(|e| {
-            crate::error::UsageError::new(format!(
-                "devtime: can't trace the block events of disk {}:{} ({:#}; it needs root and \
-                 tracefs)",
-                disk.0, disk.1, e
-            ))
-        })?;
+        let since = counters(disk);
+        let (src, untraced) = match (TraceFsSource::open(&hp, disk), since) {
+            (Ok(src), _) => (Some(src), String::new()),
+            (Err(e), Some(_)) => {
+                let why = format!("{:#}", e);
+                log::info!(
+                    "devtime: no trace of disk {}:{} ({}): the kernel's count alone, means \
+                     from each request's allocation (tracing needs root and tracefs)",
+                    disk.0,
+                    disk.1,
+                    why
+                );
+                (None, why)
+            }
+            (Err(e), None) => {
+                return Err(crate::error::UsageError::new(format!(
+                    "devtime: can't trace the block events of disk {}:{} ({:#}; it needs root \
+                     and tracefs), and /proc/diskstats has no line for it (is the target on a \
+                     block device?)",
+                    disk.0, disk.1, e
+                ))
+                .into())
+            }
+        };
         Ok(DevTrace {
             src,
+            untraced,
             disk,
-            since: counters(disk),
+            since,
         })
     }
 
-    /// Drops what was traced so far (the ramp's IOs).
+    /// Drops what was measured so far (the ramp's IOs).
     pub fn reset(&mut self) -> Result<()> {
         self.since = counters(self.disk);
-        self.src.sample().map(|_| ())
+        match &mut self.src {
+            Some(src) => src.sample().map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// What the disk did since the start or the last reset.
     pub fn finish(mut self) -> Result<DevTime> {
-        // The reader thread gets the last completions' events a moment after they happen.
-        std::thread::sleep(std::time::Duration::from_millis(250));
-        let s = self.src.sample()?;
+        let (read, write) = match &mut self.src {
+            Some(src) => {
+                // The reader thread gets the last completions' events a moment after they
+                // happen.
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                match src.sample()?.hists {
+                    Some(h) => (dir_of(&h.read), dir_of(&h.write)),
+                    None => Default::default(),
+                }
+            }
+            None => Default::default(),
+        };
         let kernel = match (&self.since, counters(self.disk)) {
             (Some(a), Some(b)) => Some(kernel_between(a, &b)),
             _ => None,
-        };
-        let (read, write) = match &s.hists {
-            Some(h) => (dir_of(&h.read), dir_of(&h.write)),
-            None => Default::default(),
         };
         Ok(DevTime {
             disk: format!("{}:{}", self.disk.0, self.disk.1),
             read,
             write,
             kernel,
+            untraced: self.untraced,
         })
     }
 }

@@ -204,6 +204,9 @@ fn dir_text(out: &mut String, name: &str, d: &DirOut, runtime_ns: u64) {
 /// often dispatched before the call returns, so `clat` less the device's time can go negative.
 /// The kernel's count follows each direction's trace line when it was taken.
 fn dev_text(out: &mut String, r: &IoResult, dev: &DevTime) {
+    if !dev.untraced.is_empty() {
+        return counted_text(out, r, dev);
+    }
     let _ = writeln!(
         out,
         "  device (disk {}, block layer dispatch to completion, all of its IOs):",
@@ -251,6 +254,47 @@ fn dev_text(out: &mut String, r: &IoResult, dev: &DevTime) {
                 ours.lat.mean_ns / div,
                 d.mean_ns / div,
                 (ours.lat.mean_ns - d.mean_ns) / div,
+                ours.slat.mean_ns / div,
+            );
+        }
+    }
+}
+
+/// Without a trace, the kernel's count per direction and the split it gives, whose device part
+/// also holds the wait in the block layer before dispatch.
+fn counted_text(out: &mut String, r: &IoResult, dev: &DevTime) {
+    let _ = writeln!(
+        out,
+        "  device (disk {}, the kernel's count: allocation to completion, all of its IOs; not traced: {}):",
+        dev.disk, dev.untraced
+    );
+    let kernel = dev.kernel.unwrap_or_default();
+    for (name, k, ours) in [
+        ("read", &kernel.read, &r.read),
+        ("write", &kernel.write, &r.write),
+    ] {
+        if k.n == 0 && ours.ios == 0 {
+            continue;
+        }
+        let (u, div) = unit(k.mean_ns as u64);
+        let _ = writeln!(
+            out,
+            "    {:<5} ({}): n={}, avg={:.2}",
+            name,
+            u,
+            k.n,
+            k.mean_ns / div
+        );
+        if ours.ios > 0 && k.n > 0 {
+            let (u, div) = unit(ours.lat.mean_ns as u64);
+            let _ = writeln!(
+                out,
+                "    {:<5} lat split ({}): total={:.2}, device and queue={:.2}, outside it={:.2} (the submission call: {:.2})",
+                name,
+                u,
+                ours.lat.mean_ns / div,
+                k.mean_ns / div,
+                (ours.lat.mean_ns - k.mean_ns) / div,
                 ours.slat.mean_ns / div,
             );
         }

@@ -476,6 +476,7 @@ mod tests {
                 },
                 write: KernelDir::default(),
             }),
+            untraced: String::new(),
         });
         let t = text(&r);
         assert!(t.contains("  device (disk 8:0, block layer"), "{}", t);
@@ -519,6 +520,47 @@ mod tests {
         assert!((nums[1] - clat * 0.8 / div).abs() < 0.01, "{}", k);
         assert!((nums[2] - clat * 0.05 / div).abs() < 0.01, "{}", k);
         assert!(!t.contains("write kernel's count"));
+    }
+
+    #[test]
+    fn without_a_trace_the_kernels_count_splits_the_latency() {
+        use super::super::devtime::{DevTime, KernelCount, KernelDir};
+        let (_d, p) = file(1 << 20);
+        let mut r = run(&job(&p), &AtomicBool::new(false)).unwrap();
+        let lat = r.read.lat.mean_ns;
+        r.dev = Some(DevTime {
+            disk: "8:0".into(),
+            read: Default::default(),
+            write: Default::default(),
+            kernel: Some(KernelCount {
+                read: KernelDir {
+                    n: r.read.ios,
+                    mean_ns: lat * 0.6,
+                },
+                write: KernelDir::default(),
+            }),
+            untraced: "tracefs is not mounted".into(),
+        });
+        let t = text(&r);
+        assert!(
+            t.contains("  device (disk 8:0, the kernel's count: allocation to completion, all of its IOs; not traced: tracefs is not mounted):"),
+            "{}",
+            t
+        );
+        // (The traced form's line under the trace.)
+        assert!(!t.contains("kernel's count ("), "{}", t);
+        let split = t.lines().find(|l| l.contains("lat split")).unwrap();
+        assert!(split.contains(", device and queue="), "{}", split);
+        let nums: Vec<f64> = split
+            .split(['=', ',', ':', '(', ')'])
+            .filter_map(|v| v.trim().parse().ok())
+            .collect();
+        assert_eq!(nums.len(), 4, "{}", split);
+        let (_, div) = super::super::result::unit(lat as u64);
+        assert!((nums[1] - lat * 0.6 / div).abs() < 0.01, "{}", split);
+        assert!((nums[1] + nums[2] - nums[0]).abs() < 0.02, "{}", split);
+        // No direction without IOs on either side.
+        assert!(!t.contains("    write ("), "{}", t);
     }
 
     #[test]
