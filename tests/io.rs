@@ -268,4 +268,34 @@ fn devtime_reports_the_disk_with_or_without_a_trace() {
         assert!(out.contains(", device and queue="), "{}", out);
         assert!(err.contains("devtime: no trace of disk"), "{}", err);
     }
+    // The summary's row: where the time went, one column each (a sweep's CSV table).
+    let (rc, json_out, err) = run(d.path(), &["summary", "-o", "json", "io"]);
+    assert_eq!(rc, 0, "{}", err);
+    let v: serde_json::Value = serde_json::from_str(&json_out).unwrap();
+    let row = &v["records"][0];
+    let us = |k: &str| {
+        row[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{} in {}", k, row))
+    };
+    let (lat, slat, clat) = (
+        us("read_lat_mean_us"),
+        us("read_slat_mean_us"),
+        us("read_clat_mean_us"),
+    );
+    // (`lat` also holds the moments between an IO's creation and its submission call.)
+    assert!(
+        slat + clat <= 1.01 * lat && slat + clat >= 0.8 * lat,
+        "{}",
+        row
+    );
+    assert!(us("read_dev_alloc_mean_us") > 0.0, "{}", row);
+    assert_eq!(
+        row["read_dev_mean_us"].is_null(),
+        !untraced.is_empty(),
+        "{}",
+        row
+    );
+    // No writes of ours: the disk's writes meanwhile are not this job's.
+    assert!(row["write_dev_alloc_mean_us"].is_null(), "{}", row);
 }

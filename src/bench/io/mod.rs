@@ -165,12 +165,12 @@ fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
                 json!(h.percentile(pct) as f64 / 1e3)
             })
     };
-    // `null` without IOs in that direction, as the percentiles.
-    let lat_mean = |d: &crate::workload::ioengine::stats::DirOut| {
+    // Means in µs; `null` without IOs in that direction, as the percentiles.
+    let mean = |d: &crate::workload::ioengine::stats::DirOut, ns: f64| {
         if d.ios == 0 {
             serde_json::Value::Null
         } else {
-            json!(d.lat.mean_ns / 1e3)
+            json!(ns / 1e3)
         }
     };
     let mut row = vec![
@@ -180,21 +180,45 @@ fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
         ("qd", json!(io.job.qd)),
         ("workers", json!(io.job.workers)),
     ];
+    let dev = io.dev.as_ref();
+    let kernel = dev.and_then(|d| d.kernel);
     for (name, d) in [("read", &io.read), ("write", &io.write)] {
-        let keys: [(&'static str, serde_json::Value); 5] = match name {
+        let (traced, counted) = match name {
+            "read" => (dev.map(|d| d.read), kernel.map(|k| k.read)),
+            _ => (dev.map(|d| d.write), kernel.map(|k| k.write)),
+        };
+        // The disk's time: traced (dispatch to completion), and the kernel's count (from
+        // allocation); `null` without `devtime`, without a trace, or without IOs of ours or
+        // the disk's in that direction.
+        let ours = d.ios > 0;
+        let traced = traced
+            .filter(|t| ours && t.n > 0)
+            .map_or(serde_json::Value::Null, |t| json!(t.mean_ns / 1e3));
+        let counted = counted
+            .filter(|k| ours && k.n > 0)
+            .map_or(serde_json::Value::Null, |k| json!(k.mean_ns / 1e3));
+        let keys: [(&'static str, serde_json::Value); 9] = match name {
             "read" => [
                 ("read_iops", json!(d.iops)),
                 ("read_bps", json!(d.bw_bytes)),
                 ("read_clat_p50_us", p(d, 50.0)),
                 ("read_clat_p99_us", p(d, 99.0)),
-                ("read_lat_mean_us", lat_mean(d)),
+                ("read_lat_mean_us", mean(d, d.lat.mean_ns)),
+                ("read_slat_mean_us", mean(d, d.slat.mean_ns)),
+                ("read_clat_mean_us", mean(d, d.clat.mean_ns)),
+                ("read_dev_mean_us", traced),
+                ("read_dev_alloc_mean_us", counted),
             ],
             _ => [
                 ("write_iops", json!(d.iops)),
                 ("write_bps", json!(d.bw_bytes)),
                 ("write_clat_p50_us", p(d, 50.0)),
                 ("write_clat_p99_us", p(d, 99.0)),
-                ("write_lat_mean_us", lat_mean(d)),
+                ("write_lat_mean_us", mean(d, d.lat.mean_ns)),
+                ("write_slat_mean_us", mean(d, d.slat.mean_ns)),
+                ("write_clat_mean_us", mean(d, d.clat.mean_ns)),
+                ("write_dev_mean_us", traced),
+                ("write_dev_alloc_mean_us", counted),
             ],
         };
         row.extend(keys);
@@ -212,7 +236,9 @@ fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
                     m.insert(format!("{}_bps", name), json!(d.bw_bytes));
                     m.insert(format!("{}_clat_p50_us", name), p(d, 50.0));
                     m.insert(format!("{}_clat_p99_us", name), p(d, 99.0));
-                    m.insert(format!("{}_lat_mean_us", name), lat_mean(d));
+                    m.insert(format!("{}_lat_mean_us", name), mean(d, d.lat.mean_ns));
+                    m.insert(format!("{}_slat_mean_us", name), mean(d, d.slat.mean_ns));
+                    m.insert(format!("{}_clat_mean_us", name), mean(d, d.clat.mean_ns));
                 }
                 let ios = w.read.ios + w.write.ios;
                 let cpu = (w.cpu.usr_ns + w.cpu.sys_ns) as f64 / ios.max(1) as f64;
