@@ -245,19 +245,26 @@ fn dev_text(out: &mut String, r: &IoResult, dev: &DevTime) {
             );
         }
         if ours.ios > 0 && d.n > 0 {
-            let (u, div) = unit(ours.lat.mean_ns as u64);
-            let _ = writeln!(
-                out,
-                "    {:<5} lat split ({}): total={:.2}, device={:.2}, outside it={:.2} (the submission call: {:.2})",
-                name,
-                u,
-                ours.lat.mean_ns / div,
-                d.mean_ns / div,
-                (ours.lat.mean_ns - d.mean_ns) / div,
-                ours.slat.mean_ns / div,
-            );
+            split_line(out, name, ours, ("device", d.mean_ns));
         }
     }
+}
+
+/// One direction's mean latency split into the disk's part (`what`, its mean) and the rest,
+/// with the submission call beside.
+fn split_line(out: &mut String, name: &str, ours: &DirOut, (what, disk_ns): (&str, f64)) {
+    let (u, div) = unit(ours.lat.mean_ns as u64);
+    let _ = writeln!(
+        out,
+        "    {:<5} lat split ({}): total={:.2}, {}={:.2}, outside it={:.2} (the submission call: {:.2})",
+        name,
+        u,
+        ours.lat.mean_ns / div,
+        what,
+        disk_ns / div,
+        (ours.lat.mean_ns - disk_ns) / div,
+        ours.slat.mean_ns / div,
+    );
 }
 
 /// Without a trace, the kernel's count per direction and the split it gives, whose device part
@@ -286,17 +293,7 @@ fn counted_text(out: &mut String, r: &IoResult, dev: &DevTime) {
             k.mean_ns / div
         );
         if ours.ios > 0 && k.n > 0 {
-            let (u, div) = unit(ours.lat.mean_ns as u64);
-            let _ = writeln!(
-                out,
-                "    {:<5} lat split ({}): total={:.2}, device and queue={:.2}, outside it={:.2} (the submission call: {:.2})",
-                name,
-                u,
-                ours.lat.mean_ns / div,
-                k.mean_ns / div,
-                (ours.lat.mean_ns - k.mean_ns) / div,
-                ours.slat.mean_ns / div,
-            );
+            split_line(out, name, ours, ("device and queue", k.mean_ns));
         }
     }
 }
