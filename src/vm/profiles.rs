@@ -49,7 +49,7 @@ pub const PROFILES: &[Profile] = &[
         // slower CPU it is a modest latency.
         latency_ms: Some(1),
         rotational: false,
-        about: "a SATA SSD (1 ms added per IO; a TCG guest sees ~2 ms)",
+        about: "a SATA SSD (TCG guests see ~2 ms per IO)",
     },
     Profile {
         name: "slow-ssd",
