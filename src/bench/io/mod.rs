@@ -153,6 +153,30 @@ impl Bench for Io {
     }
 }
 
+/// A direction's headline keys, in the order of `headline_row`'s values.
+const READ_KEYS: [&str; 9] = [
+    "read_iops",
+    "read_bps",
+    "read_clat_p50_us",
+    "read_clat_p99_us",
+    "read_lat_mean_us",
+    "read_slat_mean_us",
+    "read_clat_mean_us",
+    "read_dev_mean_us",
+    "read_dev_alloc_mean_us",
+];
+const WRITE_KEYS: [&str; 9] = [
+    "write_iops",
+    "write_bps",
+    "write_clat_p50_us",
+    "write_clat_p99_us",
+    "write_lat_mean_us",
+    "write_slat_mean_us",
+    "write_clat_mean_us",
+    "write_dev_mean_us",
+    "write_dev_alloc_mean_us",
+];
+
 /// One job's headline numbers.
 fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
     use serde_json::json;
@@ -182,11 +206,20 @@ fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
     ];
     let dev = io.dev.as_ref();
     let kernel = dev.and_then(|d| d.kernel);
-    for (name, d) in [("read", &io.read), ("write", &io.write)] {
-        let (traced, counted) = match name {
-            "read" => (dev.map(|d| d.read), kernel.map(|k| k.read)),
-            _ => (dev.map(|d| d.write), kernel.map(|k| k.write)),
-        };
+    for (keys, d, traced, counted) in [
+        (
+            &READ_KEYS,
+            &io.read,
+            dev.map(|d| d.read),
+            kernel.map(|k| k.read),
+        ),
+        (
+            &WRITE_KEYS,
+            &io.write,
+            dev.map(|d| d.write),
+            kernel.map(|k| k.write),
+        ),
+    ] {
         // The disk's time: traced (dispatch to completion), and the kernel's count (from
         // allocation); `null` without `devtime`, without a trace, or without IOs of ours or
         // the disk's in that direction.
@@ -197,31 +230,18 @@ fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
         let counted = counted
             .filter(|k| ours && k.n > 0)
             .map_or(serde_json::Value::Null, |k| json!(k.mean_ns / 1e3));
-        let keys: [(&'static str, serde_json::Value); 9] = match name {
-            "read" => [
-                ("read_iops", json!(d.iops)),
-                ("read_bps", json!(d.bw_bytes)),
-                ("read_clat_p50_us", p(d, 50.0)),
-                ("read_clat_p99_us", p(d, 99.0)),
-                ("read_lat_mean_us", mean(d, d.lat.mean_ns)),
-                ("read_slat_mean_us", mean(d, d.slat.mean_ns)),
-                ("read_clat_mean_us", mean(d, d.clat.mean_ns)),
-                ("read_dev_mean_us", traced),
-                ("read_dev_alloc_mean_us", counted),
-            ],
-            _ => [
-                ("write_iops", json!(d.iops)),
-                ("write_bps", json!(d.bw_bytes)),
-                ("write_clat_p50_us", p(d, 50.0)),
-                ("write_clat_p99_us", p(d, 99.0)),
-                ("write_lat_mean_us", mean(d, d.lat.mean_ns)),
-                ("write_slat_mean_us", mean(d, d.slat.mean_ns)),
-                ("write_clat_mean_us", mean(d, d.clat.mean_ns)),
-                ("write_dev_mean_us", traced),
-                ("write_dev_alloc_mean_us", counted),
-            ],
-        };
-        row.extend(keys);
+        let values = [
+            json!(d.iops),
+            json!(d.bw_bytes),
+            p(d, 50.0),
+            p(d, 99.0),
+            mean(d, d.lat.mean_ns),
+            mean(d, d.slat.mean_ns),
+            mean(d, d.clat.mean_ns),
+            traced,
+            counted,
+        ];
+        row.extend(keys.iter().copied().zip(values));
     }
     row.push(("cpu_ns_per_io", json!(io.cpu_per_io())));
     if io.workers.len() > 1 {
