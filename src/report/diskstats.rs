@@ -52,14 +52,22 @@ pub fn parse_diskstats(text: &str, devnr: (u32, u32)) -> Result<Option<DiskCount
     Ok(None)
 }
 
+/// IOs completed and milliseconds spent on them between `a` and `b` for IO type `i` (an index
+/// into `IO_TYPES`); `None` when a counter went backwards (the disk was replaced).
+pub fn delta(a: &DiskCounters, b: &DiskCounters, i: usize) -> Option<(u64, u64)> {
+    Some((
+        b.ios[i].checked_sub(a.ios[i])?,
+        b.ms[i].checked_sub(a.ms[i])?,
+    ))
+}
+
 /// Mean latencies (seconds) per IO type that completed IOs between `a` and `b`.
 pub fn mean_latencies(a: &DiskCounters, b: &DiskCounters) -> BTreeMap<String, f64> {
     crate::report::model::IO_TYPES
         .iter()
         .enumerate()
         .filter_map(|(i, t)| {
-            let ios = b.ios[i].checked_sub(a.ios[i])?;
-            let ms = b.ms[i].checked_sub(a.ms[i])?;
+            let (ios, ms) = delta(a, b, i)?;
             (ios > 0).then(|| (t.to_string(), ms as f64 / ios as f64 / 1e3))
         })
         .collect()

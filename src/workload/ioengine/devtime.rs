@@ -8,7 +8,7 @@
 //! check on the trace, what the requests waited before dispatch, and, where the disk can't be
 //! traced (no tracefs, not root), the only figure: means that include that wait.
 
-use crate::report::diskstats::{parse_diskstats, DiskCounters};
+use crate::report::diskstats::{delta, parse_diskstats, DiskCounters};
 use crate::report::hist::{bucket_bounds, LatHist};
 use crate::report::iolat_source::IoLatSource;
 use crate::report::tracefs::TraceFsSource;
@@ -74,19 +74,15 @@ fn counters(disk: (u32, u32)) -> Option<DiskCounters> {
     }
 }
 
-/// What the disk completed between two readings (index 0 reads, 1 writes).
+/// What the disk completed between two readings (index 0 reads, 1 writes); nothing where a
+/// counter went backwards.
 fn kernel_between(a: &DiskCounters, b: &DiskCounters) -> KernelCount {
-    let dir = |i: usize| {
-        let n = b.ios[i].saturating_sub(a.ios[i]);
-        let ms = b.ms[i].saturating_sub(a.ms[i]);
-        KernelDir {
+    let dir = |i: usize| match delta(a, b, i) {
+        Some((n, ms)) if n > 0 => KernelDir {
             n,
-            mean_ns: if n == 0 {
-                0.0
-            } else {
-                ms as f64 * 1e6 / n as f64
-            },
-        }
+            mean_ns: ms as f64 * 1e6 / n as f64,
+        },
+        _ => KernelDir::default(),
     };
     KernelCount {
         read: dir(0),
