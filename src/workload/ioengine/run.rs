@@ -453,6 +453,13 @@ mod tests {
 
     use super::super::result::text;
 
+    /// The numbers of a report line, in order.
+    fn numbers(line: &str) -> Vec<f64> {
+        line.split(['=', ',', ':', ' ', '(', ')'])
+            .filter_map(|v| v.trim().parse().ok())
+            .collect()
+    }
+
     #[test]
     fn device_times_split_the_latency_in_the_report() {
         use super::super::devtime::{DevDir, DevTime, KernelCount, KernelDir};
@@ -483,10 +490,7 @@ mod tests {
         assert!(t.contains("    read  ("), "{}", t);
         // The device's time and the rest add up to the mean latency.
         let split = t.lines().find(|l| l.contains("lat split")).unwrap();
-        let nums: Vec<f64> = split
-            .split(['=', ',', ':', '(', ')'])
-            .filter_map(|v| v.trim().parse().ok())
-            .collect();
+        let nums = numbers(split);
         assert_eq!(nums.len(), 4, "{}", split);
         let (u, div) = super::super::result::unit(r.read.lat.mean_ns as u64);
         assert!(
@@ -509,10 +513,7 @@ mod tests {
         // The kernel's count: its mean, and what it adds to the trace's (0.8 − 0.75 of clat).
         let k = t.lines().find(|l| l.contains("kernel's count")).unwrap();
         assert!(k.starts_with("    read  kernel's count ("), "{}", k);
-        let nums: Vec<f64> = k
-            .split(['=', ',', ' ', '(', ')'])
-            .filter_map(|v| v.trim().parse().ok())
-            .collect();
+        let nums = numbers(k);
         assert_eq!(nums.len(), 3, "{}", k);
         assert_eq!(nums[0], (r.read.ios + 2) as f64, "{}", k);
         // The device line's unit (from its p99, 2 × clat).
@@ -551,10 +552,7 @@ mod tests {
         assert!(!t.contains("kernel's count ("), "{}", t);
         let split = t.lines().find(|l| l.contains("lat split")).unwrap();
         assert!(split.contains(", device and queue="), "{}", split);
-        let nums: Vec<f64> = split
-            .split(['=', ',', ':', '(', ')'])
-            .filter_map(|v| v.trim().parse().ok())
-            .collect();
+        let nums = numbers(split);
         assert_eq!(nums.len(), 4, "{}", split);
         let (_, div) = super::super::result::unit(lat as u64);
         assert!((nums[1] - lat * 0.6 / div).abs() < 0.01, "{}", split);
