@@ -2,7 +2,7 @@
 
 use crate::bench::runner::{self, Mode, RunConfig};
 use crate::cli::{Cli, Command};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
 pub fn dispatch(cli: Cli) -> Result<()> {
@@ -242,12 +242,8 @@ fn generate_cmd(
     crate::util::fs::open_regular(path, "io job file")?;
     crate::util::atomic::check_dir_writable(path, "io job file")?;
     let text = crate::bench::io::jobfile::generate(&specs);
-    crate::util::atomic::write_replacing(
-        path,
-        &crate::util::atomic::temp_path(path),
-        "the io job file",
-        |f| std::io::Write::write_all(f, text.as_bytes()),
-    )?;
+    crate::util::atomic::write_atomic(path, |f| f.write_all(text.as_bytes()))
+        .with_context(|| format!("writing the io job file {}", path.display()))?;
     log::info!("wrote {} io job(s) to {}", specs.len(), path.display());
     Ok(())
 }
@@ -258,6 +254,12 @@ fn generate_cmd(
 fn merge_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::MergeArgs) -> Result<()> {
     crate::config::Config::from_opts(global)?;
     let out = require_result(global, "merge")?;
+    // Held from before anything is read to the save: a second merge into the same file stops
+    // at once, and the output (which may also be a source) is replaced only as it was read.
+    let _lock = crate::result::lock::ResultLock::acquire(&out)?;
+    let target = crate::result::save::resolve_trusted(&out)?;
+    let expect = crate::result::save::FileId::at(&target)
+        .with_context(|| format!("checking {}", out.display()))?;
     let mut files = Vec::new();
     for src in &a.sources {
         let Some(bytes) = crate::result::read_bytes(src)? else {
@@ -274,8 +276,7 @@ fn merge_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::MergeArgs) -> Resu
         merge_time_savers: a.merge_time_savers,
     };
     let entries = crate::bench::merge::merge(&files, &opts, crate::util::now())?;
-    let _lock = crate::result::lock::ResultLock::acquire(&out)?;
-    crate::result::save_entries(&out, &entries)?;
+    crate::result::save::save_entries_over(&out, expect, &entries)?;
     let mut text = String::new();
     let opts = crate::format::FormatOpts {
         full: true,
@@ -294,7 +295,15 @@ fn cli_pack(global: &crate::cli::GlobalOpts, allow_missing: bool) -> Result<()> 
         file.save(&config, None)?;
     }
     let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
-    crate::result::pack::pack(&cfg.result, &cfg.dir, Path::new("."), allow_missing)?;
+    // Benches that run without the host set up (io, curve, iocost-tune) write no reports.
+    let reported = |kind: &str| crate::bench::find(kind).is_none_or(|b| b.desc().system.is_some());
+    crate::result::pack::pack(
+        &cfg.result,
+        &cfg.dir,
+        Path::new("."),
+        allow_missing,
+        &reported,
+    )?;
     Ok(())
 }
 

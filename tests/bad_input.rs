@@ -128,10 +128,10 @@ fn selftest_entry(period: (u64, u64)) -> serde_json::Value {
 #[test]
 fn pack_of_a_centuries_long_period_ends() {
     let d = tempfile::tempdir().unwrap();
-    write_entries(
-        &d.path().join("r.json"),
-        json!([selftest_entry((0, 99_999_999_999_999))]),
-    );
+    // A bench that runs with the host set up, so pack looks for its reports.
+    let mut e = selftest_entry((0, 99_999_999_999_999));
+    e["spec"]["kind"] = json!("storage");
+    write_entries(&d.path().join("r.json"), json!([e]));
     std::fs::create_dir_all(d.path().join("r-report.d")).unwrap();
     std::fs::write(d.path().join("r-report.d/5.json"), "{}").unwrap();
     let out = bin(d.path())
@@ -484,5 +484,47 @@ fn output_files_in_the_wrong_place_are_refused() {
         ("fifo", "is a FIFO; the io job file must be a regular file"),
     ] {
         usage_error(d.path(), &["run", "--generate", path, "io:id=a"], want);
+    }
+}
+
+/// Was: `-r A summary -r B` was accepted, B silently winning, while `-r A -r B` was refused.
+#[test]
+fn an_option_given_before_and_after_the_subcommand_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let out = bin(p)
+        .args(["-r", "a.json", "run", "selftest:steps=1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    usage_error(
+        p,
+        &["-r", "a.json", "summary", "-r", "b.json"],
+        "--result is given before and after the subcommand",
+    );
+    usage_error(
+        p,
+        &["--result=a.json", "summary", "--result", "b.json"],
+        "--result is given before and after",
+    );
+    usage_error(
+        p,
+        &["-vr", "a.json", "summary", "-ra.json"],
+        "--result is given before and after",
+    );
+    for ok in [
+        &["-r", "a.json", "summary"][..],
+        &["summary", "-r", "a.json"],
+        &["-v", "-r", "a.json", "summary", "-v"],
+        &["-r", "summary", "summary"],
+    ] {
+        let out = bin(p).args(ok).output().unwrap();
+        assert_ne!(out.status.code(), Some(101), "{:?}", ok);
+        assert!(
+            !stderr(&out).contains("before and after"),
+            "{:?}: {}",
+            ok,
+            stderr(&out)
+        );
     }
 }

@@ -170,6 +170,13 @@ pub trait Bench: Sync + 'static {
         Ok(None)
     }
 
+    /// Whether a stored record is of the job these props describe in what the spec doesn't
+    /// say (an io job file's contents): a record that isn't makes the run a new entry, as a
+    /// changed property would. The spec's own properties are compared before.
+    fn answers(&self, _props: &Self::Props, _record: &Self::Record) -> bool {
+        true
+    }
+
     /// Turns a record plus the per-second reports into the result (runnable benches).
     fn study(&self, _ctx: &StudyCtx, _record: &Self::Record) -> anyhow::Result<Self::Result> {
         crate::usage_bail!("{} can't study in this version", self.desc().kind)
@@ -306,6 +313,8 @@ pub trait BenchJob: Send {
     fn run(&self, ctx: &mut RunCtx) -> anyhow::Result<Value>;
     /// [`Bench::applies`] to a stored record.
     fn applies(&self, record: &RawValue) -> anyhow::Result<Option<Apply>>;
+    /// [`Bench::answers`] of a stored record (one this version can't read: yes, as before).
+    fn answers(&self, record: &RawValue) -> bool;
     /// [`Bench::study`] then [`Bench::solve`] of a stored record.
     fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value>;
     /// [`Bench::solve`] of a stored result; `None` when it changes nothing, so the stored
@@ -421,6 +430,11 @@ impl<B: Bench> BenchJob for TypedJob<B> {
     fn applies(&self, record: &RawValue) -> anyhow::Result<Option<Apply>> {
         let record: B::Record = read(self.bench.desc().kind, "record", record)?;
         Bench::applies(self.bench, &self.props, &record)
+    }
+
+    fn answers(&self, record: &RawValue) -> bool {
+        read::<B::Record>(self.bench.desc().kind, "record", record)
+            .map_or(true, |r| Bench::answers(self.bench, &self.props, &r))
     }
 
     fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value> {

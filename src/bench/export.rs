@@ -191,11 +191,8 @@ pub fn append_csv(path: &std::path::Path, records: &[Row]) -> Result<()> {
     } else {
         body
     };
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(add.as_bytes()))
+    crate::util::create::open_append(path)?
+        .write_all(add.as_bytes())
         .with_context(|| format!("appending to {}", path.display()))
 }
 

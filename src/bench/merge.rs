@@ -13,6 +13,7 @@ use super::merge_src::MergeSrc;
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::{Context, Result};
+use std::collections::btree_map::Entry as Entry_;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `major.minor` of a version string such as `2.2.4-g6d013b1 x86_64-unknown-linux-gnu`.
@@ -99,13 +100,27 @@ fn info_sysinfo() -> crate::result::sysinfo::Sysinfo {
     }
 }
 
+/// What makes two entries the same run: the SHA-1 of the entry without whitespace.
+fn content_key(e: &Entry) -> Result<[u8; 20]> {
+    use sha1::Digest;
+    let json = serde_json::to_vec(e).context("serializing an entry")?;
+    Ok(sha1::Sha1::digest(crate::result::save::minify(&json)).into())
+}
+
 /// A bench and entry id: without `--multiple`, one merged group each.
 type KindId = (String, Option<String>);
 
-/// Merges the sources' entries; returns the output file's entries (`merge-info` first) and the
-/// merge-info entry's index (0).
-pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Result<Vec<Entry>> {
+/// The sources' mergeable entries grouped by merge id, each run once (a duplicate is told
+/// with a warning); a usage error when there is none.
+fn group_sources(
+    files: &[(String, Vec<Entry>)],
+    opts: &MergeOpts,
+) -> Result<BTreeMap<MergeId, Vec<MergeSrc>>> {
     let mut sets: BTreeMap<MergeId, Vec<MergeSrc>> = BTreeMap::new();
+    // The same run given twice (`merge X X`, a copy under another name) counts once: entries
+    // are told apart by content, whitespace aside.
+    let mut seen: BTreeMap<[u8; 20], &str> = BTreeMap::new();
+    let mut dups: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (file, entries) in files {
         for e in entries {
             let Some(bench) = super::find(&e.spec.kind) else {
@@ -113,6 +128,15 @@ pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Resu
             };
             if bench.merging().is_none() || e.result.is_none() {
                 continue;
+            }
+            match seen.entry(content_key(e)?) {
+                Entry_::Occupied(first) => {
+                    *dups.entry((file, first.get())).or_default() += 1;
+                    continue;
+                }
+                Entry_::Vacant(v) => {
+                    v.insert(file);
+                }
             }
             let mut src = MergeSrc {
                 entry: e.clone(),
@@ -126,6 +150,39 @@ pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Resu
             sets.entry(merge_id(bench, e, opts)).or_default().push(src);
         }
     }
+    for ((file, first), n) in &dups {
+        log::warn!(
+            "merge: {} holds {} mergeable {} already read from {}; counted once",
+            file,
+            n,
+            if *n == 1 { "entry" } else { "entries" },
+            if file == first {
+                "the same file given before".to_string()
+            } else {
+                first.to_string()
+            }
+        );
+    }
+    if sets.is_empty() {
+        let kinds: Vec<&str> = super::BENCHES
+            .iter()
+            .filter(|b| b.merging().is_some())
+            .map(|b| b.desc().kind)
+            .collect();
+        crate::usage_bail!(
+            "merge: nothing to merge: none of the {} source(s) holds a finished result of {} \
+             (the output is left as it is)",
+            files.len(),
+            kinds.join(" or ")
+        );
+    }
+    Ok(sets)
+}
+
+/// Merges the sources' entries; returns the output file's entries (`merge-info` first) and the
+/// merge-info entry's index (0).
+pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Result<Vec<Entry>> {
+    let mut sets = group_sources(files, opts)?;
     let mut merged: BTreeMap<MergeId, (Entry, BTreeSet<MergeId>)> = BTreeMap::new();
     for (mid, srcs) in sets.iter_mut() {
         let bench = super::find(&mid.kind).context("a merged bench vanished")?;

@@ -100,7 +100,11 @@ pub fn prepare_plot_dir(dir: &std::path::Path) -> Result<(), crate::error::Usage
             why
         ))
     };
-    std::fs::create_dir_all(dir).map_err(|e| bad(format!("can't create the directory ({})", e)))?;
+    // A link at the name is followed only when trusted (`util::create`).
+    let dir = crate::util::create::resolve_trusted(dir)
+        .map_err(|e| crate::error::UsageError::new(format!("--plot {:#}", e)))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| bad(format!("can't create the directory ({})", e)))?;
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
         .map_err(|_| bad("a NUL byte in the path".into()))?;
     // SAFETY: a NUL-terminated path; access(2) only checks.

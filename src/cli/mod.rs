@@ -269,9 +269,18 @@ where
 {
     use clap::FromArgMatches;
     let mut cmd = command();
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
     let m = cmd
-        .try_get_matches_from_mut(args)
+        .try_get_matches_from_mut(args.clone())
         .map_err(ParseError::Clap)?;
+    if let Some(sub) = m.subcommand_name() {
+        if let Some(twice) = given_on_both_sides(&cmd, &args, sub) {
+            return Err(ParseError::NotApplicable(format!(
+                "{} is given before and after the subcommand; give it once",
+                twice
+            )));
+        }
+    }
     if let Some((sub, sm)) = m.subcommand() {
         if let Some(keep) = options_of(sub) {
             for id in global_ids(&cmd) {
@@ -297,6 +306,57 @@ where
         }
     }
     Cli::from_arg_matches(&m).map_err(|e| ParseError::Clap(e.format(&mut cmd)))
+}
+
+/// A global option that takes a value and is given both before and after the subcommand
+/// (`-r A summary -r B`): clap keeps the later one silently, while `-r A -r B` is refused.
+/// Returns how it was given (`--result`).
+fn given_on_both_sides(
+    cmd: &clap::Command,
+    args: &[std::ffi::OsString],
+    sub: &str,
+) -> Option<String> {
+    let globals: Vec<&clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set() && a.get_action().takes_values())
+        .collect();
+    let mut seen: [Vec<&str>; 2] = [Vec::new(), Vec::new()];
+    let mut side = 0;
+    let mut i = 1;
+    while i < args.len() {
+        let tok = args[i].to_string_lossy();
+        i += 1;
+        if tok == "--" {
+            break;
+        }
+        if let Some(long) = tok.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, _)) => (n, true),
+                None => (long, false),
+            };
+            if let Some(a) = globals.iter().find(|a| a.get_long() == Some(name)) {
+                seen[side].push(a.get_id().as_str());
+                i += usize::from(!inline);
+            }
+        } else if tok.len() > 1 && tok.starts_with('-') {
+            // A cluster of short options: the first that takes a value ends it.
+            for (at, c) in tok.char_indices().skip(1) {
+                if let Some(a) = globals.iter().find(|a| a.get_short() == Some(c)) {
+                    seen[side].push(a.get_id().as_str());
+                    i += usize::from(at + c.len_utf8() == tok.len());
+                    break;
+                }
+            }
+        } else if side == 0 && tok == sub {
+            side = 1;
+        }
+    }
+    let twice = seen[0].iter().find(|id| seen[1].contains(id))?;
+    let a = globals.iter().find(|a| a.get_id() == *twice)?;
+    Some(
+        a.get_long()
+            .map_or(twice.to_string(), |l| format!("--{}", l)),
+    )
 }
 
 /// Drops the hidden subcommands (`__hashd`, …) from the "similar subcommands" tip of an

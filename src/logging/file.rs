@@ -4,7 +4,6 @@
 use crate::error::UsageError;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
@@ -60,18 +59,13 @@ pub fn to_file_only(level: log::Level, msg: &str) {
 /// Opens the log file for appending (created if missing). A path we can't write is a usage
 /// error; a FIFO without a reader is refused rather than waited on.
 pub(super) fn open_logfile(path: &Path) -> Result<LogFile, UsageError> {
-    let file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| {
-            UsageError::new(format!(
-                "--logfile {}: can't open it for appending ({}); give a writable file path",
-                path.display(),
-                e
-            ))
-        })?;
+    let file = crate::util::create::open_append(path).map_err(|e| {
+        UsageError::new(format!(
+            "--logfile {}: can't open it for appending ({:#}); give a writable file path",
+            path.display(),
+            e
+        ))
+    })?;
     Ok(LogFile {
         file,
         path: path.to_path_buf(),

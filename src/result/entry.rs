@@ -3,6 +3,7 @@
 use super::read;
 use crate::error::UsageError;
 use crate::spec::JobSpec;
+use crate::util::create::FileId;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -116,18 +117,33 @@ pub fn is_gz(path: &Path) -> bool {
 /// Reads the raw bytes of a result file, decompressing `.gz` (see [`read`]). `Ok(None)` if it
 /// doesn't exist.
 pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
+    Ok(read_bytes_id(path)?.map(|(b, _)| b))
+}
+
+/// [`read_bytes`] with the identity of the file read (for a save to check that it replaces the
+/// same file).
+pub fn read_bytes_id(path: &Path) -> Result<Option<(Vec<u8>, FileId)>> {
     let Some(file) = read::open_regular(path, "result file")? else {
         return Ok(None);
     };
-    if !is_gz(path) {
-        return read::read_limited(file, path, "result file", read::MAX_RESULT_BYTES).map(Some);
-    }
-    let size = read::checked_size(&file, path, "result file", read::MAX_RESULT_BYTES)?;
-    read::gunzip(path, file, size, read::MAX_RESULT_BYTES).map(Some)
+    let id = FileId::of(
+        &file
+            .metadata()
+            .with_context(|| format!("reading the metadata of {}", path.display()))?,
+    );
+    let bytes = if !is_gz(path) {
+        read::read_limited(file, path, "result file", read::MAX_RESULT_BYTES)?
+    } else {
+        let size = read::checked_size(&file, path, "result file", read::MAX_RESULT_BYTES)?;
+        read::gunzip(path, file, size, read::MAX_RESULT_BYTES)?
+    };
+    Ok(Some((bytes, id)))
 }
 
 /// Parses result-file bytes into entries; a malformed file is a usage error naming the file.
-/// Bytes after the array are ignored with a warning.
+/// Arrays one after another (files joined with `cat`, plain or gzip) are all read, with a
+/// warning, so the next save keeps every entry; bytes after the last array are ignored with a
+/// warning.
 pub fn parse_entries(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>> {
     let bad = |e: &dyn std::fmt::Display| -> anyhow::Error {
         UsageError::new(format!(
@@ -138,12 +154,29 @@ pub fn parse_entries(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>> {
         .into()
     };
     let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<Vec<Entry>>();
-    let entries = match stream.next() {
+    let mut entries = match stream.next() {
         Some(Ok(entries)) => entries,
         Some(Err(e)) => return Err(bad(&e)),
         None => return Err(bad(&"the file is empty")),
     };
-    read::warn_trailing(path, bytes, stream.byte_offset(), "JSON array");
+    let mut arrays = 1;
+    let mut end = stream.byte_offset();
+    while let Some(Ok(more)) = stream.next() {
+        entries.extend(more);
+        arrays += 1;
+        end = stream.byte_offset();
+    }
+    if arrays > 1 {
+        log::warn!(
+            "{}: holds {} JSON arrays one after another (files joined together?); reading the \
+             entries of all {} ({} in all), which a save writes as one",
+            path.display(),
+            arrays,
+            arrays,
+            entries.len()
+        );
+    }
+    read::warn_trailing(path, bytes, end, "JSON array");
     Ok(entries)
 }
 

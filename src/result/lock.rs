@@ -27,7 +27,7 @@ impl ResultLock {
     /// it) or fails at once with a usage error naming the holder.
     pub fn acquire(result: &Path) -> Result<Self> {
         super::save::check_dir_writable(result, "result file")?;
-        let target = super::save::resolve_symlinks(result)?;
+        let target = super::save::resolve_trusted(result)?;
         let path = lock_path(&target);
         match LockFile::acquire(&path, &result.display().to_string())? {
             Ok(held) => Ok(Self { _held: held }),

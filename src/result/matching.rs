@@ -20,15 +20,28 @@ pub fn link_specs(
     specs: &[JobSpec],
     incremental: impl Fn(&str) -> bool,
 ) -> Vec<Option<usize>> {
+    link_specs_where(entry_specs, specs, incremental, |_, _| true)
+}
+
+/// [`link_specs`] where entry `e` may link to spec `s` only if `fits(s, e)` too: what the spec
+/// doesn't hold but the job is made of (an io job file's contents) must also be the same.
+pub fn link_specs_where(
+    entry_specs: &[&JobSpec],
+    specs: &[JobSpec],
+    incremental: impl Fn(&str) -> bool,
+    fits: impl Fn(usize, usize) -> bool,
+) -> Vec<Option<usize>> {
     let mut used = vec![false; entry_specs.len()];
     specs
         .iter()
-        .map(|spec| {
+        .enumerate()
+        .map(|(s, spec)| {
             let found = entry_specs.iter().enumerate().position(|(i, e)| {
                 !used[i]
                     && e.kind == spec.kind
                     && e.id == spec.id
                     && (incremental(&spec.kind) || specs_equivalent(e, spec))
+                    && fits(s, i)
             });
             if let Some(i) = found {
                 used[i] = true;

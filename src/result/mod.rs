@@ -13,10 +13,11 @@ pub mod read;
 pub mod save;
 pub mod sysinfo;
 
-pub use entry::{is_gz, load_entries, parse_entries, read_bytes, to_raw, Entry};
+pub use entry::{is_gz, load_entries, parse_entries, read_bytes, read_bytes_id, to_raw, Entry};
 pub use save::{save_entries, write_atomic};
 
 use crate::spec::JobSpec;
+use crate::util::create::FileId;
 use anyhow::Result;
 use matching::TouchOrder;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ use std::path::{Path, PathBuf};
 pub struct ResultFile {
     pub path: PathBuf,
     pub entries: Vec<Entry>,
+    /// The file as read (`None`: there was none) or as last saved: a save replaces only it.
+    id: Option<FileId>,
     nr_loaded: usize,
     touched: TouchOrder,
     reorder: bool,
@@ -35,12 +38,16 @@ pub struct ResultFile {
 impl ResultFile {
     /// Loads `path`; a missing file is an empty result file.
     pub fn load(path: &Path) -> Result<Self> {
-        let entries = load_entries(path)?;
+        let (entries, id) = match read_bytes_id(path)? {
+            Some((bytes, id)) => (parse_entries(path, &bytes)?, Some(id)),
+            None => (Vec::new(), None),
+        };
         save::remove_stale_temps(path);
         let nr = entries.len();
         Ok(Self {
             path: path.to_path_buf(),
             entries,
+            id,
             nr_loaded: nr,
             touched: TouchOrder::new(nr),
             reorder: true,
@@ -56,9 +63,22 @@ impl ResultFile {
     /// Links each spec to an existing entry (see `matching::link_specs`), appending a placeholder
     /// for every spec that matched none. Returns the entry index of each spec.
     pub fn link(&mut self, specs: &[JobSpec], incremental: impl Fn(&str) -> bool) -> Vec<usize> {
+        self.link_where(specs, incremental, |_, _| true)
+    }
+
+    /// [`ResultFile::link`] where an entry links to spec `s` only if `fits(s, entry)` too (see
+    /// `matching::link_specs_where`).
+    pub fn link_where(
+        &mut self,
+        specs: &[JobSpec],
+        incremental: impl Fn(&str) -> bool,
+        fits: impl Fn(usize, &Entry) -> bool,
+    ) -> Vec<usize> {
         let links = {
             let specs_in_file: Vec<&JobSpec> = self.entries.iter().map(|e| &e.spec).collect();
-            matching::link_specs(&specs_in_file, specs, incremental)
+            matching::link_specs_where(&specs_in_file, specs, incremental, |s, e| {
+                fits(s, &self.entries[e])
+            })
         };
         links
             .into_iter()
@@ -101,12 +121,16 @@ impl ResultFile {
             .collect()
     }
 
-    /// Saves atomically (see `save`).
-    pub fn save(&self) -> Result<()> {
-        save_entries(
+    /// Saves atomically, replacing only the file this invocation read or last saved; what
+    /// can't be saved is kept elsewhere (see `save::save_entries_over`).
+    pub fn save(&mut self) -> Result<()> {
+        let id = save::save_entries_over(
             &self.path,
+            self.id,
             self.save_order().into_iter().map(|i| &self.entries[i]),
-        )
+        )?;
+        self.id = Some(id);
+        Ok(())
     }
 }
 

@@ -104,22 +104,31 @@ fn entries_without_reports(entries: &[Entry], reports: &BTreeMap<u64, PathBuf>) 
 }
 
 /// Writes `<out_dir>/<stem>.tar.gz` (atomically) with the result file and the reports found (see
-/// [`report_dirs`]) for every second of the merged entry periods. An entry none of whose
-/// seconds has a report is a usage error unless `allow_missing`.
-pub fn pack(result: &Path, dir: &Path, out_dir: &Path, allow_missing: bool) -> Result<PackStats> {
+/// [`report_dirs`]) for every second of the merged periods of the entries whose bench writes
+/// per-second reports (`reported`, by kind: those that run with the host set up). Such an entry
+/// none of whose seconds has a report is a usage error unless `allow_missing`.
+pub fn pack(
+    result: &Path,
+    dir: &Path,
+    out_dir: &Path,
+    allow_missing: bool,
+    reported: &dyn Fn(&str) -> bool,
+) -> Result<PackStats> {
+    let stem = stem(result);
+    let tarball = out_dir.join(format!("{}.tar.gz", stem));
+    super::save::check_dir_writable(&tarball, "tarball")?;
     let Some(bytes) = read_bytes(result)? else {
         crate::usage_bail!(
             "{}: result file doesn't exist; pack needs an existing --result file",
             result.display()
         );
     };
-    let entries = parse_entries(result, &bytes)?;
+    let mut entries = parse_entries(result, &bytes)?;
     drop(bytes);
-    let stem = stem(result);
+    entries.retain(|e| reported(&e.spec.kind));
     let base = result
         .file_name()
         .ok_or_else(|| UsageError::new(format!("{}: not a file name", result.display())))?;
-    let tarball = out_dir.join(format!("{}.tar.gz", stem));
     let dirs = report_dirs(result, dir);
     let reports = list_reports(&dirs);
     let bare = entries_without_reports(&entries, &reports);

@@ -6,12 +6,15 @@
 //! leaves either the complete old file or the complete new one, never a torn mix.
 
 use super::entry::{is_gz, Entry};
+use super::read::MAX_RESULT_BYTES;
 pub use crate::util::atomic::{
-    check_dir_writable, remove_stale_temps, resolve_symlinks, temp_path, write_atomic,
+    check_dir_writable, remove_stale_temps, replace_atomic, resolve_trusted, temp_path,
+    write_atomic, Changed, FileId,
 };
+use crate::util::create::{create_new, parent_dir};
 use anyhow::{Context, Result};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Serializes entries as the pretty-printed JSON array stored in result files.
 pub fn serialize_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Result<Vec<u8>> {
@@ -30,23 +33,178 @@ pub fn serialize_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Re
     Ok(buf)
 }
 
-/// Writes `entries` to `path` atomically (see the module doc).
+/// `json` without the whitespace between tokens (strings are kept as they are).
+pub fn minify(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len());
+    let (mut in_str, mut esc) = (false, false);
+    for &b in json {
+        if in_str {
+            out.push(b);
+            match (esc, b) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+        } else if !b.is_ascii_whitespace() {
+            in_str = b == b'"';
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// What a save writes: the pretty-printed array, or, where that would be more than the reader
+/// takes (`limit`, `MAX_RESULT_BYTES`), the same without whitespace. `Err` with those bytes if
+/// even they are too large (empty if the entries don't serialize): the tool never writes a
+/// result file it would refuse to read.
+fn save_bytes<'a>(
+    entries: impl IntoIterator<Item = &'a Entry>,
+    limit: u64,
+) -> Result<Vec<u8>, Vec<u8>> {
+    let json = match serialize_entries(entries) {
+        Ok(j) => j,
+        Err(_) => return Err(Vec::new()),
+    };
+    if json.len() as u64 <= limit {
+        return Ok(json);
+    }
+    let small = minify(&json);
+    drop(json);
+    if small.len() as u64 <= limit {
+        log::warn!(
+            "the result file would be more than {} MiB pretty-printed; saving it without \
+             whitespace ({} MiB)",
+            MAX_RESULT_BYTES >> 20,
+            small.len() >> 20
+        );
+        Ok(small)
+    } else {
+        Err(small)
+    }
+}
+
+/// Writes `json` (compressed for a `.gz` path) through `w`.
+fn encode(w: &mut dyn Write, json: &[u8], gz: bool) -> std::io::Result<()> {
+    if gz {
+        // Level 1: a third of the default's time on a 12 MB result, a quarter larger;
+        // saves come at every checkpoint and after every solve.
+        let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
+        enc.write_all(json)?;
+        enc.finish()?;
+    } else {
+        w.write_all(json)?;
+    }
+    Ok(())
+}
+
+/// Writes `entries` to `path` atomically (see the module doc), whatever file is there now.
 pub fn save_entries<'a>(path: &Path, entries: impl IntoIterator<Item = &'a Entry>) -> Result<()> {
     let json = serialize_entries(entries)?;
     let gz = is_gz(path);
-    write_atomic(path, |w| {
-        if gz {
-            // Level 1: a third of the default's time on a 12 MB result, a quarter larger;
-            // saves come at every checkpoint and after every solve.
-            let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
-            enc.write_all(&json)?;
-            enc.finish()?;
-        } else {
-            w.write_all(&json)?;
+    write_atomic(path, |w| encode(w, &json, gz))
+        .with_context(|| format!("saving result file {}", path.display()))
+}
+
+/// Writes `entries` to `path` atomically, replacing only the file this command read (`expect`:
+/// its identity, `None` if there was none; see `util::atomic::replace_atomic`). Whatever stops
+/// the save — a changed file, a full disk, a directory in the file's place, a result too large
+/// to read back — the entries are kept in a file of their own ([`keep_unsaved`]) and the error
+/// says where. Returns the identity of the file written.
+pub fn save_entries_over<'a>(
+    path: &Path,
+    expect: Option<FileId>,
+    entries: impl IntoIterator<Item = &'a Entry>,
+) -> Result<FileId> {
+    let gz = is_gz(path);
+    let json = match save_bytes(entries, MAX_RESULT_BYTES) {
+        Ok(j) => j,
+        Err(big) if big.is_empty() => {
+            anyhow::bail!("serializing the entries of {}", path.display())
         }
-        Ok(())
-    })
-    .with_context(|| format!("saving result file {}", path.display()))
+        Err(big) => {
+            let err = anyhow::anyhow!(
+                "{}: the result would be {} MiB, more than the {} MiB a result file may have \
+                 to be read back",
+                path.display(),
+                big.len() >> 20,
+                MAX_RESULT_BYTES >> 20
+            );
+            return Err(kept_or_lost(err, keep_unsaved(path, &big)));
+        }
+    };
+    match replace_atomic(path, Some(expect), |w| encode(w, &json, gz)) {
+        Ok(id) => Ok(id),
+        Err(e) => {
+            let e = e.context(format!("saving result file {}", path.display()));
+            Err(kept_or_lost(e, keep_unsaved(path, &json)))
+        }
+    }
+}
+
+/// The error of a failed save, saying where its entries went.
+fn kept_or_lost(err: anyhow::Error, kept: Result<PathBuf>) -> anyhow::Error {
+    match kept {
+        Ok(p) => err.context(format!(
+            "this command's entries are kept in {}: resume with -r {}, or move it into place",
+            p.display(),
+            p.display()
+        )),
+        Err(k) => err.context(format!(
+            "this command's entries could not be kept elsewhere either ({:#})",
+            k
+        )),
+    }
+}
+
+/// Keeps the entries a save couldn't write (`json`, compressed if `path` is a `.gz`) in a new
+/// file: `NAME.unsaved-PID` beside the result file (`STEM.unsaved-PID.gz` for a `.gz`), else
+/// in the temporary directory or `/var/tmp`. Never replaces anything; returns where it went.
+pub fn keep_unsaved(path: &Path, json: &[u8]) -> Result<PathBuf> {
+    let gz = is_gz(path);
+    let target = resolve_trusted(path).unwrap_or_else(|_| path.to_path_buf());
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "result".into());
+    let base = if gz {
+        name.strip_suffix(".gz").unwrap_or(&name).to_string()
+    } else {
+        name
+    };
+    let dirs = [
+        parent_dir(&target).to_path_buf(),
+        std::env::temp_dir(),
+        PathBuf::from("/var/tmp"),
+    ];
+    let mut why = Vec::new();
+    for dir in &dirs {
+        for n in 0..8 {
+            let mut fname = format!("{}.unsaved-{}", base, std::process::id());
+            if n > 0 {
+                fname += &format!("-{}", n);
+            }
+            if gz {
+                fname += ".gz";
+            }
+            let p = dir.join(fname);
+            let res = create_new(&p, 0o644).and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                encode(&mut w, json, gz)?;
+                w.into_inner().map_err(|e| e.into_error())?.sync_all()
+            });
+            match res {
+                Ok(()) => return Ok(p),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&p);
+                    why.push(format!("{}: {}", dir.display(), e));
+                    break;
+                }
+            }
+        }
+    }
+    anyhow::bail!("{}", why.join("; "))
 }
 
 #[cfg(test)]
@@ -135,6 +293,47 @@ mod tests {
         let err = write_atomic(&path, |_| Err(std::io::Error::other("boom")));
         assert!(err.is_err());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "[]");
-        assert!(!temp_path(&path).exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "a temp file left"
+        );
+    }
+
+    #[test]
+    fn a_result_too_large_pretty_is_saved_without_whitespace_or_refused() {
+        let entries = vec![entry("a", r#"{"x": [1, 2, "a b"]}"#)];
+        let pretty = serialize_entries(&entries).unwrap();
+        let small = minify(&pretty);
+        assert!(small.len() < pretty.len());
+        let back: serde_json::Value = serde_json::from_slice(&small).unwrap();
+        assert_eq!(
+            back,
+            serde_json::from_slice::<serde_json::Value>(&pretty).unwrap()
+        );
+        assert_eq!(back[0]["record"]["x"][2], "a b");
+        assert_eq!(
+            save_bytes(&entries, pretty.len() as u64),
+            Ok(pretty.clone())
+        );
+        assert_eq!(save_bytes(&entries, small.len() as u64), Ok(small.clone()));
+        assert_eq!(save_bytes(&entries, small.len() as u64 - 1), Err(small));
+    }
+
+    #[test]
+    fn what_a_save_cannot_write_is_kept_beside_it_or_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["r.json", "r.json.gz"] {
+            let kept = keep_unsaved(&dir.path().join(name), b"[]").unwrap();
+            assert_eq!(kept.parent(), Some(dir.path()));
+            assert!(load_entries(&kept).unwrap().is_empty());
+            let again = keep_unsaved(&dir.path().join(name), b"[]").unwrap();
+            assert_ne!(kept, again, "nothing is replaced");
+        }
+        // A directory that can't take files: the temporary directory does.
+        let gone = dir.path().join("gone/r.json");
+        let kept = keep_unsaved(&gone, b"[]").unwrap();
+        assert!(!kept.starts_with(dir.path()), "{}", kept.display());
+        std::fs::remove_file(kept).unwrap();
     }
 }

@@ -4,13 +4,17 @@
 //! [`write_replacing`] skips the fsyncs for files rewritten every second on the device under
 //! test (reports, hashd's status), where a flush would disturb what is measured.
 
+use super::create::{check_names_fit, create_new, create_temp, temp_pid, temp_prefix};
+pub use super::create::{parent_dir, resolve_trusted, FileId};
 use anyhow::{Context, Result};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// Writes `path` through `tmp` (same directory) renamed over it, without fsync. The temp file
-/// is removed if anything fails; `what` names the file in the error.
+/// Writes `path` through `tmp` (same directory) renamed over it, without fsync. `tmp` is a
+/// fixed staging name of the caller's: created new (a leftover of a killed writer, or anything
+/// planted there, is unlinked first, never written through). The temp file is removed if
+/// anything fails; `what` names the file in the error.
 pub fn write_replacing(
     path: &Path,
     tmp: &Path,
@@ -18,7 +22,13 @@ pub fn write_replacing(
     fill: impl FnOnce(&mut File) -> std::io::Result<()>,
 ) -> Result<()> {
     let res = (|| -> std::io::Result<()> {
-        let mut f = File::create(tmp)?;
+        let mut f = match create_new(tmp, 0o666) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(tmp)?;
+                create_new(tmp, 0o666)?
+            }
+            r => r?,
+        };
         fill(&mut f)?;
         drop(f);
         std::fs::rename(tmp, path)
@@ -30,8 +40,8 @@ pub fn write_replacing(
     Ok(())
 }
 
-/// The temporary file a save of `path` writes before renaming: `.<name>.tmp.<pid>` in the same
-/// directory, so the rename never crosses a filesystem.
+/// The fixed staging name of a [`write_replacing`] of `path` by this process:
+/// `.<name>.tmp.<pid>` in the same directory, so the rename never crosses a filesystem.
 pub fn temp_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
@@ -43,23 +53,17 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// Removes temp files of earlier saves of `path` whose process is gone (a save killed midway
 /// leaves one behind). Best effort: failures are only logged.
 pub fn remove_stale_temps(path: &Path) {
-    let Ok(path) = resolve_symlinks(path) else {
+    let Ok(path) = resolve_trusted(path) else {
         return;
     };
     let path = path.as_path();
-    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return;
-    };
-    let prefix = format!(".{}.tmp.", name);
+    let prefix = temp_prefix(path);
     let Ok(dir) = std::fs::read_dir(parent_dir(path)) else {
         return;
     };
     for ent in dir.flatten() {
         let fname = ent.file_name().to_string_lossy().into_owned();
-        let Some(pid) = fname
-            .strip_prefix(&prefix)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let Some(pid) = temp_pid(&fname, &prefix) else {
             continue;
         };
         if pid == std::process::id() || Path::new(&format!("/proc/{}", pid)).exists() {
@@ -70,37 +74,6 @@ pub fn remove_stale_temps(path: &Path) {
             Err(e) => log::debug!("can't remove stale {}: {}", ent.path().display(), e),
         }
     }
-}
-
-/// The directory holding `path` (`.` for a bare file name).
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
-/// Most symlinks followed to one path, as the kernel's own limit.
-const MAX_LINKS: usize = 40;
-
-/// The file `path` finally names: symlinks (also dangling ones, whose target a save creates)
-/// followed to a path that isn't one. A loop is a usage error.
-pub fn resolve_symlinks(path: &Path) -> Result<PathBuf> {
-    let mut cur = path.to_path_buf();
-    for _ in 0..MAX_LINKS {
-        match std::fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let to = std::fs::read_link(&cur)
-                    .with_context(|| format!("reading the symlink {}", cur.display()))?;
-                cur = parent_dir(&cur).join(to);
-            }
-            _ => return Ok(cur),
-        }
-    }
-    crate::usage_bail!(
-        "{}: too many levels of symbolic links (a loop?); give a regular file",
-        path.display()
-    )
 }
 
 /// Checks, before any work that would end in a save to `path`, that its directory exists and
@@ -114,7 +87,7 @@ pub fn check_dir_writable(path: &Path, what: &str) -> Result<()> {
             what
         );
     }
-    let target = resolve_symlinks(path)?;
+    let target = resolve_trusted(path)?;
     let dir = parent_dir(&target);
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
@@ -149,19 +122,39 @@ pub fn check_dir_writable(path: &Path, what: &str) -> Result<()> {
             what
         );
     }
-    Ok(())
+    check_names_fit(&target, what)
 }
 
 /// Creates `path` atomically from what `fill` writes: temp file, fsync, rename, fsync of the
 /// directory. The temp file is removed if anything fails. An existing target's permissions are
-/// carried over. A symlink at `path` stays: its final target is what gets replaced.
+/// carried over. A symlink at `path` stays (when trusted, see `util::create`): its final target
+/// is what gets replaced.
 pub fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let path = &resolve_symlinks(path)?;
-    let tmp = temp_path(path);
-    let res = write_and_rename(path, &tmp, fill);
+    replace_atomic(path, None, fill).map(|_| ())
+}
+
+/// The file at a path is no longer the one a command read: another writer replaced or changed
+/// it. Saves that expect a file refuse to replace it (see [`replace_atomic`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{path} changed since it was read (another writer replaced or modified it); left as it is")]
+pub struct Changed {
+    pub path: String,
+}
+
+/// [`write_atomic`] that replaces only the file it expects: with `expect` set, the target's
+/// identity just before the rename must be what it holds (`None`: no file there), otherwise
+/// nothing is replaced and the error is [`Changed`]. Returns the identity of the new file.
+pub fn replace_atomic(
+    path: &Path,
+    expect: Option<Option<FileId>>,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<FileId> {
+    let path = &resolve_trusted(path)?;
+    let (file, tmp) = create_temp(path)?;
+    let res = write_and_rename(path, file, &tmp, expect, fill);
     if res.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -170,15 +163,11 @@ pub fn write_atomic(
 
 fn write_and_rename(
     path: &Path,
+    file: File,
     tmp: &Path,
+    expect: Option<Option<FileId>>,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<()> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
+) -> Result<FileId> {
     if let Ok(meta) = std::fs::metadata(path) {
         // Best effort: a file we can't chmod is still a valid result file.
         let _ = file.set_permissions(meta.permissions());
@@ -191,10 +180,31 @@ fn write_and_rename(
         .with_context(|| format!("writing {}", tmp.display()))?;
     file.sync_all()
         .with_context(|| format!("syncing {}", tmp.display()))?;
+    let id = FileId::of(
+        &file
+            .metadata()
+            .with_context(|| format!("reading the metadata of {}", tmp.display()))?,
+    );
     drop(file);
+    if let Some(want) = expect {
+        let now = FileId::at(path).with_context(|| format!("checking {}", path.display()))?;
+        if now != want {
+            return Err(Changed {
+                path: path.display().to_string(),
+            }
+            .into());
+        }
+    }
     std::fs::rename(tmp, path)
         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-    sync_dir(parent_dir(path))
+    sync_dir(parent_dir(path))?;
+    // What the next check will see through the path (network and VM-shared file systems may
+    // report times a little differently than for the open file), unless another writer
+    // already replaced ours.
+    Ok(match FileId::at(path) {
+        Ok(Some(now)) if now.same_inode(&id) => now,
+        _ => id,
+    })
 }
 
 /// Makes a rename in `dir` durable.

@@ -8,7 +8,7 @@
 //! (its inode is no longer the path's) retries.
 
 use anyhow::{Context, Result};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
@@ -34,13 +34,9 @@ impl LockFile {
     /// flock is run unguarded, with a warning naming `what`.
     pub fn acquire(path: &Path, what: &str) -> Result<std::result::Result<Self, Busy>> {
         loop {
-            let mut file = match OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-            {
+            // Not through a link, not into a file with other names: we may run as root in a
+            // directory others can write to.
+            let mut file = match super::create::open_lock(path) {
                 Ok(f) => f,
                 Err(e) => return Ok(Err(Busy::CantCreate(e))),
             };

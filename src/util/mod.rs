@@ -2,6 +2,7 @@
 //! that die with us, the unix time and where a wall-clock second's mark is.
 
 pub mod atomic;
+pub mod create;
 pub mod fs;
 pub mod lockfile;
 pub mod out;

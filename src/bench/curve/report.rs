@@ -160,7 +160,14 @@ pub fn text(res: &CurveResult, rec: Option<&CurveRecord>) -> String {
             }
         };
         let line = match (a.outcome.as_str(), a.x) {
-            ("below", _) => "missed even at the lowest point".to_string(),
+            ("below", _) => match a.met_above {
+                Some(x) => format!(
+                    "missed at the lowest point, though met at {} (the curve is not \
+                     monotonic: too noisy to answer)",
+                    unit(x)
+                ),
+                None => "missed even at the lowest point".to_string(),
+            },
             ("all", Some(x)) => format!("met at every point, up to {}", unit(x)),
             (_, Some(x)) => format!(
                 "met up to {}{}{}",

@@ -116,6 +116,10 @@ pub struct TargetAnswer {
     pub probes: usize,
     /// The bracket the search ended with: `[lo, hi]`.
     pub bracket: Option<(f64, f64)>,
+    /// With `below`: the lowest point above that met the target anyway (a curve that isn't
+    /// monotonic, noise), so the report doesn't say it was missed everywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub met_above: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,6 +186,7 @@ fn answer(rec: &CurveRecord, text: &str, t: &LatTarget) -> TargetAnswer {
         lat_ns: None,
         probes: rec.probes.len(),
         bracket: None,
+        met_above: None,
     };
     // The point or probe at x, for its achieved rate and latency.
     let at = |x: f64| -> Option<&PointOut> {
@@ -203,6 +208,7 @@ fn answer(rec: &CurveRecord, text: &str, t: &LatTarget) -> TargetAnswer {
     let x = match bracket(&curve) {
         Bracket::BelowLowest => {
             a.outcome = "below".into();
+            a.met_above = curve.iter().find(|p| p.1).map(|p| p.0);
             None
         }
         Bracket::AtHighest(x) => {

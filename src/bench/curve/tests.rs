@@ -326,3 +326,27 @@ fn the_plot_names_the_points_the_knee_and_the_target() {
     let empty = study(&record(&p));
     assert!(super::plot::svg(&empty, "curve:test").unwrap().is_none());
 }
+
+#[test]
+fn a_target_missed_at_the_lowest_point_but_met_above_says_so() {
+    let t = LatTarget::parse("p99/200us").unwrap();
+    let mut p = props(&[1.0, 2.0, 4.0], 2.5, Some(t), 2);
+    p.mode = Mode::Qd;
+    let mut rec = record(&p);
+    rec.mode = "qd".into();
+    run_sim(&p, &mut rec, None).0.unwrap();
+    // Noise: the lowest point missed, the next one met.
+    for pt in rec.runs.iter_mut().flat_map(|r| r.points.iter_mut()) {
+        let ns = if pt.qd == 1 { 10_000_000 } else { 1_000 };
+        pt.lat_pcts.iter_mut().for_each(|x| x.1 = ns);
+    }
+    let res = study(&rec);
+    let a = res.lat_target.as_ref().unwrap();
+    assert_eq!(
+        (a.outcome.as_str(), a.x, a.met_above),
+        ("below", None, Some(2.0))
+    );
+    let text = super::report::text(&res, None);
+    assert!(text.contains("though met at qd=2"), "{}", text);
+    assert!(!text.contains("missed even at"), "{}", text);
+}

@@ -190,7 +190,7 @@ fn check_groups(jobs: &[FileJob]) -> Result<(), String> {
 }
 
 /// `jobs=FILE` read; `cli` are the spec's other properties.
-pub fn read(path: &Path, cli: &PropSet) -> Result<Vec<FileJob>, String> {
+pub fn read(path: &Path, cli: &PropSet) -> Result<(Vec<FileJob>, String), String> {
     let what = "io job file";
     let name = path.display();
     let text = crate::util::fs::open_regular(path, what)
@@ -199,8 +199,14 @@ pub fn read(path: &Path, cli: &PropSet) -> Result<Vec<FileJob>, String> {
             None => Err(crate::error::UsageError::new(format!("{}: no such file", name)).into()),
         })
         .map_err(|e| e.to_string())?;
+    let sha1 = {
+        use sha1::Digest;
+        let d: [u8; 20] = sha1::Sha1::digest(&text).into();
+        d.iter().map(|b| format!("{:02x}", b)).collect::<String>()
+    };
     let text = String::from_utf8(text).map_err(|_| format!("{}: not UTF-8 text", name))?;
-    parse(&text, cli).map_err(|e| format!("{}: {}", name, e))
+    let jobs = parse(&text, cli).map_err(|e| format!("{}: {}", name, e))?;
+    Ok((jobs, sha1))
 }
 
 /// Every property's default as the file writes it, where one alone is valid; `None` for the

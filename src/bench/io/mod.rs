@@ -61,6 +61,8 @@ pub static DESC: BenchDesc = BenchDesc {
 pub struct IoJobs {
     pub jobs: Vec<jobfile::FileJob>,
     pub from_file: bool,
+    /// The SHA-1 of the job file's text: part of what makes a stored run this job's.
+    pub file_sha1: Option<String>,
 }
 
 impl Bench for Io {
@@ -94,18 +96,27 @@ impl Bench for Io {
                     props: job_props(spec)?,
                 }],
                 from_file: false,
+                file_sha1: None,
             });
         };
         let mut cli = spec.props.first().cloned().unwrap_or_default();
         cli.remove("jobs");
+        let (jobs, sha1) = jobfile::read(std::path::Path::new(path), &cli).map_err(|e| g.err(e))?;
         Ok(IoJobs {
-            jobs: jobfile::read(std::path::Path::new(path), &cli).map_err(|e| g.err(e))?,
+            jobs,
             from_file: true,
+            file_sha1: Some(sha1),
         })
     }
 
     fn run(&self, ctx: &mut RunCtx, props: &IoJobs) -> Result<IoRecord> {
-        run::run_jobs(ctx, &props.jobs, props.from_file)
+        run::run_jobs(ctx, &props.jobs, props.from_file, props.file_sha1.clone())
+    }
+
+    /// A job file's run is this job's only if the file is as it was then (a record from
+    /// before the digest was kept can't tell, and is run again as a new entry).
+    fn answers(&self, props: &IoJobs, record: &IoRecord) -> bool {
+        !props.from_file || record.jobs_sha1 == props.file_sha1
     }
 
     fn study(&self, _ctx: &StudyCtx, rec: &IoRecord) -> Result<IoRecord> {

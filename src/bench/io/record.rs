@@ -24,6 +24,9 @@ pub struct IoRecord {
     pub io: Option<IoResult>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<NamedIo>,
+    /// The SHA-1 of the job file's text, for a job file's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs_sha1: Option<String>,
 }
 
 impl IoRecord {

@@ -104,8 +104,22 @@ fn run_together(run: &[(String, IoJob)]) -> Result<Vec<IoResult>> {
 }
 
 fn log_result(name: &str, io: &IoResult) {
+    // p99 of each direction that did IO (a write-only job's read side is all zeros).
+    let p99 = |d: &crate::workload::ioengine::stats::DirOut| {
+        d.clat
+            .percentiles
+            .iter()
+            .find(|p| p.0 == "99.000000")
+            .map(|p| p.1 / 1000)
+            .filter(|_| d.clat.n > 0)
+    };
+    let clat = match (p99(&io.read), p99(&io.write)) {
+        (Some(r), Some(w)) => format!("clat p99 read {} µs, write {} µs", r, w),
+        (Some(x), None) | (None, Some(x)) => format!("clat p99 {} µs", x),
+        (None, None) => "no IO completed".to_string(),
+    };
     log::info!(
-        "io{}: {} IOPS, {}/s, clat p99 {} µs ({})",
+        "io{}: {} IOPS, {}/s, {} ({})",
         if name.is_empty() {
             String::new()
         } else {
@@ -113,13 +127,7 @@ fn log_result(name: &str, io: &IoResult) {
         },
         si(io.read.iops + io.write.iops),
         format_size(io.read.bw_bytes + io.write.bw_bytes),
-        io.read
-            .clat
-            .percentiles
-            .iter()
-            .chain(&io.write.clat.percentiles)
-            .find(|p| p.0 == "99.000000")
-            .map_or(0, |p| p.1 / 1000),
+        clat,
         io.engine
     );
 }
@@ -134,9 +142,15 @@ fn kept(prev: &[NamedIo], at: usize, run: &[(String, IoJob)]) -> Option<Vec<Name
         .then(|| old.to_vec())
 }
 
-/// Runs `jobs` (one from a spec, or a job file's when `named`) and returns the record. A job
-/// file's record is checkpointed after each run, and a run the checkpoint holds is kept.
-pub fn run_jobs(ctx: &mut RunCtx, jobs: &[FileJob], named: bool) -> Result<IoRecord> {
+/// Runs `jobs` (one from a spec, or a job file's — whose text has the SHA-1 `sha1` — when
+/// `named`) and returns the record. A job file's record is checkpointed after each run, and a
+/// run the checkpoint holds is kept.
+pub fn run_jobs(
+    ctx: &mut RunCtx,
+    jobs: &[FileJob],
+    named: bool,
+    sha1: Option<String>,
+) -> Result<IoRecord> {
     let prev: Vec<NamedIo> = ctx
         .prev_record()
         .filter(|_| named)
@@ -148,6 +162,8 @@ pub fn run_jobs(ctx: &mut RunCtx, jobs: &[FileJob], named: bool) -> Result<IoRec
         testfile_written: false,
         io: None,
         jobs: Vec::new(),
+        // In every checkpoint too: a resume links only to a record of the same file.
+        jobs_sha1: sha1,
     };
     let all = runs(jobs);
     for (i, run) in all.iter().enumerate() {

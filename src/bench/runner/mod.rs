@@ -130,9 +130,11 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, jobs: Vec<(JobSpec, Box<dyn BenchJob
     };
     let specs: Vec<JobSpec> = jobs.iter().map(|(s, _)| s.clone()).collect();
     file.set_reorder(mode == Mode::Run);
-    let idxs = file.link(&specs, |kind| {
-        bench::find(kind).is_some_and(|b| b.desc().incremental)
-    });
+    let idxs = file.link_where(
+        &specs,
+        |kind| bench::find(kind).is_some_and(|b| b.desc().incremental),
+        |s, entry| entry.record.as_deref().is_none_or(|r| jobs[s].1.answers(r)),
+    );
 
     let reports_dir = match &mode {
         Mode::Run => cfg.dir.join("report.d"),

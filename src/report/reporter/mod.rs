@@ -140,8 +140,7 @@ impl Reporter {
     /// `--keep-reports`) and starts the thread.
     pub fn start(cfg: ReporterConfig) -> Result<ReporterHandle> {
         let rdir = reports_dir(&cfg.dir);
-        std::fs::create_dir_all(&rdir)
-            .with_context(|| format!("creating the report directory {}", rdir.display()))?;
+        crate::util::create::ensure_dir(&rdir, "report directory")?;
         if cfg.clear_reports {
             let n = clear_reports(&rdir)?;
             let _ = std::fs::remove_file(cfg.dir.join(REPORT_LINK));

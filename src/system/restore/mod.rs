@@ -95,11 +95,7 @@ impl Journal {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating work directory {}", dir.display()))?;
         let lock_path = dir.join(LOCK_FILE);
-        let lock_file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
+        let lock_file = crate::util::create::open_lock(&lock_path)
             .with_context(|| format!("opening {}", lock_path.display()))?;
         // SAFETY: flock on a file descriptor we own; no memory is involved.
         if unsafe { libc::flock(lock_file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {

@@ -176,6 +176,9 @@ impl LatHist {
                 total, o.n
             ));
         }
+        if o.n > 0 && o.min_ns > o.max_ns {
+            return Err(format!("min_ns {} is above max_ns {}", o.min_ns, o.max_ns));
+        }
         l.n = o.n;
         l.min = if o.n == 0 { u64::MAX } else { o.min_ns };
         l.max = o.max_ns;
