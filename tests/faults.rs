@@ -586,3 +586,26 @@ fn pack_of_an_io_result_needs_no_reports() {
     assert_eq!(code, 0, "{}", err);
     assert!(p.join("r.tar.gz").is_file());
 }
+
+/// Was: `io:qd=4096,workers=64,bs=1M` — each value accepted, together 256 GiB of buffers — was
+/// killed by the OOM killer.
+#[test]
+fn io_buffers_beyond_the_hosts_memory_are_refused_before_any_io() {
+    let d = tempfile::tempdir().unwrap();
+    assert_usage(
+        "256 GiB of buffers",
+        run(
+            d.path(),
+            &[
+                "-r",
+                "r.json",
+                "-d",
+                "w",
+                "run",
+                "io:qd=4096,workers=64,bs=1M,file-size=8M",
+            ],
+        ),
+        "the IO buffers (qd x workers x bs) take 256G",
+    );
+    assert!(!d.path().join("w/scratch").exists(), "no test file written");
+}

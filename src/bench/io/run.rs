@@ -32,6 +32,42 @@ pub fn prepare_target(ctx: &mut RunCtx, props: &IoProps) -> Result<(PathBuf, boo
     })
 }
 
+/// Refuses, before any IO, a run whose IO buffers (queue depth × workers × block size per job,
+/// the jobs of a run together) take more memory than the host has available: each value may
+/// be fine alone while together they would bring in the OOM killer.
+fn check_buffers(jobs: &[FileJob]) -> Result<()> {
+    let hp = crate::system::HostPaths::real();
+    let Some(avail) = crate::system::sysinfo::read_meminfo(&hp)
+        .ok()
+        .and_then(|m| m.get("MemAvailable").copied())
+    else {
+        return Ok(());
+    };
+    for run in runs(jobs) {
+        let need: u128 = run
+            .iter()
+            .map(|j| {
+                let job = &j.props.job;
+                job.qd as u128 * job.workers as u128 * job.bs as u128
+            })
+            .sum();
+        if need > avail as u128 {
+            crate::usage_bail!(
+                "io{}: the IO buffers (qd x workers x bs) take {}, more than the {} this host \
+                 has available; lower qd, workers or bs",
+                if run[0].name == "io" {
+                    String::new()
+                } else {
+                    format!(" {}", run[0].name)
+                },
+                format_size(need.min(u64::MAX as u128) as f64),
+                format_size(avail as f64)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The jobs in runs: each run is a job and those after it marked `together`.
 fn runs(jobs: &[FileJob]) -> Vec<&[FileJob]> {
     let mut out = Vec::new();
@@ -151,6 +187,7 @@ pub fn run_jobs(
     named: bool,
     sha1: Option<String>,
 ) -> Result<IoRecord> {
+    check_buffers(jobs)?;
     let prev: Vec<NamedIo> = ctx
         .prev_record()
         .filter(|_| named)
