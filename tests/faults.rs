@@ -166,40 +166,49 @@ fn links_of_other_users_at_named_files_are_refused() {
         run(p, &["-r", "r.json", "run", "selftest:steps=1"]),
         "neither yours nor root's",
     );
-    plant_foreign_link(&v, &p.join("t.csv"));
-    assert_usage(
-        "a foreign link at the CSV",
-        run(
-            p,
+    // (what, the name planted, where its link points, the command that creates the name)
+    let elsewhere = p.join("elsewhere");
+    let cases: [(&str, &str, &Path, &[&str]); 5] = [
+        (
+            "CSV",
+            "t.csv",
+            &v,
             &["-r", "ok.json", "summary", "-o", "csv", "--append", "t.csv"],
         ),
-        "neither yours nor root's",
-    );
-    plant_foreign_link(&p.join("elsewhere"), &p.join("plots"));
-    assert_usage(
-        "a foreign link at the plot directory",
-        run(p, &["-r", "ok.json", "format", "--plot", "plots"]),
-        "neither yours nor root's",
-    );
-    assert!(!p.join("elsewhere").exists());
-    plant_foreign_link(&v, &p.join("ok.tar.gz"));
-    assert_usage(
-        "a foreign link at the tarball",
-        run(p, &["-r", "ok.json", "-d", "w", "pack", "--allow-missing"]),
-        "neither yours nor root's",
-    );
-    plant_foreign_link(&v, &p.join("gen.toml"));
-    assert_usage(
-        "a foreign link at the job file",
-        run(p, &["run", "--generate", "gen.toml", "io:qd=2"]),
-        "neither yours nor root's",
-    );
-    plant_foreign_link(&v, &p.join("log"));
-    assert_usage(
-        "a foreign link at the log file",
-        run(p, &["--logfile", "log", "-r", "ok.json", "summary"]),
-        "neither yours nor root's",
-    );
+        (
+            "plot directory",
+            "plots",
+            &elsewhere,
+            &["-r", "ok.json", "format", "--plot", "plots"],
+        ),
+        (
+            "tarball",
+            "ok.tar.gz",
+            &v,
+            &["-r", "ok.json", "-d", "w", "pack", "--allow-missing"],
+        ),
+        (
+            "job file",
+            "gen.toml",
+            &v,
+            &["run", "--generate", "gen.toml", "io:qd=2"],
+        ),
+        (
+            "log file",
+            "log",
+            &v,
+            &["--logfile", "log", "-r", "ok.json", "summary"],
+        ),
+    ];
+    for (what, name, to, args) in cases {
+        plant_foreign_link(to, &p.join(name));
+        assert_usage(
+            &format!("a foreign link at the {}", what),
+            run(p, args),
+            "neither yours nor root's",
+        );
+    }
+    assert!(!elsewhere.exists());
     assert_intact(&v);
 }
 

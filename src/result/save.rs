@@ -55,19 +55,16 @@ pub fn minify(json: &[u8]) -> Vec<u8> {
 }
 
 /// What a save writes: the pretty-printed array, or, where that would be more than the reader
-/// takes (`limit`, `MAX_RESULT_BYTES`), the same without whitespace. `Err` with those bytes if
-/// even they are too large (empty if the entries don't serialize): the tool never writes a
-/// result file it would refuse to read.
+/// takes (`limit`, `MAX_RESULT_BYTES`), the same without whitespace. The inner `Err` holds
+/// those bytes if even they are too large: the tool never writes a result file it would
+/// refuse to read.
 fn save_bytes<'a>(
     entries: impl IntoIterator<Item = &'a Entry>,
     limit: u64,
-) -> Result<Vec<u8>, Vec<u8>> {
-    let json = match serialize_entries(entries) {
-        Ok(j) => j,
-        Err(_) => return Err(Vec::new()),
-    };
+) -> Result<Result<Vec<u8>, Vec<u8>>> {
+    let json = serialize_entries(entries)?;
     if json.len() as u64 <= limit {
-        return Ok(json);
+        return Ok(Ok(json));
     }
     let small = minify(&json);
     drop(json);
@@ -75,12 +72,12 @@ fn save_bytes<'a>(
         log::warn!(
             "the result file would be more than {} MiB pretty-printed; saving it without \
              whitespace ({} MiB)",
-            MAX_RESULT_BYTES >> 20,
+            limit >> 20,
             small.len() >> 20
         );
-        Ok(small)
+        Ok(Ok(small))
     } else {
-        Err(small)
+        Ok(Err(small))
     }
 }
 
@@ -117,11 +114,8 @@ pub fn save_entries_over<'a>(
     entries: impl IntoIterator<Item = &'a Entry>,
 ) -> Result<FileId> {
     let gz = is_gz(path);
-    let json = match save_bytes(entries, MAX_RESULT_BYTES) {
+    let json = match save_bytes(entries, MAX_RESULT_BYTES)? {
         Ok(j) => j,
-        Err(big) if big.is_empty() => {
-            anyhow::bail!("serializing the entries of {}", path.display())
-        }
         Err(big) => {
             let err = anyhow::anyhow!(
                 "{}: the result would be {} MiB, more than the {} MiB a result file may have \
@@ -312,12 +306,10 @@ mod tests {
             serde_json::from_slice::<serde_json::Value>(&pretty).unwrap()
         );
         assert_eq!(back[0]["record"]["x"][2], "a b");
-        assert_eq!(
-            save_bytes(&entries, pretty.len() as u64),
-            Ok(pretty.clone())
-        );
-        assert_eq!(save_bytes(&entries, small.len() as u64), Ok(small.clone()));
-        assert_eq!(save_bytes(&entries, small.len() as u64 - 1), Err(small));
+        let save = |limit: usize| save_bytes(&entries, limit as u64).unwrap();
+        assert_eq!(save(pretty.len()), Ok(pretty.clone()));
+        assert_eq!(save(small.len()), Ok(small.clone()));
+        assert_eq!(save(small.len() - 1), Err(small));
     }
 
     #[test]

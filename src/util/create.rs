@@ -229,8 +229,7 @@ pub fn open_append(path: &Path) -> Result<File> {
         .open(&target)
         .map_err(|e| link_error(e, &target))
         .with_context(|| format!("opening {} for appending", path.display()))?;
-    let m = file.metadata()?;
-    if m.is_file() && m.nlink() != 1 {
+    if file.metadata()?.is_file() {
         check_single_regular(&file, &target)
             .with_context(|| format!("opening {} for appending", path.display()))?;
     }

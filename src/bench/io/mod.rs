@@ -115,8 +115,13 @@ impl Bench for Io {
 
     /// A job file's run is this job's only if the file is as it was then (a record from
     /// before the digest was kept can't tell, and is run again as a new entry).
-    fn answers(&self, props: &IoJobs, record: &IoRecord) -> bool {
-        !props.from_file || record.jobs_sha1 == props.file_sha1
+    fn answers(&self, props: &IoJobs, record: &serde_json::value::RawValue) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Digest {
+            jobs_sha1: Option<String>,
+        }
+        let stored = serde_json::from_str::<Digest>(record.get()).ok();
+        !props.from_file || stored.is_some_and(|d| d.jobs_sha1 == props.file_sha1)
     }
 
     fn study(&self, _ctx: &StudyCtx, rec: &IoRecord) -> Result<IoRecord> {
