@@ -111,7 +111,8 @@ impl RunCtx<'_> {
         if matches!(self.sysinfo, SysinfoSrc::Fixed(_)) && self.dir_lock.is_none() {
             self.dir_lock = Some(super::workdir::claim(&self.dir)?);
         }
-        Ok(self.dir.join("scratch"))
+        // Made here, and not through another user's link (`util::create`).
+        crate::util::create::ensure_dir(&self.dir.join("scratch"), "scratch directory")
     }
 
     /// Where the per-second reports of this run go (`<dir>/report.d`).

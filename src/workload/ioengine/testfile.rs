@@ -4,15 +4,25 @@
 
 use super::job::{IoJob, Pattern, Stop};
 use anyhow::{Context, Result};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 /// Makes `path` a fully written file of `size` bytes; returns whether it had to be written.
+/// The file is ours: anything else at its name — a symlink, a file with a second name (hard
+/// link), a FIFO — is removed (never followed or written through) and the file made anew.
 pub fn ensure(path: &Path, size: u64, direct: bool) -> Result<bool> {
-    if let Ok(md) = std::fs::metadata(path) {
-        if md.is_file() && md.len() == size && md.blocks() * 512 >= size {
-            return Ok(false);
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if md.is_file() && md.nlink() == 1 {
+            if md.len() == size && md.blocks() * 512 >= size {
+                return Ok(false);
+            }
+        } else if !md.is_dir() {
+            log::warn!(
+                "{}: not a test file of ours (a link or a file with other names); replacing it",
+                path.display()
+            );
+            std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
         }
     }
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -37,6 +47,7 @@ pub fn ensure(path: &Path, size: u64, direct: bool) -> Result<bool> {
         .create(true)
         .write(true)
         .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .with_context(|| format!("creating {}", path.display()))?;
     f.set_len(size)?;
@@ -68,6 +79,14 @@ mod tests {
         assert!(data[1 << 20..(1 << 20) + 4096].iter().any(|&b| b != 0));
         assert!(data[(3 << 20) - 4096..].iter().any(|&b| b != 0));
         assert!(!ensure(&p, 3 << 20, false).unwrap());
+        // A link planted at the name is replaced, its target left alone.
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, vec![1u8; 3 << 20]).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&victim, &p).unwrap();
+        assert!(ensure(&p, 3 << 20, false).unwrap());
+        assert!(std::fs::symlink_metadata(&p).unwrap().is_file());
+        assert!(std::fs::read(&victim).unwrap().iter().all(|&b| b == 1));
         assert!(ensure(&p, 2 << 20, false).unwrap());
         assert_eq!(std::fs::metadata(&p).unwrap().len(), 2 << 20);
         let e = ensure(&d.path().join("huge"), u64::MAX / 2, false).unwrap_err();
