@@ -24,6 +24,20 @@ macro_rules! usage_bail {
 pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 
+/// An error message as the one line a command ends with: control characters (a newline in a
+/// path, a tab, an escape) written as escapes, so the line stays one line whatever it quotes.
+pub fn one_line(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    for c in msg.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Exit code for an error chain.
 pub fn exit_code(err: &anyhow::Error) -> i32 {
     if err

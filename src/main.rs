@@ -18,16 +18,16 @@ fn main() {
             resctl_bench::cli::without_hidden_suggestions(e).exit();
         }
         Err(resctl_bench::cli::ParseError::NotApplicable(msg)) => {
-            resctl_bench::errln!("error: {}", msg);
+            resctl_bench::errln!("error: {}", error::one_line(&msg));
             std::process::exit(error::EXIT_USAGE);
         }
     };
     if let Err(e) = resctl_bench::logging::init(cli.global.verbose, cli.global.logfile.as_deref()) {
-        resctl_bench::errln!("error: {}", e);
+        resctl_bench::errln!("error: {}", error::one_line(&e.to_string()));
         std::process::exit(error::EXIT_USAGE);
     }
     if let Err(e) = run(cli) {
-        let msg = format!("{:#}", e);
+        let msg = error::one_line(&format!("{:#}", e));
         resctl_bench::logging::log_final_error(&msg);
         resctl_bench::errln!("error: {}", msg);
         std::process::exit(error::exit_code(&e));

@@ -528,3 +528,29 @@ fn an_option_given_before_and_after_the_subcommand_is_refused() {
         );
     }
 }
+
+/// Was: an error quoting a path or value with a newline spanned several lines.
+#[test]
+fn an_error_is_one_line_whatever_it_quotes() {
+    let d = tempfile::tempdir().unwrap();
+    for args in [
+        &["-r", "two\nlines.json", "summary"][..],
+        &["-r", "r.json", "run", "selftest:id=a\tb\nc"],
+        &["--logfile", "no/such\ndir/log", "-r", "r.json", "summary"],
+        &[
+            "-r",
+            "r.json",
+            "summary",
+            "-o",
+            "csv",
+            "--append",
+            "x\n/y.csv",
+        ],
+    ] {
+        let out = bin(d.path()).args(args).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{:?}: {}", args, err);
+        assert_eq!(err.lines().count(), 1, "{:?}: {}", args, err);
+        assert!(err.starts_with("error: "), "{:?}: {}", args, err);
+    }
+}

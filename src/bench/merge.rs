@@ -187,13 +187,15 @@ pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Resu
     for (mid, srcs) in sets.iter_mut() {
         let bench = super::find(&mid.kind).context("a merged bench vanished")?;
         let entry = bench.merge(srcs).with_context(|| {
+            // The sources are a table: logged before the error, which stays one line.
             let mut dump = String::new();
             MergeEntry::of(mid, srcs).format(&mut dump, None);
-            format!(
-                "merging {} failed; its sources:\n{}",
+            log::error!(
+                "the sources of the failed {} merge:\n{}",
                 mid.kind,
                 dump.trim_end()
-            )
+            );
+            format!("merging {} failed (its sources are listed above)", mid.kind)
         })?;
         merged.insert(mid.clone(), (entry, BTreeSet::new()));
     }

@@ -152,6 +152,15 @@ impl JobSpec {
         if id.as_deref() == Some("") {
             return Err(err("id needs a value, e.g. id=fast-ssd".into()));
         }
+        // It names the entry in reports, file names (`format --plot`) and log lines.
+        if id
+            .as_deref()
+            .is_some_and(|i| i.chars().any(char::is_control))
+        {
+            return Err(err(
+                "an id may not hold control characters (a tab, a newline); e.g. id=fast-ssd".into(),
+            ));
+        }
         let passive = props[0].remove("passive");
         Ok(JobSpec {
             kind,

@@ -113,18 +113,18 @@ impl Server<'_> {
             let tail = || {
                 let s = std::fs::read_to_string(log).unwrap_or_default();
                 let lines: Vec<&str> = s.lines().collect();
-                lines[lines.len().saturating_sub(5)..].join("\n  ")
+                lines[lines.len().saturating_sub(5)..].join(" | ")
             };
             if let Ok(Some(st)) = running.child.try_wait() {
                 bail!(
-                    "vm: nbdkit exited ({}) before serving the disk:\n  {}",
+                    "vm: nbdkit exited ({}) before serving the disk: {}",
                     st,
                     tail()
                 );
             }
             if started.elapsed() > START_TIMEOUT {
                 bail!(
-                    "vm: nbdkit did not listen on {} within {}s:\n  {}",
+                    "vm: nbdkit did not listen on {} within {}s: {}",
                     self.socket.display(),
                     START_TIMEOUT.as_secs(),
                     tail()
