@@ -218,9 +218,8 @@ fn boot_or_fall_back(
 fn shared_reports_dir(opts: &Opts, cwd: &Path) -> Result<Option<String>> {
     Ok(match &opts.reports_dir {
         Some(d) => {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("creating the report directory {}", d.display()))?;
-            let real = d.canonicalize()?;
+            // Not through another user's link (`util::create`).
+            let real = crate::util::create::ensure_dir(d, "report directory")?.canonicalize()?;
             if real.starts_with(cwd) {
                 Some(real.to_string_lossy().into_owned())
             } else {
