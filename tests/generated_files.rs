@@ -20,9 +20,13 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
 
-/// Per visible subcommand: command lines (run in the test directory, `{src}` the merge
-/// sources) and the names each creates there. Commands that create nothing list none.
-const CREATES: &[(&str, &[(&[&str], &[&str])])] = &[
+/// A command line (run in the test directory, `{src}` the merge sources) and the names it
+/// creates there (`TEMP`: the temporary names of its result file's saves).
+type Creates = (&'static [&'static str], &'static [&'static str]);
+
+/// Per visible subcommand, its command lines that create files; commands that create nothing
+/// list none.
+const CREATES: &[(&str, &[Creates])] = &[
     (
         "run",
         &[
