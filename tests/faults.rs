@@ -223,14 +223,22 @@ fn wait_for(what: &str, cond: impl Fn() -> bool) {
 
 /// A run of `selftest:id=a` on `d/r.json` slow enough to change the file under it.
 fn slow_run(d: &Path) -> std::process::Child {
-    std::process::Command::new(BIN)
-        .current_dir(d)
-        .args([
+    spawn(
+        d,
+        &[
             "-r",
             "r.json",
             "run",
             "selftest:id=a,steps=15,step-time=200ms",
-        ])
+        ],
+    )
+}
+
+/// The binary started in `d` with `args`, stdout dropped, stderr piped (see [`stderr_of`]).
+fn spawn(d: &Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(BIN)
+        .current_dir(d)
+        .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -425,18 +433,15 @@ fn merges_count_a_run_once_take_the_output_first_and_never_write_nothing() {
     assert_eq!(std::fs::read(p.join("once.json")).unwrap(), before);
 
     // A merge into a file another writer holds stops at once, before reading its sources.
-    let holder = std::process::Command::new(BIN)
-        .current_dir(p)
-        .args([
+    let holder = spawn(
+        p,
+        &[
             "-r",
             "held.json",
             "run",
             "selftest:steps=50,step-time=200ms",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
     wait_for("the holder's checkpoint", || p.join("held.json").exists());
     let t = Instant::now();
     assert_usage(
@@ -452,15 +457,7 @@ fn merges_count_a_run_once_take_the_output_first_and_never_write_nothing() {
     // Merges started together: every one that succeeds wrote a whole merge, the others stop
     // with exit 2 naming the holder.
     let kids: Vec<_> = (0..4)
-        .map(|_| {
-            std::process::Command::new(BIN)
-                .current_dir(p)
-                .args([&["-r", "race.json", "merge"][..], &s].concat())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|_| spawn(p, &[&["-r", "race.json", "merge"][..], &s].concat()))
         .collect();
     for k in kids {
         let (code, err) = stderr_of(k);

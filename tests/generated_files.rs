@@ -119,34 +119,7 @@ fn fresh(d: &Path) {
 
 /// Runs `args` in `d`, killed after 30 s (a hang fails): exit code and stderr.
 fn run(d: &Path, args: &[String]) -> (Option<i32>, String) {
-    let mut child = Command::new(BIN)
-        .current_dir(d)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut s);
-        s
-    });
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{:?}: still running after 30 s", args);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    (status.code(), reader.join().unwrap())
+    common::run_bounded(d, args, Duration::from_secs(30))
 }
 
 fn assert_answered(what: &str, (code, err): &(Option<i32>, String)) {

@@ -126,37 +126,8 @@ struct Ran {
 
 /// Runs the binary in `cwd` with `args`; stdin empty, killed after 20 s (a hang fails).
 fn run(cwd: &Path, args: &[String]) -> Ran {
-    let mut child = Command::new(BIN)
-        .current_dir(cwd)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut s);
-        s
-    });
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{:?}: still running after 20 s", args);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Ran {
-        code: status.code(),
-        stderr: reader.join().unwrap(),
-    }
+    let (code, stderr) = common::run_bounded(cwd, args, Duration::from_secs(20));
+    Ran { code, stderr }
 }
 
 /// Exit 0, 1 or 2; when not 0, exactly one `error:` line; never a panic.

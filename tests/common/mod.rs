@@ -134,3 +134,42 @@ pub fn broken_pipe() -> std::fs::File {
         <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1])
     }
 }
+
+/// Runs the binary in `cwd` with `args`, stdin empty, stdout dropped: its exit code and
+/// stderr. Killed after `limit`, failing the test (a hang).
+#[allow(dead_code)]
+pub fn run_bounded(
+    cwd: &std::path::Path,
+    args: &[String],
+    limit: std::time::Duration,
+) -> (Option<i32>, String) {
+    use std::process::Stdio;
+    let mut child = Command::new(BIN)
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{:?}: still running after {:?}", args, limit);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    (status.code(), reader.join().unwrap())
+}
