@@ -615,3 +615,59 @@ fn io_buffers_beyond_the_hosts_memory_are_refused_before_any_io() {
     );
     assert!(!d.path().join("w/scratch").exists(), "no test file written");
 }
+
+/// A small tmpfs mounted for a test, unmounted when dropped.
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    /// `None` where mounting isn't allowed (not root, no mount permission).
+    fn mount(at: &Path, size: &str) -> Option<SmallFs> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={}", size), "tmpfs"])
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallFs(at.to_path_buf()))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Was: a save that hit a full disk failed clearly and left the old file, but deleted the
+/// complete entries with its temporary file. Now they are kept where there is room (the
+/// temporary directory) and the error says where.
+#[test]
+fn a_save_on_a_full_disk_keeps_the_entries_elsewhere() {
+    let d = tempfile::tempdir().unwrap();
+    let full = d.path().join("full");
+    let Some(_fs) = SmallFs::mount(&full, "1m") else {
+        eprintln!("can't mount a tmpfs here: skipped");
+        return;
+    };
+    let child = slow_run(&full);
+    wait_for("the first checkpoint", || full.join("r.json").exists());
+    // Fill what is left.
+    let mut f = std::fs::File::create(full.join("filler")).unwrap();
+    let block = vec![7u8; 4096];
+    while f.write_all(&block).is_ok() {}
+    drop(f);
+    let (code, err) = stderr_of(child);
+    assert_eq!(code, 1, "{}", err);
+    assert!(err.contains("No space left"), "{}", err);
+    let kept = kept_path(&full, &err);
+    assert!(
+        !kept.starts_with(&full),
+        "kept on the full disk? {}",
+        kept.display()
+    );
+    assert_eq!(kinds_and_ids(&kept), ["selftest:a"]);
+    std::fs::remove_file(&kept).unwrap();
+    // The file on the full disk is the last complete save.
+    assert_eq!(kinds_and_ids(&full.join("r.json")), ["selftest:a"]);
+}
