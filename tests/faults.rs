@@ -704,3 +704,41 @@ fn a_target_met_above_a_missed_lowest_point_is_said_so() {
     assert!(out.contains("though met at qd=2"), "{}", out);
     assert!(!out.contains("missed even at"), "{}", out);
 }
+
+/// Was: a small gzip bomb took gigabytes of memory before it was refused. Under a 512 MiB
+/// address-space limit a 1.25 GiB bomb (20 members of 64 MiB of zeros, 1.3 MB in all) must be
+/// refused in one line, not abort for want of memory.
+#[test]
+fn a_gzip_bomb_is_refused_within_little_memory() {
+    use std::os::unix::process::CommandExt;
+    let d = tempfile::tempdir().unwrap();
+    let member = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&vec![0u8; 64 << 20]).unwrap();
+        e.finish().unwrap()
+    };
+    let bomb: Vec<u8> = member.repeat(20);
+    std::fs::write(d.path().join("bomb.json.gz"), &bomb).unwrap();
+    let mut c = std::process::Command::new(BIN);
+    c.current_dir(d.path())
+        .args(["-r", "bomb.json.gz", "summary"])
+        .stdout(std::process::Stdio::null());
+    // SAFETY: setrlimit between fork and exec touches only the child.
+    unsafe {
+        c.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 512 << 20,
+                rlim_max: 512 << 20,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{:?}: {}", out.status, err);
+    assert!(err.contains("too large"), "{}", err);
+    assert_eq!(err.lines().count(), 1, "{}", err);
+}
