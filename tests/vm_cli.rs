@@ -48,6 +48,22 @@ fn vm_bad_option_values_are_usage_errors() {
         "--with-program /nonexistent/fio: not a file",
     );
     usage_error(
+        &["vm", "--guest-packages", "fio", "--", "--version"],
+        "--guest-packages needs --init systemd",
+    );
+    usage_error(
+        &[
+            "vm",
+            "--init",
+            "systemd",
+            "--guest-packages",
+            "fio;x",
+            "--",
+            "--version",
+        ],
+        "not a Debian package name",
+    );
+    usage_error(
         &["vm", "--disk-latency", "0.5ms", "--", "--version"],
         "--disk-latency \"0.5ms\" is not a per-IO latency (accepted: 0 for none, or 1ms",
     );

@@ -84,6 +84,12 @@ pub struct VmArgs {
     )]
     pub init: String,
 
+    /// With --init systemd: also these Debian packages (names, with their dependencies) or .deb
+    /// files (unpacked as they are) in the guest's root file system, comma-separated
+    /// (repeatable); the image is built on first use and cached
+    #[arg(long = "guest-packages", value_name = "LIST")]
+    pub guest_packages: Vec<String>,
+
     /// Keep the scratch disk image (its path is printed)
     #[arg(long = "keep")]
     pub keep: bool,

@@ -158,14 +158,16 @@ impl Builder {
     }
 
     /// Copies host program `src` to `dst` plus the shared libraries and ELF interpreter `ldd`
-    /// lists for it, each at the path `ldd` names.
-    pub fn program(&mut self, src: &Path, dst: &str) -> Result<()> {
+    /// lists for it, each at the path `ldd` names; returns those paths.
+    pub fn program(&mut self, src: &Path, dst: &str) -> Result<Vec<String>> {
         self.host_file(src, dst, 0o755)?;
+        let mut libs = Vec::new();
         for lib in shared_libs(src)? {
             let dst = lib.to_string_lossy().into_owned();
             self.host_file(&lib, &dst, 0o755)?;
+            libs.push(dst);
         }
-        Ok(())
+        Ok(libs)
     }
 
     pub fn finish(self) -> Result<()> {

@@ -45,6 +45,13 @@ pub struct GuestConfig {
     pub reports_dir: Option<String>,
     pub swap_size: u64,
     pub verbose: u8,
+    /// `--with-program` files in the initramfs (`/usr/bin/NAME`) and the libraries they came
+    /// with: a `--init systemd` guest copies them into its root file system (the programs to
+    /// `/usr/local/bin`, the libraries where that system has none).
+    #[serde(default)]
+    pub programs: Vec<String>,
+    #[serde(default)]
+    pub program_libs: Vec<String>,
     /// `vm --init systemd`: the serial of the disk holding the Debian root file system that
     /// init switches to, starting systemd as PID 1 and the command from a unit.
     #[serde(default)]

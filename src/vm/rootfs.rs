@@ -2,7 +2,9 @@
 //! `minbase` with systemd as init, dbus, udev and systemd-oomd, enabled as the package
 //! installs it) in an ext4 image, built once by `vm --setup` and cached in
 //! `~/.cache/resctl-bench/rootfs/`. Guests open it copy-on-write (QEMU's `snapshot=on`), so the
-//! cached image never changes and several guests can share it.
+//! cached image never changes and several guests can share it. `vm --guest-packages` asks
+//! for a variant with more in it (Debian packages by name, `.deb` files unpacked as they are),
+//! built on first use and cached beside the plain one under a name made from that list.
 
 use super::setup::{cache_dir, root_cmd, run_quiet, which, FIX};
 use crate::error::UsageError;
@@ -16,8 +18,9 @@ pub const SUITE: &str = "bookworm";
 const MIRROR: &str = "http://deb.debian.org/debian";
 /// Packages on top of `minbase`: systemd as PID 1 and what a real test host runs beside it.
 const PACKAGES: &str = "systemd,systemd-sysv,dbus,udev,systemd-oomd";
-/// The image's size (sparse; the tree takes ~270 MiB).
+/// The image's size (sparse; the tree takes ~270 MiB); a variant with more packages gets more.
 const IMAGE_SIZE: &str = "1G";
+const VARIANT_SIZE: &str = "6G";
 
 /// Units a disposable guest has no use for: logins on the consoles (the serial console is the
 /// host's log) and periodic maintenance that would only add IO to the measurements.
@@ -38,15 +41,109 @@ fn dir() -> Result<PathBuf> {
     Ok(cache_dir()?.join("rootfs"))
 }
 
-fn image_path() -> Result<PathBuf> {
-    Ok(dir()?.join(format!("{}-systemd.img", SUITE)))
+/// More than the plain image holds: `vm --guest-packages`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extra {
+    /// Debian packages, installed with their dependencies.
+    pub packages: Vec<String>,
+    /// `.deb` files, unpacked into the tree (no maintainer scripts: e.g. kernel headers for
+    /// the guest's kernel, fetched on the host with `apt-get download`).
+    pub debs: Vec<PathBuf>,
+}
+
+impl Extra {
+    /// `--guest-packages`' comma-separated list: a word with a `/` or ending in `.deb` is a
+    /// file, anything else a package name.
+    pub fn parse(list: &[String]) -> Result<Self> {
+        let mut x = Self::default();
+        for w in list.iter().flat_map(|l| l.split(',')).map(str::trim) {
+            if w.is_empty() {
+                continue;
+            }
+            if w.contains('/') || w.ends_with(".deb") {
+                let p = PathBuf::from(w);
+                if !p.is_file() {
+                    return Err(UsageError::new(format!(
+                        "vm: --guest-packages {}: not a .deb file (give package names or .deb files)",
+                        w
+                    ))
+                    .into());
+                }
+                x.debs.push(p);
+            } else if w
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+            {
+                x.packages.push(w.to_string());
+            } else {
+                return Err(UsageError::new(format!(
+                    "vm: --guest-packages {:?}: not a Debian package name (letters, digits, + - .) or a .deb file",
+                    w
+                ))
+                .into());
+            }
+        }
+        x.packages.sort();
+        x.packages.dedup();
+        Ok(x)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.packages.is_empty() && self.debs.is_empty()
+    }
+
+    /// The image's name: the plain one, or one keyed by the packages and the files' names and
+    /// contents, so a changed list or file builds a new variant.
+    fn image_name(&self) -> Result<String> {
+        if self.is_empty() {
+            return Ok(format!("{}-systemd.img", SUITE));
+        }
+        use sha1::Digest;
+        let mut h = sha1::Sha1::new();
+        for p in &self.packages {
+            h.update(p.as_bytes());
+            h.update(b"\n");
+        }
+        for d in &self.debs {
+            let data = std::fs::read(d).with_context(|| format!("reading {}", d.display()))?;
+            h.update(
+                d.file_name()
+                    .map(|n| n.as_encoded_bytes())
+                    .unwrap_or_default(),
+            );
+            h.update(sha1::Sha1::digest(&data));
+        }
+        let hex: String = h.finalize()[..4]
+            .iter()
+            .map(|b| format!("{:02x}", b))
+            .collect();
+        Ok(format!("{}-systemd-{}.img", SUITE, hex))
+    }
+}
+
+fn image_path(extra: &Extra) -> Result<PathBuf> {
+    Ok(dir()?.join(extra.image_name()?))
 }
 
 /// The cached image, once completely built.
 pub fn cached() -> Option<PathBuf> {
-    let img = image_path().ok()?;
+    cached_of(&Extra::default())
+}
+
+fn cached_of(extra: &Extra) -> Option<PathBuf> {
+    let img = image_path(extra).ok()?;
     let done = img.with_extension("complete");
     (img.is_file() && done.is_file()).then_some(img)
+}
+
+/// The image of a `vm --init systemd --guest-packages …` boot: built now when it is not cached
+/// (a variant needs the plain image's set-up first).
+pub fn image_with(extra: &Extra) -> Result<PathBuf> {
+    if extra.is_empty() {
+        return image();
+    }
+    image()?;
+    ensure_of(extra)
 }
 
 /// The image a `vm --init systemd` boot uses, or a usage error naming the fix.
@@ -63,7 +160,11 @@ pub fn image() -> Result<PathBuf> {
 
 /// `vm --setup`'s part: builds the image unless it is cached.
 pub fn ensure() -> Result<PathBuf> {
-    if let Some(img) = cached() {
+    ensure_of(&Extra::default())
+}
+
+fn ensure_of(extra: &Extra) -> Result<PathBuf> {
+    if let Some(img) = cached_of(extra) {
         crate::errln!(
             "vm setup: systemd root file system cached at {}",
             img.display()
@@ -74,11 +175,11 @@ pub fn ensure() -> Result<PathBuf> {
         crate::errln!("vm setup: installing debootstrap");
         super::setup::install(&["debootstrap"])?;
     }
-    let img = image_path()?;
+    let img = image_path(extra)?;
     let parent = img.parent().context("the image has a directory")?;
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     let tree = parent.join(format!(".tmp-{}", std::process::id()));
-    let res = build(&tree, &img);
+    let res = build(&tree, &img, extra);
     let _ = run_quiet(root_cmd("rm")?.arg("-rf").arg(&tree));
     res?;
     std::fs::write(img.with_extension("complete"), SUITE)?;
@@ -89,7 +190,7 @@ pub fn ensure() -> Result<PathBuf> {
     Ok(img)
 }
 
-fn build(tree: &Path, img: &Path) -> Result<()> {
+fn build(tree: &Path, img: &Path, extra: &Extra) -> Result<()> {
     let mirror = std::env::var("RESCTL_BENCH_DEBIAN_MIRROR")
         .ok()
         .filter(|m| !m.is_empty())
@@ -99,9 +200,14 @@ fn build(tree: &Path, img: &Path) -> Result<()> {
         SUITE
     );
     let t = std::time::Instant::now();
+    let mut include = PACKAGES.to_string();
+    for p in &extra.packages {
+        include += ",";
+        include += p;
+    }
     let ok = run_quiet(
         root_cmd("debootstrap")?
-            .args(["--variant=minbase", "--include", PACKAGES, SUITE])
+            .args(["--variant=minbase", "--include", &include, SUITE])
             .arg(tree)
             .arg(&mirror)
             .stdout(std::process::Stdio::null()),
@@ -113,6 +219,26 @@ fn build(tree: &Path, img: &Path) -> Result<()> {
             mirror
         );
     }
+    for deb in &extra.debs {
+        // Through tar keeping the tree's directory symlinks (/lib is usr/lib): `dpkg-deb -x`
+        // would put a directory in their place.
+        let ok = run_quiet(
+            root_cmd("sh")?
+                .args([
+                    "-c",
+                    "dpkg-deb --fsys-tarfile \"$1\" | tar -x --keep-directory-symlink -C \"$2\"",
+                    "sh",
+                ])
+                .arg(deb)
+                .arg(tree),
+        )?;
+        if !ok {
+            bail!(
+                "unpacking {} into the root file system failed",
+                deb.display()
+            );
+        }
+    }
     customize(tree)?;
     let _ = std::fs::remove_file(img);
     let ok = run_quiet(
@@ -120,7 +246,11 @@ fn build(tree: &Path, img: &Path) -> Result<()> {
             .args(["-q", "-F", "-L", "resctl-root", "-d"])
             .arg(tree)
             .arg(img)
-            .arg(IMAGE_SIZE)
+            .arg(if extra.is_empty() {
+                IMAGE_SIZE
+            } else {
+                VARIANT_SIZE
+            })
             .stdout(std::process::Stdio::null()),
     )?;
     if !ok {
@@ -165,6 +295,19 @@ fn customize(tree: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_packages_are_names_or_deb_files() {
+        let x = Extra::parse(&["fio,python3-bpfcc".into(), "fio".into()]).unwrap();
+        assert_eq!(x.packages, ["fio", "python3-bpfcc"]);
+        assert!(x.image_name().unwrap().starts_with("bookworm-systemd-"));
+        assert_eq!(
+            Extra::parse(&[]).unwrap().image_name().unwrap(),
+            "bookworm-systemd.img"
+        );
+        assert!(Extra::parse(&["fio;rm".into()]).is_err());
+        assert!(Extra::parse(&["/nonexistent/x.deb".into()]).is_err());
+    }
 
     #[test]
     fn customize_masks_and_writes() {

@@ -118,6 +118,7 @@ fn install_agent(cfg: &GuestConfig, new: &Path) -> Result<()> {
         new.join(GUEST_CONFIG.trim_start_matches('/')),
         serde_json::to_vec_pretty(&cfg)?,
     )?;
+    install_programs(&cfg, new)?;
     let units = new.join("etc/systemd/system");
     std::fs::write(units.join(AGENT_UNIT), unit_text())?;
     let wants = units.join("multi-user.target.wants");
@@ -126,6 +127,28 @@ fn install_agent(cfg: &GuestConfig, new: &Path) -> Result<()> {
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(format!("/etc/systemd/system/{}", AGENT_UNIT), &link)
         .context("enabling the agent unit")?;
+    Ok(())
+}
+
+/// The `--with-program` files, from the initramfs into the root file system: each program at
+/// `/usr/local/bin/NAME` (ahead of the system's own in PATH), each library only where the
+/// system has none (its own libc stays; the host's were built against the same release).
+fn install_programs(cfg: &GuestConfig, new: &Path) -> Result<()> {
+    for p in &cfg.programs {
+        let name = Path::new(p).file_name().context("a program's name")?;
+        let dst = new.join("usr/local/bin").join(name);
+        std::fs::copy(p, &dst).with_context(|| format!("copying {} to {}", p, dst.display()))?;
+    }
+    for l in &cfg.program_libs {
+        let dst = new.join(l.trim_start_matches('/'));
+        if dst.exists() {
+            continue;
+        }
+        if let Some(d) = dst.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::copy(l, &dst).with_context(|| format!("copying {} to {}", l, dst.display()))?;
+    }
     Ok(())
 }
 

@@ -55,6 +55,8 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         env: guest_env(&opts.limits.name),
         modules: Vec::new(),
         module_params: Vec::new(),
+        programs: Vec::new(),
+        program_libs: Vec::new(),
         serial: opts.limits.serial(),
         rotational: opts.limits.rotational,
         scratch_dir: opts.scratch_dir.to_string_lossy().into_owned(),
@@ -123,12 +125,14 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
 /// `--init`: the root file system image systemd boots from, none for the builtin init.
 fn root_image(a: &VmArgs) -> Result<Option<std::path::PathBuf>> {
     match a.init.as_str() {
-        "builtin" => Ok(None),
-        "systemd" if !a.with_program.is_empty() => crate::usage_bail!(
-            "vm: --with-program works with --init builtin only (the programs would stay in the \
-             initramfs systemd leaves)"
+        "builtin" if !a.guest_packages.is_empty() => crate::usage_bail!(
+            "vm: --guest-packages needs --init systemd (the builtin init has no package system)"
         ),
-        "systemd" => Ok(Some(super::rootfs::image()?)),
+        "builtin" => Ok(None),
+        "systemd" => {
+            let extra = super::rootfs::Extra::parse(&a.guest_packages)?;
+            Ok(Some(super::rootfs::image_with(&extra)?))
+        }
         other => crate::usage_bail!("vm: --init {:?}: accepted are builtin and systemd", other),
     }
 }

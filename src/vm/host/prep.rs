@@ -142,7 +142,15 @@ pub(super) fn build_initramfs(
             .file_name()
             .and_then(|n| n.to_str())
             .context("a program's file name")?;
-        b.program(p, &format!("usr/bin/{}", name))?;
+        let dst = format!("usr/bin/{}", name);
+        let libs = b.program(p, &dst)?;
+        cfg.programs.push(format!("/{}", dst));
+        for l in libs {
+            let l = format!("/{}", l.trim_start_matches('/'));
+            if !cfg.program_libs.contains(&l) {
+                cfg.program_libs.push(l);
+            }
+        }
     }
     let json = serde_json::to_vec_pretty(cfg)?;
     b.data(crate::vm::protocol::GUEST_CONFIG, 0o644, &json)?;
