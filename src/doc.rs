@@ -33,6 +33,11 @@ const TOPICS: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/merge.md"),
     ),
     (
+        "fidelity",
+        "Our measurements beside upstream's on the same machine",
+        include_str!("../benches-doc/fidelity.md"),
+    ),
+    (
         "hashd",
         "The bundled latency-sensitive workload",
         include_str!("../benches-doc/hashd.md"),
