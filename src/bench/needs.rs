@@ -1,6 +1,6 @@
 //! The host setups benches run on (see `system::session`), shared by their descriptors.
 
-use crate::system::sysreqs::{Enforce, SysReq};
+use crate::system::sysreqs::SysReq;
 
 /// The host setup a bench runs on (see `system::session`).
 #[derive(Debug)]
@@ -12,21 +12,6 @@ pub struct SystemNeeds {
     /// Whether it measures the profile's `avail` itself when that is only estimated (hashd
     /// benches): no balloon is set up for it before it runs then.
     pub measures_avail: bool,
-    /// What it leaves alone when its spec says nothing (`passive=` tokens; a spec's own
-    /// `passive=` adds to them): `storage` enforces only hostcritical memory protection, as
-    /// upstream's (io.cost and writeback throttling stay as the host has them).
-    pub passive: &'static str,
-}
-
-impl SystemNeeds {
-    /// What a job of this bench enforces: its default, then its spec's `passive=`.
-    pub fn enforce(&self, spec_passive: Option<&str>) -> Enforce {
-        match (self.passive, spec_passive) {
-            ("", p) => Enforce::from_passive(p),
-            (d, None) => Enforce::from_passive(Some(d)),
-            (d, Some(p)) => Enforce::from_passive(Some(&format!("{}/{}", d, p))),
-        }
-    }
 }
 
 /// Everything: protection and iocost-qos depend on all of it.
@@ -34,7 +19,6 @@ pub const ALL: SystemNeeds = SystemNeeds {
     sysreqs: SysReq::ALL,
     mem_profile: true,
     measures_avail: false,
-    passive: "",
 };
 
 /// hashd sizing and MOF: memory management and swap on the measured device.
@@ -50,14 +34,6 @@ pub const MEM: SystemNeeds = SystemNeeds {
     ],
     mem_profile: true,
     measures_avail: true,
-    passive: "",
-};
-
-/// `storage`: what hashd sizing needs, with only hostcritical memory protection enforced
-/// (upstream's storage job runs so: io.cost off and writeback throttling on, as booted).
-pub const STORAGE: SystemNeeds = SystemNeeds {
-    passive: "all",
-    ..MEM
 };
 
 /// io.cost parameter benchmarking: the device and io.cost, at the machine's size.
@@ -73,20 +49,4 @@ pub const IO: SystemNeeds = SystemNeeds {
     ],
     mem_profile: false,
     measures_avail: false,
-    passive: "",
 };
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn storage_enforces_only_hostcritical_memory_protection_unless_told_less() {
-        let e = STORAGE.enforce(None);
-        assert!(e.crit_mem_prot && !e.io && !e.mem && !e.cpu);
-        assert_eq!(e.passive(), "all");
-        assert_eq!(STORAGE.enforce(Some("ALL")), Enforce::none());
-        assert_eq!(MEM.enforce(None), Enforce::all());
-        assert!(!MEM.enforce(Some("io")).io && MEM.enforce(Some("io")).mem);
-    }
-}
