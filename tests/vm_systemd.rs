@@ -6,7 +6,8 @@
 //! * `deps --fix`, no `--force` anywhere: systemd-oomd is a miss its fix stops for the run;
 //! * `--quick --mem-profile 2 -r r.json run storage:loops=1` on the `unthrottled` disk profile
 //!   shows the progress lines, and `summary` prints the memory-offloading line; hashd runs in
-//!   the scope `workload.slice/rd-hashd-bench.scope`;
+//!   the scope `workload.slice/rd-hashd-bench.scope`; io.cost stays off, as upstream's
+//!   (`passive=cpu/mem/io/fs`);
 //! * re-running it as `storage:loops=1,commit` before `systest` reuses the finished entry
 //!   without measuring and commits its hashd parameters again for the job after it;
 //! * `run protection::scenario=mem-hog,loops=1` (on those parameters, with a nested
@@ -176,6 +177,14 @@ fn mof(cwd: &Path) -> (f64, String, Value) {
     assert!(e.get("incomplete").is_none());
     // Upstream 2.2.6 can load what we wrote.
     assert_eq!(upstream::problems(e), Vec::<String>::new());
+    // As upstream's, storage measures under the host's own IO setup: io.cost stays off, and the
+    // header says what was left alone.
+    assert!(sum.contains("passive=cpu/mem/io/fs"), "{}", sum);
+    assert_eq!(
+        e["sysinfo"]["iocost"]["qos"]["enable"], 0,
+        "{}",
+        e["sysinfo"]
+    );
     let res = &e["result"];
     let mof = res["mem_offload_factor"].as_f64().unwrap();
     assert!(mof > 0.0, "{}", res);

@@ -9,7 +9,7 @@
 
 use anyhow::{Context, Result};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -60,9 +60,7 @@ impl LockFile {
                     }
                     _ => return Err(err).with_context(|| format!("locking {}", path.display())),
                 }
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                return Ok(Err(Busy::HeldBy(describe_holder(&holder))));
+                return Ok(Err(Busy::HeldBy(describe_holder(&read_holder(&mut file)))));
             }
             // The previous holder may have removed the file between our open and our lock.
             let same = match (file.metadata(), std::fs::metadata(path)) {
@@ -90,6 +88,22 @@ impl Drop for LockFile {
         // retries (see `acquire`).
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// The holder's line of a lock file someone else holds. A holder writes it right after taking
+/// the lock; one that has only just taken it gets a moment to, so the message can name it.
+fn read_holder(file: &mut File) -> String {
+    let mut holder = String::new();
+    for _ in 0..20 {
+        holder.clear();
+        let _ = file.seek(SeekFrom::Start(0));
+        let _ = file.read_to_string(&mut holder);
+        if holder.ends_with('\n') {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    holder
 }
 
 /// `<pid> <command line>` of this process.

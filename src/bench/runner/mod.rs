@@ -9,7 +9,6 @@ use crate::result::sysinfo::Sysinfo;
 use crate::result::{pack, to_raw, Entry, ResultFile};
 use crate::spec::JobSpec;
 use crate::system::session::{Needs, Session};
-use crate::system::sysreqs::Enforce;
 use crate::system::HostPaths;
 use anyhow::{Context, Result};
 use serde_json::value::RawValue;
@@ -245,7 +244,7 @@ fn start_session(
         let n = needs.get_or_insert_with(|| Needs {
             sysreqs: Vec::new(),
             mem_profile: false,
-            enforce: Enforce::from_passive(spec.passive.as_deref()),
+            enforce: sys.enforce_for(spec.passive.as_deref()),
         });
         for r in sys.sysreqs {
             if !n.sysreqs.contains(r) {
@@ -394,7 +393,7 @@ fn run_job(
                         let s = &mut h.session;
                         let balloon = needs.mem_profile
                             && !(needs.measures_avail && s.mem_avail_unmeasured());
-                        s.prepare_job(Enforce::from_passive(spec.passive.as_deref()), balloon)
+                        s.prepare_job(needs.enforce_for(spec.passive.as_deref()), balloon)
                             .with_context(|| format!("{}: preparing the host", name))?;
                         SysinfoSrc::Session {
                             host: h,

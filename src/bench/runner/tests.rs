@@ -1,6 +1,7 @@
 use super::*;
 use crate::system::bench_json::{read_knobs, HashdKnobs};
 use crate::system::session::testhost::{host, needs, opts};
+use crate::system::sysreqs::Enforce;
 
 fn knobs() -> HashdKnobs {
     HashdKnobs {

@@ -42,7 +42,7 @@ pub static DESC: BenchDesc = BenchDesc {
         title: "Memory offloading factor (MOF) of the storage",
         text: include_str!("../../../benches-doc/storage.md"),
     }),
-    system: Some(&needs::MEM),
+    system: Some(&needs::STORAGE),
 };
 
 /// The `storage` bench: the MOF from hashd's memory search on the scratch device.

@@ -24,7 +24,7 @@ impl Default for Enforce {
 }
 
 impl Enforce {
-    pub fn all() -> Self {
+    pub const fn all() -> Self {
         Self {
             crit_mem_prot: true,
             cpu: true,
@@ -35,7 +35,7 @@ impl Enforce {
         }
     }
 
-    pub fn none() -> Self {
+    pub const fn none() -> Self {
         Self {
             crit_mem_prot: false,
             cpu: false,
@@ -46,11 +46,18 @@ impl Enforce {
         }
     }
 
-    /// From a job spec's `passive=` (tokens separated by `/`: `ALL` = nothing enforced, `all` =
-    /// everything but hostcritical memory protection, `cpu`, `mem`, `io`, `fs`, `oomd`, `none`).
-    /// The spec grammar has already rejected unknown tokens; they are ignored here.
+    /// From a job spec's `passive=` over everything enforced; see [`Enforce::merge_passive`].
     pub fn from_passive(passive: Option<&str>) -> Self {
-        let mut e = Self::all();
+        Self::all().merge_passive(passive)
+    }
+
+    /// A job spec's `passive=` over this (the bench's default): tokens separated by `/`, `ALL`
+    /// = nothing enforced, `all` = everything but hostcritical memory protection, `cpu`,
+    /// `mem`, `io`, `fs`, `oomd` each one resource, `none` = back to everything enforced (as
+    /// upstream merges a spec's tokens into its bench's default). The spec grammar has already
+    /// rejected unknown tokens; they are ignored here.
+    pub fn merge_passive(self, passive: Option<&str>) -> Self {
+        let mut e = self;
         for tok in passive.unwrap_or("").split('/') {
             match tok {
                 "ALL" => e = Self::none(),
@@ -60,6 +67,7 @@ impl Enforce {
                         ..Self::none()
                     }
                 }
+                "none" => e = Self::all(),
                 "cpu" => e.cpu = false,
                 "mem" => e.mem = false,
                 "io" => e.io = false,

@@ -161,6 +161,16 @@ fn passive_tokens() {
     let e = Enforce::from_passive(Some("cpu/io"));
     assert!(!e.cpu && !e.io && e.mem && e.fs);
     assert_eq!(Enforce::from_passive(Some("none")), Enforce::all());
+    // Tokens merge into a bench's default; `none` goes back to everything.
+    let base = Enforce::from_passive(Some("cpu/mem/io/fs"));
+    assert_eq!(base.merge_passive(None), base);
+    let e = base.merge_passive(Some("oomd"));
+    assert!(e.crit_mem_prot && !e.mem && !e.oomd);
+    assert_eq!(base.merge_passive(Some("none")), Enforce::all());
+    assert_eq!(
+        base.merge_passive(Some("none/io")),
+        Enforce::from_passive(Some("io"))
+    );
 }
 
 #[test]
