@@ -32,6 +32,10 @@ pub enum TestAid {
     /// Guest-side scenarios of the VM tests (kill-and-restore, balloon), printed as JSON
     #[command(name = "__vm-scenario", hide = true)]
     VmScenario(ScenarioArgs),
+    /// Measuring aid: per file, the iocost-tune solutions of every other configuration's
+    /// bootstrap intervals against the whole grid's solutions, as JSON lines
+    #[command(name = "__tune-check", hide = true)]
+    TuneCheck(TuneCheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -230,4 +234,14 @@ pub struct JournalTestArgs {
     /// Exit normally after this many seconds instead of waiting to be killed
     #[arg(long = "exit-after", value_name = "SECS")]
     pub exit_after: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneCheckArgs {
+    /// Result files with an iocost-tune entry
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Bootstrap resamples
+    #[arg(long = "resamples", default_value_t = 200)]
+    pub resamples: usize,
 }

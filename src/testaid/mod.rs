@@ -17,6 +17,7 @@ pub mod probe;
 pub mod reporter;
 pub mod save_test;
 pub mod seq;
+pub mod tune_check;
 pub mod vm_iocost_qos;
 pub mod vm_protection;
 pub mod vm_scenario;
@@ -47,5 +48,6 @@ pub fn dispatch(cmd: TestAid, global: &GlobalOpts) -> Result<()> {
         TestAid::IoLat(a) => iolat::run(&a),
         TestAid::HashdBench(a) => hashd_bench::run_cmd(&a, global),
         TestAid::VmScenario(a) => vm_scenario::run(&a),
+        TestAid::TuneCheck(a) => tune_check::run(&a),
     }
 }

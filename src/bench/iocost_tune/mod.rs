@@ -6,6 +6,7 @@
 //! `:hwdb-fwrev`).
 
 pub mod fit;
+pub mod interval;
 pub mod merge;
 pub mod model;
 pub mod plot;

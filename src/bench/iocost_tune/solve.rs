@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 /// The vrate range (percent of the model) solutions are searched in: `scale-min`/`scale-max`.
 pub const DFL_SCALE: (f64, f64) = (1.0, 100.0);
 
-type Data = BTreeMap<DataSel, DataSeries>;
+pub(super) type Data = BTreeMap<DataSel, DataSeries>;
 
 fn rlat(p: &str, t: &str) -> DataSel {
     DataSel::RLat(p.into(), t.into())
@@ -95,7 +95,7 @@ fn usecs(secs: f64) -> u64 {
 
 /// Solves one target: the QoS and the vrate it was found at. `Err` names a series the target
 /// needs and the data lacks (the rule is then skipped, as upstream).
-fn solve_target(
+pub(super) fn solve_target(
     target: &QosTarget,
     data: &Data,
     scale: (f64, f64),
@@ -420,23 +420,28 @@ fn remarks(res: &IocostTuneResult, scale: (f64, f64)) -> Vec<String> {
     out
 }
 
-/// Refits every series from its points and solves every rule (see the module doc). A rule
-/// whose series are missing is skipped with a warning, as upstream.
-pub fn solve(mut res: IocostTuneResult, rules: &[QosRule], scale: (f64, f64)) -> IocostTuneResult {
-    for s in res.data.values_mut() {
+/// Refits every series from all its points (rejected ones back in), isolation first.
+pub(super) fn refit(data: &mut Data, isol_thr: f64) {
+    for s in data.values_mut() {
         s.reset();
     }
-    res.solutions.clear();
-    let isol = res.data.remove(&DataSel::Isol).map(|mut s| {
+    let isol = data.remove(&DataSel::Isol).map(|mut s| {
         solve_series(&DataSel::Isol, &mut s, None, 0.0);
         s
     });
-    for (sel, s) in res.data.iter_mut() {
-        solve_series(sel, s, isol.as_ref(), res.isol_thr);
+    for (sel, s) in data.iter_mut() {
+        solve_series(sel, s, isol.as_ref(), isol_thr);
     }
     if let Some(s) = isol {
-        res.data.insert(DataSel::Isol, s);
+        data.insert(DataSel::Isol, s);
     }
+}
+
+/// Refits every series from its points and solves every rule (see the module doc). A rule
+/// whose series are missing is skipped with a warning, as upstream.
+pub fn solve(mut res: IocostTuneResult, rules: &[QosRule], scale: (f64, f64)) -> IocostTuneResult {
+    refit(&mut res.data, res.isol_thr);
+    res.solutions.clear();
     for rule in rules {
         let (mut qos, vrate) = match solve_target(&rule.target, &res.data, scale) {
             Ok(Some(v)) => v,
