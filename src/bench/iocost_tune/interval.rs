@@ -155,7 +155,7 @@ fn bounds(mut v: Vec<f64>, level: f64) -> Bounds {
 }
 
 /// The configurations of `data`: its distinct vrates, sorted.
-fn configs(data: &Data) -> Vec<f64> {
+pub fn configs(data: &Data) -> Vec<f64> {
     let mut xs: Vec<f64> = data
         .values()
         .flat_map(|s| s.data.iter().chain(&s.outliers).map(|p| p.x))
@@ -222,13 +222,44 @@ pub fn spreads(
     if xs.is_empty() || full.is_empty() {
         return BTreeMap::new();
     }
+    // All draws first, so that the answers don't depend on how the work is split.
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
+    let draws: Vec<Vec<usize>> = (0..opts.resamples)
+        .map(|_| {
+            let mut counts = vec![0; xs.len()];
+            draw(&mut rng, &mut counts);
+            counts
+        })
+        .collect();
+    let solve_all = |draws: &[Vec<usize>]| -> Vec<BTreeMap<String, (Answer, usize)>> {
+        draws
+            .iter()
+            .map(|counts| {
+                answers(
+                    &mut resampled(&data, &xs, counts),
+                    rules,
+                    scale,
+                    res.isol_thr,
+                )
+            })
+            .collect()
+    };
+    // A merge of several runs has many configurations, and the fits grow steeply with them.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = draws.len().div_ceil(threads).max(1);
+    let per_draw: Vec<BTreeMap<String, (Answer, usize)>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = draws
+            .chunks(chunk)
+            .map(|c| sc.spawn(move || solve_all(c)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
     let mut got: BTreeMap<&str, Vec<(Answer, usize)>> = BTreeMap::new();
-    let mut counts = vec![0; xs.len()];
-    for _ in 0..opts.resamples {
-        draw(&mut rng, &mut counts);
-        let mut d = resampled(&data, &xs, &counts);
-        for (name, a) in answers(&mut d, rules, scale, res.isol_thr) {
+    for answers in per_draw {
+        for (name, a) in answers {
             if let Some((k, _)) = full.get_key_value(&name) {
                 got.entry(k.as_str()).or_default().push(a);
             }
@@ -245,7 +276,16 @@ pub fn spreads(
                     bounds(v.iter().map(|(a, _)| f(a)).collect(), opts.level)
                 }
             };
-            let lat = |f: fn(&Answer) -> f64, full: u64| (full > 0).then(|| spread(f, full as f64));
+            // Whole µs, as io.cost takes them.
+            let lat = |f: fn(&Answer) -> f64, full: u64| {
+                (full > 0).then(|| {
+                    let b = spread(f, full as f64);
+                    Bounds {
+                        lo: b.lo.round(),
+                        hi: b.hi.round(),
+                    }
+                })
+            };
             let s = SolutionSpread {
                 vrate: (a.min, a.max),
                 vrate_min: spread(|a| a.min, a.min),

@@ -19,6 +19,7 @@ pub mod study;
 use crate::bench::api::{
     prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, ValueKind,
 };
+use crate::bench::headline::Row;
 use crate::bench::iocost_qos::{IoCostQosResult, QosRecord};
 use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::format::header::HeaderSysInfo;
@@ -72,6 +73,11 @@ pub static DESC: BenchDesc = BenchDesc {
                 "hwdb-fwrev",
                 ValueKind::Bool,
                 "the hwdb lines for the device model and its firmware revision",
+            ),
+            prop(
+                "intervals",
+                ValueKind::Bool,
+                "also each solution's 90% intervals and whether it is unstable",
             ),
         ],
     },
@@ -173,6 +179,45 @@ fn open_key(group: usize, key: &str) -> bool {
         (_, Ok(DataSel::RLat(..) | DataSel::WLat(..))) => group > 0,
         _ => false,
     }
+}
+
+/// The solutions' intervals (see [`interval`]) under the stored spec's rules and scale;
+/// none when the spec can't be read.
+fn spreads_of(entry: &crate::result::Entry, res: &IocostTuneResult) -> SpreadMap {
+    match IocostTuneProps::read(&entry.spec) {
+        Ok(p) => interval::spreads(res, &p.rules, p.scale, interval::DFL_BOOT),
+        Err(_) => SpreadMap::new(),
+    }
+}
+
+type SpreadMap = std::collections::BTreeMap<String, interval::SolutionSpread>;
+
+/// A solution's vrate range (% of the measured model) and its intervals as summary cells.
+fn interval_cells(s: &model::QosSolution, spread: Option<&interval::SolutionSpread>) -> Row {
+    use crate::bench::headline::num;
+    use serde_json::{json, Value};
+    let vrate = |v: f64| num(v * s.scale_factor);
+    let b = |f: fn(&interval::SolutionSpread) -> Option<interval::Bounds>, hi: bool| {
+        spread
+            .and_then(f)
+            .map_or(Value::Null, |b| num(if hi { b.hi } else { b.lo }))
+    };
+    vec![
+        ("vrate_min", vrate(s.qos.min)),
+        ("vrate_max", vrate(s.qos.max)),
+        ("vrate_min_lo", b(|s| Some(s.vrate_min), false)),
+        ("vrate_min_hi", b(|s| Some(s.vrate_min), true)),
+        ("vrate_max_lo", b(|s| Some(s.vrate_max), false)),
+        ("vrate_max_hi", b(|s| Some(s.vrate_max), true)),
+        ("rlat_lo", b(|s| s.rlat, false)),
+        ("rlat_hi", b(|s| s.rlat, true)),
+        ("wlat_lo", b(|s| s.wlat, false)),
+        ("wlat_hi", b(|s| s.wlat, true)),
+        (
+            "unstable",
+            spread.map_or(Value::Null, |s| json!(s.unstable())),
+        ),
+    ]
 }
 
 /// The rules of a stored spec (its groups 2+, or the defaults).
@@ -326,6 +371,7 @@ impl Bench for IocostTune {
         use crate::bench::headline::num;
         use serde_json::json;
         let res = &stored.result;
+        let spreads = spreads_of(stored.entry, res);
         Ok(res
             .solutions
             .iter()
@@ -339,6 +385,7 @@ impl Bench for IocostTune {
                     ("isol", num(s.isol)),
                 ];
                 row.extend(crate::bench::headline::model_qos_row(&s.model, &s.qos));
+                row.extend(interval_cells(s, spreads.get(name)));
                 row
             })
             .collect())
@@ -353,7 +400,8 @@ impl Bench for IocostTune {
             .map(|r| r.scr_dev_model.trim().to_string())
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| "unknown device".into());
-        plot::files(&stored.result, &rules, &device)
+        let spreads = spreads_of(stored.entry, &stored.result);
+        plot::files(&stored.result, &rules, &spreads, &device)
     }
 
     /// Refits every series from its points and solves the rules again.
@@ -382,6 +430,10 @@ impl Bench for IocostTune {
         report::solutions(out, res, &rules);
         report::remarks(out, res);
         out.push('\n');
+        if opts.flag("intervals") {
+            let spreads = spreads_of(stored.entry, res);
+            report::intervals(out, &rules, &spreads, interval::configs(&res.data).len());
+        }
         Ok(true)
     }
 }

@@ -135,6 +135,16 @@ pub struct DataSeries {
     pub error: f64,
 }
 
+/// The solutions' latencies, in print order: (latency percentile, time percentile).
+pub const LAT_PCTS: [(&str, &str); 6] = [
+    ("50", "mean"),
+    ("50", "99"),
+    ("50", "100"),
+    ("99", "mean"),
+    ("99", "99"),
+    ("100", "100"),
+];
+
 /// Latency percentile → time percentile → seconds.
 pub type TimePctsMap = BTreeMap<String, BTreeMap<String, f64>>;
 

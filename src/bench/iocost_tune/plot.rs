@@ -1,7 +1,9 @@
 //! `format --plot DIR` of an iocost-tune result: one SVG per data series — the points, the
-//! rejected points, the fitted line and a dashed mark at each solution's vrate — and one HTML
-//! page with the solutions table and every graph inline (what upstream made a PDF of).
+//! rejected points, the fitted line, a dashed mark at each solution's vrate and a band over
+//! that vrate's 90 % interval — and one HTML page with the solutions table (with their
+//! intervals) and every graph inline (what upstream made a PDF of).
 
+use super::interval::SolutionSpread;
 use super::model::{DataSeries, IocostTuneResult, QosSolution};
 use super::report;
 use super::sel::DataSel;
@@ -9,7 +11,10 @@ use crate::bench::api::PlotFile;
 use crate::units::format_pct;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
+use std::collections::BTreeMap;
 use std::fmt::Write;
+
+type Spreads = BTreeMap<String, SolutionSpread>;
 
 const WIDTH: u32 = 640;
 const HEIGHT: u32 = 420;
@@ -43,11 +48,33 @@ fn unit(sel: &DataSel) -> &'static str {
     }
 }
 
+/// The 90 % intervals of the solutions' marked vrates (the top of a range), merged where
+/// they overlap.
+fn bands(spreads: &Spreads) -> Vec<(f64, f64)> {
+    let mut b: Vec<(f64, f64)> = spreads
+        .values()
+        .map(|s| (s.vrate_max.lo, s.vrate_max.hi))
+        .filter(|(lo, hi)| {
+            hi > lo && crate::format::plottable(*lo) && crate::format::plottable(*hi)
+        })
+        .collect();
+    b.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (lo, hi) in b {
+        match out.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
 /// One series' SVG.
 fn series_svg(
     sel: &DataSel,
     s: &DataSeries,
     res: &IocostTuneResult,
+    spreads: &Spreads,
     vmax: f64,
     device: &str,
 ) -> Result<String> {
@@ -72,6 +99,12 @@ fn series_svg(
                 .y_desc(y_desc.as_str())
                 .light_line_style(WHITE.mix(0.0))
                 .draw()?;
+            for (lo, hi) in bands(spreads) {
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(lo, g.y_min), (hi, g.y_max)],
+                    MARK.mix(0.08).filled(),
+                )))?;
+            }
             // Labels of nearby marks go on staggered rows.
             let row = (g.y_max - g.y_min) * 0.05;
             for (i, (v, names)) in marks(res).into_iter().enumerate() {
@@ -112,6 +145,19 @@ fn series_svg(
     Ok(out)
 }
 
+/// `min (lo–hi) – max (lo–hi)`, with UNSTABLE where the bootstrap says so.
+fn interval_cell(s: Option<&SolutionSpread>) -> String {
+    let Some(s) = s else { return "–".into() };
+    let mut c = format!(
+        "{:.1} ({:.1}–{:.1}) – {:.1} ({:.1}–{:.1})",
+        s.vrate.0, s.vrate_min.lo, s.vrate_min.hi, s.vrate.1, s.vrate_max.lo, s.vrate_max.hi
+    );
+    if s.unstable() {
+        c += " <b>unstable</b>";
+    }
+    c
+}
+
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -123,6 +169,7 @@ fn escape(s: &str) -> String {
 fn page(
     res: &IocostTuneResult,
     rules: &[super::rules::QosRule],
+    spreads: &Spreads,
     device: &str,
     svgs: &[(String, String)],
 ) -> String {
@@ -152,7 +199,8 @@ fn page(
     );
     h.push_str(
         "<h2>Solutions</h2>\n<table><tr><th>rule</th><th>target</th><th>scale</th><th>MOF</th>\
-         <th>aMOF</th><th>isolation</th><th>io.cost.model</th><th>io.cost.qos</th></tr>\n",
+         <th>aMOF</th><th>isolation</th><th>vrate range, 90% intervals of its ends</th>\
+         <th>io.cost.model</th><th>io.cost.qos</th></tr>\n",
     );
     for r in rules {
         let target = escape(&r.target.to_string());
@@ -162,13 +210,14 @@ fn page(
                 let _ = writeln!(
                     h,
                     "<tr><td>{}</td><td>{}</td><td>{}%</td><td>{:.3}</td><td>{:.3}</td>\
-                     <td>{}%</td><td><code>{} {}</code></td><td><code>{}</code></td></tr>",
+                     <td>{}%</td><td>{}</td><td><code>{} {}</code></td><td><code>{}</code></td></tr>",
                     escape(&r.name),
                     target,
                     format_pct(s.scale_factor),
                     s.mem_offload_factor,
                     s.adjusted_mem_offload_factor,
                     format_pct(s.isol),
+                    interval_cell(spreads.get(&r.name)),
                     model.lines().0,
                     model.lines().1,
                     qos.line()
@@ -177,7 +226,7 @@ fn page(
             None => {
                 let _ = writeln!(
                     h,
-                    "<tr><td>{}</td><td>{}</td><td colspan=\"6\">no solution</td></tr>",
+                    "<tr><td>{}</td><td>{}</td><td colspan=\"7\">no solution</td></tr>",
                     escape(&r.name),
                     target
                 );
@@ -194,7 +243,8 @@ fn page(
     }
     h.push_str(
         "<h2>Graphs</h2>\n<p>Circles: the points fitted; crosses: rejected points; line: the \
-         fit; dashed: the solutions' vrates.</p>\n<div class=\"graphs\">\n",
+         fit; dashed: the solutions' vrates; shaded: their 90% intervals.</p>\n\
+         <div class=\"graphs\">\n",
     );
     for (sel, svg) in svgs {
         let _ = writeln!(h, "<div id=\"{}\">{}</div>", escape(sel), svg);
@@ -241,6 +291,7 @@ fn check_plottable(res: &IocostTuneResult) -> Result<()> {
 pub fn files(
     res: &IocostTuneResult,
     rules: &[super::rules::QosRule],
+    spreads: &Spreads,
     device: &str,
 ) -> Result<Vec<PlotFile>> {
     check_plottable(res)?;
@@ -251,14 +302,14 @@ pub fn files(
     let mut svgs = Vec::new();
     let mut out = Vec::new();
     for (sel, s) in &res.data {
-        let svg = series_svg(sel, s, res, vmax, device)?;
+        let svg = series_svg(sel, s, res, spreads, vmax, device)?;
         svgs.push((sel.to_string(), svg.clone()));
         out.push(PlotFile::svg(format!("-{}", sel), svg));
     }
     out.push(PlotFile {
         suffix: String::new(),
         ext: "html",
-        text: page(res, rules, device, &svgs),
+        text: page(res, rules, spreads, device, &svgs),
     });
     Ok(out)
 }

@@ -1,25 +1,17 @@
 //! What `summary` and `format` print for an iocost-tune result, as upstream prints it: the
 //! text graphs of every series (`format` only), the solutions grouped by rules that share one,
 //! the remarks; and the two digests without the common header, `high-level` and `hwdb` (the
-//! systemd hwdb lines).
+//! systemd hwdb lines). Ours: the solutions' intervals (`:intervals`).
 
-use super::model::{DataSeries, IocostTuneResult, QosSolution};
+use super::interval::{self, Bounds, SolutionSpread};
+use super::model::{DataSeries, IocostTuneResult, QosSolution, LAT_PCTS};
 use super::rules::QosRule;
 use super::sel::DataSel;
 use crate::format::text::double_underline;
 use crate::format::textplot::{self, Axis, Marker, Series};
 use crate::units::{format_duration, format_pct, format_size};
+use std::collections::BTreeMap;
 use std::fmt::Write;
-
-/// The solutions' latencies, in print order: (latency percentile, time percentile).
-pub const LAT_PCTS: [(&str, &str); 6] = [
-    ("50", "mean"),
-    ("50", "99"),
-    ("50", "100"),
-    ("99", "mean"),
-    ("99", "99"),
-    ("100", "100"),
-];
 
 /// The solutions the hwdb lists, in its order; the `rlat-*` ones follow in the file.
 const HWDB_SOLUTIONS: [&str; 4] = ["isolation", "isolated-bandwidth", "bandwidth", "naive"];
@@ -191,6 +183,62 @@ pub fn solutions(out: &mut String, res: &IocostTuneResult, rules: &[QosRule]) {
         prev = sol;
     }
     flush(out, &mut group, prev);
+}
+
+/// `:intervals`: per solution its vrate range with the 90 % intervals of its ends and of its
+/// latency targets, and whether it is unstable (see `interval`).
+pub fn intervals(
+    out: &mut String,
+    rules: &[QosRule],
+    spreads: &BTreeMap<String, SolutionSpread>,
+    configs: usize,
+) {
+    double_underline(out, "How sure the solutions are");
+    let _ = writeln!(
+        out,
+        "90% intervals from {} resamples of the {} configurations (vrates in % of the model)\n",
+        interval::DFL_BOOT.resamples,
+        configs
+    );
+    let _ = writeln!(
+        out,
+        "{:<20} {:>19} {:>19} {:>17} {:>17}",
+        "solution", "vrate-min", "vrate-max", "rlat 90%", "wlat 90%"
+    );
+    let b = |v: f64, b: &Bounds| format!("{:.1} ({:.1}-{:.1})", v, b.lo, b.hi);
+    let lat = |b: &Option<Bounds>| match b {
+        Some(b) => format!(
+            "{}-{}",
+            format_duration(b.lo / 1e6),
+            format_duration(b.hi / 1e6)
+        ),
+        None => "-".into(),
+    };
+    for r in rules {
+        let Some(s) = spreads.get(&r.name) else {
+            let _ = writeln!(out, "{:<20} no solution", r.name);
+            continue;
+        };
+        let _ = write!(
+            out,
+            "{:<20} {:>19} {:>19} {:>17} {:>17}",
+            r.name,
+            b(s.vrate.0, &s.vrate_min),
+            b(s.vrate.1, &s.vrate_max),
+            lat(&s.rlat),
+            lat(&s.wlat)
+        );
+        if s.unstable() {
+            let _ = write!(
+                out,
+                "  UNSTABLE: found in {:.0}% of the resamples, fit shape changed in {:.0}%",
+                s.found * 100.0,
+                s.shape_changed * 100.0
+            );
+        }
+        out.push('\n');
+    }
+    out.push('\n');
 }
 
 pub fn remarks(out: &mut String, res: &IocostTuneResult) {

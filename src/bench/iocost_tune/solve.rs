@@ -4,8 +4,7 @@
 //! picks a vrate on the fitted lines, and the solution is the base model scaled to that vrate
 //! with its QoS; last the remarks on what the data can't support.
 
-use super::model::{DataLines, DataSeries, IocostTuneResult, QosSolution, TimePctsMap};
-use super::report::LAT_PCTS;
+use super::model::{DataLines, DataSeries, IocostTuneResult, QosSolution, TimePctsMap, LAT_PCTS};
 use super::rules::{QosRule, QosTarget};
 use super::sel::DataSel;
 use crate::system::iocost::{IoCostModel, IoCostQos};
