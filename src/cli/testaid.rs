@@ -36,6 +36,10 @@ pub enum TestAid {
     /// bootstrap intervals against the whole grid's solutions, as JSON lines
     #[command(name = "__tune-check", hide = true)]
     TuneCheck(TuneCheckArgs),
+    /// Measuring aid: the adaptive vrate grid replayed on full-grid result files, one JSON
+    /// line per file
+    #[command(name = "__tune-replay", hide = true)]
+    TuneReplay(TuneReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -244,4 +248,23 @@ pub struct TuneCheckArgs {
     /// Bootstrap resamples
     #[arg(long = "resamples", default_value_t = 200)]
     pub resamples: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneReplayArgs {
+    /// Result files with an iocost-tune entry made on a full grid
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Configurations of the coarse pass
+    #[arg(long = "coarse", default_value_t = 5)]
+    pub coarse: usize,
+    /// At most this many configurations
+    #[arg(long = "budget", default_value_t = 12)]
+    pub budget: usize,
+    /// Stop when every interval is at most this wide (vrate points)
+    #[arg(long = "target", default_value_t = 10.0)]
+    pub target: f64,
+    /// The bootstrap's seed (the product's fixed one by default)
+    #[arg(long = "seed")]
+    pub seed: Option<u64>,
 }

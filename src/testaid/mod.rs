@@ -18,6 +18,7 @@ pub mod reporter;
 pub mod save_test;
 pub mod seq;
 pub mod tune_check;
+pub mod tune_replay;
 pub mod vm_iocost_qos;
 pub mod vm_protection;
 pub mod vm_scenario;
@@ -49,5 +50,6 @@ pub fn dispatch(cmd: TestAid, global: &GlobalOpts) -> Result<()> {
         TestAid::HashdBench(a) => hashd_bench::run_cmd(&a, global),
         TestAid::VmScenario(a) => vm_scenario::run(&a),
         TestAid::TuneCheck(a) => tune_check::run(&a),
+        TestAid::TuneReplay(a) => tune_replay::run(&a),
     }
 }

@@ -3,7 +3,9 @@
 //! even ones and the odd ones) the bootstrap intervals, and whether each interval holds the
 //! whole grid's value. One JSON object a line; `scripts/tune-intervals` sums them up.
 
-use crate::bench::iocost_tune::interval::{spreads, BootOpts, Bounds, SolutionSpread, DFL_BOOT};
+use crate::bench::iocost_tune::interval::{
+    only_at, spreads, BootOpts, Bounds, SolutionSpread, DFL_BOOT,
+};
 use crate::bench::iocost_tune::model::IocostTuneResult;
 use crate::bench::iocost_tune::rules::QosTarget;
 use crate::bench::iocost_tune::IocostTuneProps;
@@ -14,7 +16,7 @@ use std::path::Path;
 use std::time::Instant;
 
 /// The iocost-tune entry of a result file: its data and its props.
-fn load(path: &Path) -> Result<(IocostTuneResult, IocostTuneProps)> {
+pub fn load(path: &Path) -> Result<(IocostTuneResult, IocostTuneProps)> {
     let entries = crate::result::load_entries(path)?;
     let e = entries
         .iter()
@@ -24,17 +26,6 @@ fn load(path: &Path) -> Result<(IocostTuneResult, IocostTuneProps)> {
     let props = IocostTuneProps::read(&e.spec)
         .map_err(|err| anyhow::anyhow!("{}: {}", path.display(), err.msg))?;
     Ok((res, props))
-}
-
-/// `res` with only the points at the vrates `keep` takes.
-fn subset(res: &IocostTuneResult, keep: &dyn Fn(f64) -> bool) -> IocostTuneResult {
-    let mut out = res.clone();
-    for s in out.data.values_mut() {
-        s.reset();
-        s.data.retain(|p| keep(p.x));
-    }
-    out.data.retain(|_, s| !s.data.is_empty());
-    out
 }
 
 fn inside(b: &Bounds, v: f64) -> bool {
@@ -78,7 +69,7 @@ fn one(path: &Path, opts: BootOpts) -> Result<Value> {
     for parity in 0..2 {
         let keep: Vec<f64> = xs.iter().skip(parity).step_by(2).copied().collect();
         let half = spreads(
-            &subset(&res, &|x| keep.contains(&x)),
+            &only_at(&res, &|x| keep.contains(&x)),
             &props.rules,
             props.scale,
             opts,

@@ -165,6 +165,17 @@ pub fn configs(data: &Data) -> Vec<f64> {
     xs
 }
 
+/// `res` with only the points at the vrates `keep` takes (rejected points put back first).
+pub fn only_at(res: &IocostTuneResult, keep: &dyn Fn(f64) -> bool) -> IocostTuneResult {
+    let mut out = res.clone();
+    for s in out.data.values_mut() {
+        s.reset();
+        s.data.retain(|p| keep(p.x));
+    }
+    out.data.retain(|_, s| !s.data.is_empty());
+    out
+}
+
 /// How often each configuration is taken: the lowest and the highest once each (the grid's
 /// range is the user's choice, not a measurement), the others drawn with replacement.
 fn draw(rng: &mut ChaCha8Rng, counts: &mut [usize]) {

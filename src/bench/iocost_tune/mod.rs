@@ -5,6 +5,7 @@
 //! results print as upstream's (`summary`, `format` with its graphs, `:high-level`, `:hwdb`,
 //! `:hwdb-fwrev`).
 
+pub mod adaptive;
 pub mod fit;
 pub mod interval;
 pub mod merge;

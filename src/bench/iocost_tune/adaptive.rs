@@ -1,0 +1,228 @@
+//! Where to measure next so that the solutions become sure: the adaptive vrate grid. A coarse
+//! pass over the candidate vrates first (evenly spread, the range's ends included), then after
+//! each configuration the solutions' intervals (see `interval`) say which answer is least
+//! sure, and the next vrate is the unmeasured candidate inside that interval farthest from
+//! every measured one (a point where the fit has least support). It stops when every
+//! solution's interval is at most `target` wide, or at `budget` configurations. Pure: the
+//! caller measures (iocost-qos) or reveals a stored configuration (the replay).
+
+use super::interval::{spreads, BootOpts, SolutionSpread};
+use super::model::IocostTuneResult;
+use super::rules::{QosRule, QosTarget};
+use std::collections::BTreeMap;
+
+/// The adaptive grid's parameters. Defaults: [`DFL_ADAPTIVE`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adaptive {
+    /// Configurations of the coarse pass.
+    pub coarse: usize,
+    /// At most this many configurations in all.
+    pub budget: usize,
+    /// Done when every interval is at most this wide (vrate points).
+    pub target: f64,
+}
+
+/// A coarse pass of 5 (30 vrate points apart on iocost-tune's 5–125 grid), at most 12
+/// configurations (half of that grid), done at two grid steps (10 vrate points).
+pub const DFL_ADAPTIVE: Adaptive = Adaptive {
+    coarse: 5,
+    budget: 12,
+    target: 10.0,
+};
+
+/// What to do next, and why (for the log and the record).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    Measure { vrate: f64, why: String },
+    Stop { why: String },
+}
+
+/// The coarse pass: `n` of the sorted candidates, evenly spread, both ends included.
+fn coarse(candidates: &[f64], n: usize) -> Vec<f64> {
+    let len = candidates.len();
+    if n >= len || len < 2 {
+        return candidates.to_vec();
+    }
+    let n = n.max(2);
+    let mut out: Vec<f64> = (0..n)
+        .map(|i| candidates[(i * (len - 1) + (n - 1) / 2) / (n - 1)])
+        .collect();
+    out.dedup();
+    out
+}
+
+fn near(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+/// An end's interval: (width, lo, hi, what it is).
+type Wide = (f64, f64, f64, String);
+
+/// The solutions' end intervals, widest first; naive ranges (fixed by their rule) left out.
+fn widest(sp: &BTreeMap<String, SolutionSpread>, rules: &[QosRule]) -> Vec<Wide> {
+    let mut v: Vec<Wide> = Vec::new();
+    for r in rules {
+        if matches!(r.target, QosTarget::VrateRange(..)) {
+            continue;
+        }
+        let Some(s) = sp.get(&r.name) else { continue };
+        for (end, b) in [("min", s.vrate_min), ("max", s.vrate_max)] {
+            v.push((b.hi - b.lo, b.lo, b.hi, format!("{} {}", r.name, end)));
+        }
+    }
+    v.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.3.cmp(&b.3)));
+    v
+}
+
+/// The next step, given the candidate vrates (sorted), the ones measured and the data of
+/// those (the series' points at the measured vrates).
+pub fn next(
+    candidates: &[f64],
+    measured: &[f64],
+    data: &IocostTuneResult,
+    rules: &[QosRule],
+    scale: (f64, f64),
+    plan: Adaptive,
+    boot: BootOpts,
+) -> Next {
+    let done = |v: f64| measured.iter().any(|m| near(*m, v));
+    if let Some(v) = coarse(candidates, plan.coarse)
+        .into_iter()
+        .find(|v| !done(*v))
+    {
+        return Next::Measure {
+            vrate: v,
+            why: "coarse pass".into(),
+        };
+    }
+    let wide = widest(&spreads(data, rules, scale, boot), rules);
+    match wide.first() {
+        Some(w) if w.0 > plan.target => {}
+        _ => {
+            return Next::Stop {
+                why: format!("every interval is at most {:.1} wide", plan.target),
+            }
+        }
+    }
+    if measured.len() >= plan.budget {
+        return Next::Stop {
+            why: format!(
+                "budget of {} configurations reached ({} still {:.1} wide)",
+                plan.budget, wide[0].3, wide[0].0
+            ),
+        };
+    }
+    let gap = |v: f64| {
+        measured
+            .iter()
+            .map(|m| (m - v).abs())
+            .fold(f64::INFINITY, f64::min)
+    };
+    for (w, lo, hi, what) in wide.iter().filter(|w| w.0 > plan.target) {
+        let best = candidates
+            .iter()
+            .filter(|v| !done(**v) && **v >= *lo && **v <= *hi)
+            .max_by(|a, b| gap(**a).total_cmp(&gap(**b)));
+        if let Some(v) = best {
+            return Next::Measure {
+                vrate: *v,
+                why: format!(
+                    "{} is {:.1} wide ({:.1}-{:.1}); {:.1} is farthest from a measured vrate in it",
+                    what, w, lo, hi, v
+                ),
+            };
+        }
+    }
+    Next::Stop {
+        why: format!(
+            "every vrate inside the intervals wider than {:.1} is measured",
+            plan.target
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::iocost_tune::interval::DFL_BOOT;
+    use crate::bench::iocost_tune::model::{DataPoint, DataSeries};
+    use crate::bench::iocost_tune::sel::DataSel;
+
+    /// Read p99 flat at 1 ms to vrate 40, rising to 3 ms at 60: a slope to solve on, with a
+    /// wobble so that the intervals have a width.
+    fn data(xs: &[f64]) -> IocostTuneResult {
+        let series = |f: &dyn Fn(f64) -> f64| DataSeries {
+            data: xs.iter().map(|&x| DataPoint::new(x, f(x))).collect(),
+            ..Default::default()
+        };
+        let wobble = |x: f64| 1.0 + 0.2 * ((x * 0.7).sin());
+        let mut res = IocostTuneResult::default();
+        res.data.insert(
+            DataSel::RLat("99".into(), "mean".into()),
+            series(&|x| (0.001 + 0.002 * ((x - 40.0) / 20.0).clamp(0.0, 1.0)) * wobble(x)),
+        );
+        res.data.insert(
+            DataSel::WLat("99".into(), "mean".into()),
+            series(&|_| 0.002),
+        );
+        res.data.insert(DataSel::Mof, series(&|_| 1.5));
+        res
+    }
+
+    #[test]
+    fn coarse_first_then_inside_the_widest_interval_then_stop() {
+        let rules = vec![QosRule {
+            name: "q2".into(),
+            target: QosTarget::LatRange(DataSel::RLat("99".into(), "mean".into()), (0.5, 0.75)),
+        }];
+        let cands: Vec<f64> = (1..=20).map(|i| i as f64 * 5.0).collect();
+        let plan = DFL_ADAPTIVE;
+        let step = |measured: &[f64], plan: Adaptive| {
+            next(
+                &cands,
+                measured,
+                &data(measured),
+                &rules,
+                (1.0, 100.0),
+                plan,
+                DFL_BOOT,
+            )
+        };
+        let mut measured = Vec::new();
+        for _ in 0..plan.coarse {
+            match step(&measured, plan) {
+                Next::Measure { vrate, why } => {
+                    assert_eq!(why, "coarse pass");
+                    measured.push(vrate);
+                }
+                n => panic!("{:?}", n),
+            }
+        }
+        assert_eq!(measured, [5.0, 30.0, 55.0, 75.0, 100.0]);
+        match step(&measured, plan) {
+            Next::Measure { vrate, why } => {
+                assert!(!measured.contains(&vrate), "{}", vrate);
+                assert!(why.starts_with("q2 "), "{}", why);
+            }
+            n => panic!("{:?}", n),
+        }
+        let full = Adaptive {
+            budget: measured.len(),
+            ..plan
+        };
+        assert!(matches!(step(&measured, full), Next::Stop { why } if why.starts_with("budget")));
+        let loose = Adaptive {
+            target: 1000.0,
+            ..plan
+        };
+        assert!(matches!(step(&measured, loose), Next::Stop { why } if why.starts_with("every")));
+    }
+
+    #[test]
+    fn the_coarse_pass_spreads_evenly_with_both_ends() {
+        let c: Vec<f64> = (1..=25).map(|i| i as f64 * 5.0).collect();
+        assert_eq!(coarse(&c, 6), [5.0, 30.0, 55.0, 75.0, 100.0, 125.0]);
+        assert_eq!(coarse(&c[..4], 6), c[..4]);
+        assert_eq!(coarse(&c[..3], 2), [5.0, 15.0]);
+    }
+}
