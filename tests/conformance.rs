@@ -676,6 +676,35 @@ fn merge_of_one_device_model_is_upstreams() {
             &untimed(&got),
         );
     }
+    // Ours on top: the merge's intervals, from the pooled points of the three runs (this
+    // model's only solution is the naive one: a fixed range, latency targets that vary).
+    let json = output_ok(&merged, &["summary", "-o", "json", "iocost-tune"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let naive = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["solution"] == "naive")
+        .unwrap_or_else(|| panic!("no naive record: {}", json))
+        .clone();
+    assert_eq!(
+        (naive["vrate_min"].as_f64(), naive["vrate_max"].as_f64()),
+        (Some(75.0), Some(100.0))
+    );
+    assert_eq!(naive["vrate_min_lo"], naive["vrate_min_hi"]);
+    let (lo, hi) = (
+        naive["rlat_lo"].as_f64().unwrap(),
+        naive["rlat_hi"].as_f64().unwrap(),
+    );
+    let rlat = naive["rlat"].as_f64().unwrap();
+    assert!(lo < hi && lo <= rlat && rlat <= hi, "{}", naive);
+    assert_eq!(naive["unstable"], false);
+    let text = output_ok(&merged, &["format", "iocost-tune:intervals"]);
+    assert!(
+        text.contains("90% intervals from 200 resamples of the 47 configurations"),
+        "{}",
+        text
+    );
 }
 
 /// `format --plot DIR iocost-tune`: one SVG per series (its points as circles, rejected ones
