@@ -701,7 +701,7 @@ fn merge_of_one_device_model_is_upstreams() {
     assert_eq!(naive["unstable"], false);
     let text = output_ok(&merged, &["format", "iocost-tune:intervals"]);
     assert!(
-        text.contains("90% intervals from 200 resamples of the 47 configurations"),
+        text.contains("90% intervals from 200 resamples of 47 configurations"),
         "{}",
         text
     );

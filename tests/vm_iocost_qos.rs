@@ -17,7 +17,8 @@
 //!   baseline, and ends with 0; `summary` prints the configuration list, a MOF/aMOF row with
 //!   numbers (or FAIL) for both configurations and both latency tables with two rows;
 //!   the record holds two finished runs with the QoS the kernel had;
-//! * `run iocost-tune` on that iocost-qos run prints solutions;
+//! * `run iocost-tune` on that iocost-qos run prints solutions, and `format
+//!   iocost-tune:intervals` their intervals;
 //! * hashd-params:fake-cpu-load,mem-frac=30% commits hashd's parameters for the mem-hog run
 //!   without measuring (rps_max from the memory profile, the given mem_frac, no sizing in the
 //!   record; upstream 2.2.6 can load what it wrote);
@@ -290,6 +291,16 @@ fn check_qos(v: &Value) {
             "  qos: rpct=",
         ],
         "iocost-tune summary",
+    );
+    // The solutions' intervals print (one configuration: nothing to resample, zero width).
+    assert_has_all(
+        v["tune_intervals"].as_str().unwrap(),
+        &[
+            "How sure the solutions are",
+            "90% intervals from 200 resamples of 1 configuration ",
+            "75.0 (75.0-75.0) 100.0 (100.0-100.0)",
+        ],
+        "format iocost-tune:intervals",
     );
     // Measured with the default time-savers: the record says so, for merges.
     assert_eq!(

@@ -62,6 +62,8 @@ struct QosPart {
     tune_summary: String,
     /// The iocost-tune entry's record.
     tune_record: Value,
+    /// `format iocost-tune:intervals`: the report with the solutions' intervals.
+    tune_intervals: String,
 }
 
 fn entry(all: &Value) -> Value {
@@ -211,6 +213,9 @@ fn qos_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Result<(QosPart, S
     let tune = bench_cmd(work, &["run", "iocost-tune"])
         .output()
         .context("running iocost-tune")?;
+    let intervals = bench_cmd(work, &["format", "iocost-tune:intervals"])
+        .output()
+        .context("format iocost-tune:intervals")?;
     let all = entries(work);
     let e = entry(&all);
     let tune_record = all
@@ -237,6 +242,7 @@ fn qos_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Result<(QosPart, S
         tune_status: tune.status.code(),
         tune_summary: String::from_utf8_lossy(&tune.stdout).into_owned(),
         tune_record,
+        tune_intervals: String::from_utf8_lossy(&intervals.stdout).into_owned(),
     };
     Ok((qos, sigint))
 }

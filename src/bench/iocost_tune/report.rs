@@ -196,9 +196,10 @@ pub fn intervals(
     double_underline(out, "How sure the solutions are");
     let _ = writeln!(
         out,
-        "90% intervals from {} resamples of the {} configurations (vrates in % of the model)\n",
+        "90% intervals from {} resamples of {} configuration{} (vrates in % of the model)\n",
         interval::DFL_BOOT.resamples,
-        configs
+        configs,
+        if configs == 1 { "" } else { "s" }
     );
     let _ = writeln!(
         out,
