@@ -213,7 +213,12 @@ fn qos_part(work: &Path, paths: &KnobPaths, before: Knobs) -> Result<(QosPart, S
     let tune = bench_cmd(work, &["run", "iocost-tune"])
         .output()
         .context("running iocost-tune")?;
-    let intervals = bench_cmd(work, &["format", "iocost-tune:intervals"])
+    // `format` takes no --dir (bench_cmd gives one).
+    let intervals = std::process::Command::new("/proc/self/exe")
+        .arg("-r")
+        .arg(work.join("result.json"))
+        .args(["format", "iocost-tune:intervals"])
+        .stdin(Stdio::null())
         .output()
         .context("format iocost-tune:intervals")?;
     let all = entries(work);
