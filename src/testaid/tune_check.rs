@@ -4,7 +4,7 @@
 //! whole grid's value. One JSON object a line; `scripts/tune-intervals` sums them up.
 
 use crate::bench::iocost_tune::interval::{
-    only_at, spreads, BootOpts, Bounds, SolutionSpread, DFL_BOOT,
+    configs, only_at, spreads, BootOpts, Bounds, SolutionSpread, DFL_BOOT,
 };
 use crate::bench::iocost_tune::model::IocostTuneResult;
 use crate::bench::iocost_tune::rules::QosTarget;
@@ -52,13 +52,7 @@ fn one(path: &Path, opts: BootOpts) -> Result<Value> {
     let t = Instant::now();
     let full = spreads(&res, &props.rules, props.scale, opts);
     let secs = t.elapsed().as_secs_f64();
-    let mut xs: Vec<f64> = res
-        .data
-        .values()
-        .flat_map(|s| s.data.iter().chain(&s.outliers).map(|p| p.x))
-        .collect();
-    xs.sort_by(|a, b| a.total_cmp(b));
-    xs.dedup();
+    let xs = configs(&res.data);
     let naive: Vec<&str> = props
         .rules
         .iter()
