@@ -643,7 +643,11 @@ fn paths_in_resolves_super_self_and_groups() {
 /// Everything else benches share lives beside them in `bench/` (`api`, `needs`, `headline`,
 /// `hashd_bench`, `runner::ctx`) or lower.
 const COMPOSES: &[(&str, &[&str])] = &[
-    ("iocost_qos", &["storage", "protection", "iocost_params"]),
+    // An adaptive grid (`vrate-intvs=auto`) picks its vrates from iocost-tune's intervals.
+    (
+        "iocost_qos",
+        &["storage", "protection", "iocost_params", "iocost_tune"],
+    ),
     ("protection", &["hashd_params", "iocost_params"]),
     // iocost-tune runs on iocost-qos's data: its runs, with protection's studies inside.
     ("iocost_tune", &["iocost_qos", "protection"]),

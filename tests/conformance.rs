@@ -931,6 +931,49 @@ fn merge_keeps_time_saver_runs_apart_unless_told() {
     );
 }
 
+/// An adaptive grid's points pool with full grids': how many vrates were measured is not what
+/// a merge keeps apart.
+#[test]
+fn merge_pools_an_adaptive_grid_with_full_ones() {
+    let (dir, names) = merge_sources();
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, n) in names.iter().enumerate() {
+        let mut all = gz_entries(&dir.join(n));
+        if i == 1 {
+            for e in all.as_array_mut().unwrap() {
+                if e["spec"]["kind"] == "iocost-tune" {
+                    let g = &mut e["record"]["qos_props"][0];
+                    g["vrate-intvs"] = "auto".into();
+                    g["auto-budget"] = "8".into();
+                    g["auto-target"] = "12".into();
+                }
+            }
+        }
+        std::fs::write(tmp.path().join(format!("src{}.json", i)), all.to_string()).unwrap();
+    }
+    let out = Command::cargo_bin("resctl-bench")
+        .unwrap()
+        .current_dir(tmp.path())
+        .args(["-r", "merged.json", "merge", "src0.json", "src1.json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("[-]"), "{}", text);
+    assert_has_lines(
+        &text,
+        &[
+            "  classifier: dither,vrate-max=125",
+            "    + src0.json",
+            "    + src1.json",
+        ],
+    );
+}
+
 fn assert_has_lines(text: &str, lines: &[&str]) {
     for l in lines {
         assert!(

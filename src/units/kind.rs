@@ -14,6 +14,8 @@ pub enum ValueKind {
     Bool,
     /// non-negative integer
     Int,
+    /// non-negative integer or `auto` (iocost-qos `vrate-intvs`)
+    IntOrAuto,
     Float,
     /// bare key = true, or a float (iocost-qos `dither`)
     BoolOrFloat,

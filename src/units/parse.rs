@@ -53,6 +53,14 @@ pub fn parse_value(kind: ValueKind, s: &str) -> Result<ParsedValue, String> {
         ValueKind::Frac => ParsedValue::Frac(parse_frac(s)?),
         ValueKind::Bool => ParsedValue::Bool(parse_bool(s)?),
         ValueKind::Int => ParsedValue::Int(parse_int(s)?),
+        ValueKind::IntOrAuto if s.trim() == "auto" => ParsedValue::Enum("auto".into()),
+        ValueKind::IntOrAuto => ParsedValue::Int(parse_int(s).map_err(|_| {
+            format!(
+                "{:?} is not a non-negative integer or auto (accepted: {})",
+                s,
+                accepted(ValueKind::IntOrAuto)
+            )
+        })?),
         ValueKind::Float => ParsedValue::Float(parse_float(s)?),
         ValueKind::BoolOrFloat => match parse_bool(s) {
             Ok(b) => ParsedValue::Bool(b),
@@ -83,6 +91,7 @@ pub fn accepted(kind: ValueKind) -> String {
         ValueKind::Frac => FRAC_ACCEPTED.into(),
         ValueKind::Bool => BOOL_ACCEPTED.into(),
         ValueKind::Int => INT_ACCEPTED.into(),
+        ValueKind::IntOrAuto => "a non-negative integer or auto, e.g. 25 or auto".into(),
         ValueKind::Float => FLOAT_ACCEPTED.into(),
         ValueKind::BoolOrFloat => "the bare key, true/false, or a finite number".into(),
         ValueKind::BoolOrFrac => "the bare key, true/false, or a fraction, e.g. 0.1 or 10%".into(),
@@ -501,6 +510,13 @@ mod tests {
         assert_eq!(parse_value(ValueKind::Bool, ""), Ok(P::Bool(true)));
         assert_eq!(parse_value(ValueKind::Int, "7"), Ok(P::Int(7)));
         assert_eq!(parse_value(ValueKind::Float, "7.5"), Ok(P::Float(7.5)));
+        assert_eq!(parse_value(ValueKind::IntOrAuto, "25"), Ok(P::Int(25)));
+        assert_eq!(
+            parse_value(ValueKind::IntOrAuto, "auto"),
+            Ok(P::Enum("auto".into()))
+        );
+        let e = parse_value(ValueKind::IntOrAuto, "sometimes").unwrap_err();
+        assert!(e.contains("is not a non-negative integer or auto"), "{}", e);
         assert_eq!(parse_value(ValueKind::BoolOrFloat, ""), Ok(P::Bool(true)));
         assert_eq!(
             parse_value(ValueKind::BoolOrFloat, "2.5"),

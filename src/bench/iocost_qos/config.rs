@@ -39,35 +39,37 @@ impl Base {
     }
 }
 
-/// Configuration `i` with what the runs before it hand on: where its tune and storage
-/// searches start (`tune-hint`, `mof-hint`) and the baseline's ceiling (`mof-ceiling`).
+/// Configuration `i` (`p`) with what the runs before it hand on: where its tune and storage
+/// searches start (`tune-hint`, `mof-hint`: the last of `before` that has one) and the
+/// baseline's ceiling (`mof-ceiling`: `before[0]`, when `baseline_off`).
 pub(super) fn config_of<'a>(
     props: &IocostQosProps,
-    planned: &'a [Planned],
+    p: &'a Planned,
     i: usize,
+    baseline_off: bool,
     params: &'a str,
-    runs: &[Option<QosRun>],
+    before: &[Option<QosRun>],
 ) -> Config<'a> {
     // Time-saver: the tune starts where the previous configuration's ended.
     let hint = if props.tune_hint {
-        runs.iter().rev().flatten().find_map(tune_hint)
+        before.iter().rev().flatten().find_map(tune_hint)
     } else {
         None
     };
     let stor_hint = if props.mof_hint {
-        runs.iter().rev().flatten().find_map(storage_frac)
+        before.iter().rev().flatten().find_map(storage_frac)
     } else {
         None
     };
     // Time-saver: a configuration with io.cost on can't sustain a footprint the
     // baseline, with io.cost off, failed.
-    let ceiling = match runs.first() {
-        Some(Some(base)) if props.mof_ceiling && i > 0 && planned[0].ovr.off => base.stor.ceiling(),
+    let ceiling = match before.first() {
+        Some(Some(base)) if props.mof_ceiling && i > 0 && baseline_off => base.stor.ceiling(),
         _ => None,
     };
     Config {
         i,
-        p: &planned[i],
+        p,
         params,
         hint,
         stor_hint,
@@ -340,8 +342,8 @@ fn check_qos(ctx: &mut RunCtx, base: &Base, want: &IoCostQos) -> Result<()> {
 
 /// One configuration as `run_config` needs it.
 pub(super) struct Config<'a> {
-    i: usize,
-    p: &'a Planned,
+    pub(super) i: usize,
+    pub(super) p: &'a Planned,
     /// The sub-bench parameters (the reuse key).
     params: &'a str,
     /// Where the tune starts (`tune-hint`).

@@ -3,6 +3,7 @@
 //! record/result models and the QoS configuration list; `props` the properties, `format` the
 //! report. Running it comes with the IO engine.
 
+mod adaptive;
 mod config;
 pub mod format;
 pub mod plan;
@@ -58,12 +59,18 @@ impl Bench for IocostQos {
     /// Finished configurations of an interrupted job (the skipped ones aren't counted: the
     /// device's model decides them when the job runs again).
     fn progress(&self, props: &IocostQosProps, rec: &QosRecord) -> Option<String> {
-        let nr = plan::configs_of(props, plan::dither_offset(props, rec.dither_dist)).len();
-        Some(format!(
-            "{} of {} configurations done",
-            rec.finished().count(),
-            nr
-        ))
+        let done = rec.finished().count();
+        Some(match props.adaptive {
+            Some(a) => format!(
+                "{} of at most {} configurations done",
+                done,
+                1 + props.groups.len() + a.budget
+            ),
+            None => {
+                let nr = plan::configs_of(props, plan::dither_offset(props, rec.dither_dist)).len();
+                format!("{} of {} configurations done", done, nr)
+            }
+        })
     }
 
     fn study(&self, ctx: &StudyCtx, rec: &QosRecord) -> Result<IoCostQosResult> {
@@ -127,6 +134,30 @@ mod tests {
         assert_eq!(cfgs.len(), 26);
         assert_eq!(cfgs[1].min, Some(122.94));
         assert_eq!(cfgs[25].max, Some(2.94));
+    }
+
+    #[test]
+    fn an_adaptive_grid_lists_the_vrates_it_picked_in_order() {
+        use record::{AdaptiveLog, AdaptiveStep};
+        let step = |v: f64| AdaptiveStep {
+            vrate: v,
+            why: "coarse pass".into(),
+        };
+        let rec = QosRecord {
+            adaptive: Some(AdaptiveLog {
+                steps: vec![step(100.0), step(4.0), step(52.0)],
+                stop: Some("budget".into()),
+            }),
+            ..Default::default()
+        };
+        let cfgs = configs(&spec("iocost-qos:vrate-intvs=auto:rpct=90"), &rec).unwrap();
+        assert!(cfgs[0].off);
+        assert_eq!(cfgs[1].rpct, Some(90.0));
+        let maxes: Vec<Option<f64>> = cfgs[2..].iter().map(|c| c.max).collect();
+        assert_eq!(maxes, vec![Some(100.0), Some(4.0), Some(52.0)]);
+        // Before a vrate is picked, only the fixed ones.
+        let cfgs = configs(&spec("iocost-qos:vrate-intvs=auto"), &QosRecord::default()).unwrap();
+        assert_eq!(cfgs.len(), 1);
     }
 
     #[test]

@@ -14,16 +14,20 @@ pub const VRATE_INTVS_MIN: f64 = 1.0;
 
 /// The grid's step and, for `vrate-min=0`, the shift a random dither is centred on.
 fn click_shift(p: &IocostQosProps) -> (f64, f64) {
+    let click = p.grid_step();
     if p.vrate_min == 0.0 {
-        let click = p.vrate_max / p.vrate_intvs as f64;
         (click, -click / 2.0)
-    } else if p.vrate_intvs > 1 {
-        (
-            (p.vrate_max - p.vrate_min) / (p.vrate_intvs - 1) as f64,
-            0.0,
-        )
     } else {
-        (0.0, 0.0)
+        (click, 0.0)
+    }
+}
+
+/// A configuration pinned to `vrate` (`min` = `max`).
+pub fn pinned(vrate: f64) -> QosOverride {
+    QosOverride {
+        min: Some(vrate),
+        max: Some(vrate),
+        ..Default::default()
     }
 }
 
@@ -73,12 +77,7 @@ pub fn configs_of(p: &IocostQosProps, offset: Option<f64>) -> Vec<QosOverride> {
         if v <= min - 0.001 {
             break;
         }
-        let r = round2(v);
-        cfgs.push(QosOverride {
-            min: Some(r),
-            max: Some(r),
-            ..Default::default()
-        });
+        cfgs.push(pinned(round2(v)));
         if click <= 0.0 || !click.is_finite() {
             break;
         }
@@ -244,10 +243,17 @@ pub fn reuse(
 
 /// The QoS configurations of a stored iocost-qos spec, in run order: the iocost-off baseline,
 /// the explicit groups, then the vrate grid. The grid's dither offset comes from the spec
-/// (`dither=F`) or, for a random dither, from the record that stored it.
+/// (`dither=F`) or, for a random dither, from the record that stored it; an adaptive grid's
+/// vrates are the ones the record says it picked, in that order.
 pub fn configs(spec: &JobSpec, rec: &QosRecord) -> Result<Vec<QosOverride>> {
     let props = IocostQosProps::read(spec).map_err(|e| spec.error(e))?;
-    Ok(configs_of(&props, dither_offset(&props, rec.dither_dist)))
+    let mut cfgs = configs_of(&props, dither_offset(&props, rec.dither_dist));
+    if props.adaptive.is_some() {
+        cfgs.truncate(1 + props.groups.len());
+        let steps = rec.adaptive.iter().flat_map(|a| &a.steps);
+        cfgs.extend(steps.map(|s| pinned(s.vrate)));
+    }
+    Ok(cfgs)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! `storage-*` forwarded to storage), one explicit QoS configuration per later group.
 
 use crate::bench::api::{prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS};
+use crate::bench::iocost_tune::adaptive::{Adaptive, DFL_ADAPTIVE};
 use crate::bench::storage::props::{StorageProps, PROPS as STORAGE_PROPS};
 use crate::spec::{Group, JobSpec};
 use crate::system::iocost::QosOverride;
@@ -9,6 +10,8 @@ use crate::units::parse::ParsedValue;
 
 pub const DFL_VRATE_MAX: f64 = 100.0;
 pub const DFL_VRATE_INTVS: u64 = 5;
+/// The grid `vrate-intvs=auto` picks its vrates from: iocost-tune's.
+pub const AUTO_VRATE_INTVS: u64 = 25;
 /// Sanity limit on the number of vrate grid points of a stored spec.
 pub const MAX_VRATE_INTVS: u64 = 10_000;
 
@@ -28,14 +31,28 @@ pub const SHAPE: Shape = Shape {
     )],
 };
 
-const FIRST_PROPS: [PropDesc; 16] = [
+const FIRST_PROPS: [PropDesc; 18] = [
     prop(
         "vrate-min",
         ValueKind::Float,
         "lowest vrate of the grid (0: one step above 0)",
     ),
     prop("vrate-max", ValueKind::Float, "highest vrate of the grid"),
-    prop("vrate-intvs", ValueKind::Int, "number of vrate grid points"),
+    prop(
+        "vrate-intvs",
+        ValueKind::IntOrAuto,
+        "number of vrate grid points, or auto: an adaptive grid",
+    ),
+    prop(
+        "auto-budget",
+        ValueKind::Int,
+        "with vrate-intvs=auto: at most this many vrates (12)",
+    ),
+    prop(
+        "auto-target",
+        ValueKind::Float,
+        "with vrate-intvs=auto: done when every interval is this narrow (two grid steps)",
+    ),
     prop(
         "dither",
         ValueKind::BoolOrFloat,
@@ -131,8 +148,10 @@ pub const DFL_RETRIES: u32 = 1;
 pub struct IocostQosProps {
     pub vrate_min: f64,
     pub vrate_max: f64,
-    /// Grid points; 0 without a grid.
+    /// Grid points; 0 without a grid. With `vrate-intvs=auto`, the candidates' grid.
     pub vrate_intvs: u64,
+    /// `vrate-intvs=auto`: the grid's vrates are picked one at a time (`adaptive`).
+    pub adaptive: Option<Adaptive>,
     pub dither: Dither,
     /// The percentile the spec asks to judge isolation by, if any.
     pub isol_pct: Option<String>,
@@ -179,6 +198,21 @@ pub struct IocostQosProps {
 pub const EARLY_STOP_TOL: f64 = 0.10;
 
 impl IocostQosProps {
+    /// The vrate grid's step (0 without a grid): `vrate-max` over the grid points from
+    /// `vrate-min=0` (the lowest point one step above 0), else the range over the gaps.
+    pub fn grid_step(&self) -> f64 {
+        if self.vrate_min == 0.0 {
+            if self.vrate_intvs == 0 {
+                return 0.0;
+            }
+            self.vrate_max / self.vrate_intvs as f64
+        } else if self.vrate_intvs > 1 {
+            (self.vrate_max - self.vrate_min) / (self.vrate_intvs - 1) as f64
+        } else {
+            0.0
+        }
+    }
+
     /// The isolation percentile the tune judges by.
     pub fn isol_pct(&self) -> &str {
         self.isol_pct
@@ -206,7 +240,12 @@ impl IocostQosProps {
     /// version can hold). Without explicit groups the grid has 5 points by default.
     pub fn read(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
         let g = spec.group(0);
-        let mut vrate_intvs = g.u64("vrate-intvs", ValueKind::Int)?.unwrap_or(0);
+        let auto = g.text("vrate-intvs") == Some("auto");
+        let mut vrate_intvs = if auto {
+            AUTO_VRATE_INTVS
+        } else {
+            g.u64("vrate-intvs", ValueKind::IntOrAuto)?.unwrap_or(0)
+        };
         if vrate_intvs == 0 && spec.props.len() <= 1 {
             vrate_intvs = DFL_VRATE_INTVS;
         }
@@ -228,12 +267,13 @@ impl IocostQosProps {
             Ok(g.u64(k, ValueKind::Int)?
                 .map_or(dfl, |v| v.min(u32::MAX as u64) as u32))
         };
-        Ok(IocostQosProps {
+        let mut props = IocostQosProps {
             vrate_min: g.f64("vrate-min", ValueKind::Float)?.unwrap_or(0.0),
             vrate_max: g
                 .f64("vrate-max", ValueKind::Float)?
                 .unwrap_or(DFL_VRATE_MAX),
             vrate_intvs,
+            adaptive: None,
             dither,
             isol_pct: g.text("isol-pct").map(str::to_string),
             isol_thr: g
@@ -258,7 +298,17 @@ impl IocostQosProps {
                 .later_groups()
                 .map(|g| read_group(&g))
                 .collect::<Result<_, _>>()?,
-        })
+        };
+        if auto {
+            let budget = g.u64("auto-budget", ValueKind::Int)?;
+            let target = g.f64("auto-target", ValueKind::Float)?;
+            props.adaptive = Some(Adaptive {
+                coarse: DFL_ADAPTIVE.coarse,
+                budget: budget.map_or(DFL_ADAPTIVE.budget, |b| b.min(MAX_VRATE_INTVS) as usize),
+                target: target.unwrap_or(2.0 * props.grid_step()),
+            });
+        }
+        Ok(props)
     }
 }
 
@@ -312,6 +362,33 @@ pub fn check(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
             EARLY_STOP_TOL * 100.0
         )));
     }
+    match &props.adaptive {
+        None => {
+            if let Some(k) = ["auto-budget", "auto-target"]
+                .into_iter()
+                .find(|k| g.text(k).is_some())
+            {
+                return Err(g.err(format!(
+                    "{} only applies to an adaptive grid (add vrate-intvs=auto)",
+                    k
+                )));
+            }
+        }
+        Some(a) => {
+            if a.budget == 0 {
+                return Err(g.err(
+                    "auto-budget=0: the adaptive grid needs a vrate to measure \
+                     (accepted: 1 or more)",
+                ));
+            }
+            if a.target <= 0.0 {
+                return Err(g.err(format!(
+                    "auto-target={} is not an interval width (accepted: more than 0 vrate points)",
+                    a.target
+                )));
+            }
+        }
+    }
     for (key, v) in [
         ("storage-base-loops", props.storage_base_loops),
         ("storage-loops", props.storage_loops),
@@ -329,6 +406,50 @@ pub fn check(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
 #[cfg(test)]
 mod saver_tests {
     use super::*;
+
+    fn checked(spec: &str) -> Result<IocostQosProps, String> {
+        check(&JobSpec::parse(spec).unwrap()).map_err(|e| e.msg)
+    }
+
+    #[test]
+    fn an_adaptive_grid_and_its_properties() {
+        let p = checked("iocost-qos:vrate-intvs=auto").unwrap();
+        assert_eq!(p.vrate_intvs, AUTO_VRATE_INTVS);
+        // Two steps of the 25-point grid up to 100.
+        let a = p.adaptive.unwrap();
+        assert_eq!((a.coarse, a.budget, a.target), (5, 12, 8.0));
+        let p = checked("iocost-qos:dither,vrate-max=125,vrate-intvs=auto,auto-budget=8").unwrap();
+        let a = p.adaptive.unwrap();
+        assert_eq!((a.budget, a.target), (8, 10.0));
+        let a = checked("iocost-qos:vrate-intvs=auto,auto-target=15")
+            .unwrap()
+            .adaptive
+            .unwrap();
+        assert_eq!(a.target, 15.0);
+        assert_eq!(checked("iocost-qos:vrate-intvs=7").unwrap().adaptive, None);
+        for (spec, want) in [
+            (
+                "iocost-qos:auto-budget=8",
+                "only applies to an adaptive grid",
+            ),
+            (
+                "iocost-qos:vrate-intvs=5,auto-target=3",
+                "add vrate-intvs=auto",
+            ),
+            ("iocost-qos:vrate-intvs=auto,auto-budget=0", "auto-budget=0"),
+            (
+                "iocost-qos:vrate-intvs=auto,auto-target=0",
+                "not an interval width",
+            ),
+            (
+                "iocost-qos:vrate-intvs=often",
+                "not a non-negative integer or auto",
+            ),
+        ] {
+            let e = checked(spec).unwrap_err();
+            assert!(e.contains(want), "{}: {}", spec, e);
+        }
+    }
 
     fn savers(spec: &str) -> Vec<&'static str> {
         IocostQosProps::read(&JobSpec::parse(spec).unwrap())

@@ -59,6 +59,28 @@ pub struct QosRecord {
     pub inc_runs: Vec<QosRun>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<QosFailure>,
+    /// An adaptive grid (`vrate-intvs=auto`): the vrates it picked, in the order measured
+    /// (the runs after the baseline and the explicit groups, one per step), and why it stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveLog>,
+}
+
+/// How an adaptive grid picked its vrates.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AdaptiveLog {
+    pub steps: Vec<AdaptiveStep>,
+    /// Why no vrate was picked after the last (absent while the job runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<String>,
+}
+
+/// One vrate the adaptive grid picked, and why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AdaptiveStep {
+    pub vrate: f64,
+    pub why: String,
 }
 
 impl QosRecord {
@@ -99,7 +121,7 @@ impl QosRecord {
 /// The study of one configuration: its storage and protection studies, the adjusted MOF from
 /// the size the tune protected, and over the configuration's period vrate and IO latencies
 /// (raw JSON as the study wrote them, read by [`RunResult::iolat`]).
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunResult {
     pub stor: StorageResult,

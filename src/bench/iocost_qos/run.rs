@@ -3,10 +3,12 @@
 //! the configurations one after another (`config`), each checkpointing into this job's record,
 //! so a killed job resumes inside a configuration and a re-run skips the finished ones.
 
+use super::adaptive;
 use super::config::{config_of, run_config, Base, TUNE_INTVS, TUNE_SPEED};
 use super::plan::{self, Planned};
 use super::props::{Dither, IocostQosProps};
-use super::record::{QosFailure, QosRecord, QosRun};
+use super::record::{AdaptiveStep, QosFailure, QosRecord, QosRun, RunResult};
+use crate::bench::iocost_tune::model::IocostTuneResult;
 use crate::bench::runner::ctx::RunCtx;
 use crate::logging::progress;
 use crate::system::iocost::{self, QosOverride};
@@ -18,70 +20,193 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord>
     let quick = ctx.quick();
     let base = base_of(ctx)?;
     let prev = prev_record(ctx);
-    let Plan {
-        dither_dist,
-        planned,
-        params,
-        reuse,
-    } = plan(props, &base, prev.as_ref(), quick)?;
-    let reused = &reuse.runs;
-
-    let mut rec = QosRecord {
+    let plan = plan(props, &base, prev.as_ref(), quick)?;
+    let nr_fixed = match props.adaptive {
+        Some(_) => 1 + props.groups.len(),
+        None => plan.planned.len(),
+    };
+    let rec = QosRecord {
         base_model: base.knobs.model.clone(),
         base_qos: base.knobs.qos.clone(),
         mem_profile: base.profile,
         runs: Vec::new(),
-        dither_dist,
-        inc_runs: reuse.carried.clone(),
+        dither_dist: plan.dither_dist,
+        inc_runs: plan.reuse.carried.clone(),
         failed: Vec::new(),
+        adaptive: adaptive::new_log(props.adaptive),
     };
-    let mut runs: Vec<Option<QosRun>> = Vec::with_capacity(planned.len());
-    let nr = planned.len();
-    for (i, p) in planned.iter().enumerate() {
+    let mut job = Job {
+        ctx,
+        props,
+        base: &base,
+        plan: &plan,
+        rec,
+        nr: nr_fixed + props.adaptive.map_or(0, |a| a.budget),
+    };
+    let mut runs: Vec<Option<QosRun>> = Vec::with_capacity(job.nr);
+    for i in 0..nr_fixed {
+        let left = remaining_secs(&job.rec, &plan.planned[i + 1..], &plan.reuse.runs[i + 1..]);
+        let run = job.one(i, i, &runs, left)?;
+        runs.push(run);
+    }
+    if let Some(a) = props.adaptive {
+        let mut live = Live {
+            job: &mut job,
+            runs,
+            studies: Vec::new(),
+            nr_fixed,
+            budget: a.budget,
+        };
+        let cands = adaptive::candidates(&plan.planned[nr_fixed..]);
+        let stop = adaptive::drive(&mut live, &cands, a, &adaptive::default_rules())?;
+        runs = live.runs;
+        if let Some(log) = &mut job.rec.adaptive {
+            log.stop = Some(stop);
+        }
+    }
+    progress::context("", 0.0);
+    let mut rec = job.rec;
+    rec.runs = runs;
+    rec.inc_runs.clear();
+    Ok(rec)
+}
+
+/// A job while it runs: what it measures with, its plan and its record.
+struct Job<'a, 'c> {
+    ctx: &'a mut RunCtx<'c>,
+    props: &'a IocostQosProps,
+    base: &'a Base,
+    plan: &'a Plan,
+    rec: QosRecord,
+    /// Configurations in all (at most, for an adaptive grid).
+    nr: usize,
+}
+
+impl Job<'_, '_> {
+    /// Configuration `i` of the record, the plan's `k`: skipped, reused or measured, with what
+    /// the runs `before` it hand on; `None` when skipped or failed under `allow-fail`.
+    fn one(
+        &mut self,
+        i: usize,
+        k: usize,
+        before: &[Option<QosRun>],
+        left: f64,
+    ) -> Result<Option<QosRun>> {
+        let (plan, props) = (self.plan, self.props);
+        let p = &plan.planned[k];
         if p.skip {
             log::info!(
                 "iocost-qos[{:02}]: skipped (below the device's minimum vrate {})",
                 i,
-                iocost::abs_min_vrate(&base.knobs.model)
+                iocost::abs_min_vrate(&self.base.knobs.model)
             );
-            runs.push(None);
-            continue;
+            return Ok(None);
         }
-        if let Some(r) = &reused[i] {
-            runs.push(Some(r.clone()));
-            continue;
+        if let Some(r) = &plan.reuse.runs[k] {
+            return Ok(Some(r.clone()));
         }
-        let left = remaining_secs(&rec, &planned[i + 1..], &reused[i + 1..]);
-        progress::context(format!("config {}/{} {}", i, nr - 1, short(&p.ovr)), left);
+        let what = format!("config {}/{} {}", i, self.nr - 1, short(&p.ovr));
+        progress::context(what, left);
         log::info!(
             "iocost-qos[{:02}]: QoS: {}",
             i,
-            p.ovr.describe(&base.knobs.qos)
+            p.ovr.describe(&self.base.knobs.qos)
         );
-        let c = config_of(props, &planned, i, &params[i], &runs);
-        match run_config(ctx, props, &base, &mut rec, c) {
-            Ok(run) => runs.push(Some(run)),
+        let off = plan.planned[0].ovr.off;
+        let c = config_of(props, p, i, off, &plan.params[k], before);
+        match run_config(self.ctx, props, self.base, &mut self.rec, c) {
+            Ok(run) => Ok(Some(run)),
             Err(e) if props.allow_fail => {
                 log::warn!(
                     "iocost-qos[{:02}]: failed, going on (allow-fail): {:#}",
                     i,
                     e
                 );
-                rec.inc_runs.retain(|r| r.done);
-                rec.failed.push(QosFailure {
+                self.rec.inc_runs.retain(|r| r.done);
+                self.rec.failed.push(QosFailure {
                     ovr: p.ovr,
                     why: format!("{:#}", e),
                 });
-                ctx.checkpoint(&rec)?;
-                runs.push(None);
+                self.ctx.checkpoint(&self.rec)?;
+                Ok(None)
             }
-            Err(e) => return Err(e.context(format!("iocost-qos[{:02}]", i))),
+            Err(e) => Err(e.context(format!("iocost-qos[{:02}]", i))),
         }
     }
-    progress::context("", 0.0);
-    rec.runs = runs;
-    rec.inc_runs.clear();
-    Ok(rec)
+}
+
+/// An adaptive grid as it runs: the job, its runs in record order and their studies.
+struct Live<'j, 'a, 'c> {
+    job: &'j mut Job<'a, 'c>,
+    runs: Vec<Option<QosRun>>,
+    /// The studies of `runs`, as far as made.
+    studies: Vec<Option<RunResult>>,
+    nr_fixed: usize,
+    budget: usize,
+}
+
+impl adaptive::Measure for Live<'_, '_, '_> {
+    fn measure(&mut self, vrate: f64, why: &str) -> Result<()> {
+        let plan = self.job.plan;
+        let k = (self.nr_fixed..plan.planned.len())
+            .find(|k| {
+                let p = &plan.planned[*k];
+                !p.skip && p.ovr == plan::pinned(vrate)
+            })
+            .with_context(|| format!("iocost-qos: vrate {} is not on the grid", vrate))?;
+        if let Some(log) = &mut self.job.rec.adaptive {
+            log.steps.push(AdaptiveStep {
+                vrate,
+                why: why.to_string(),
+            });
+        }
+        // What a grid walked from the top hands on: the configurations above this one, the
+        // nearest last.
+        let mut before = self.runs[..self.nr_fixed].to_vec();
+        let mut above: Vec<&QosRun> = self.runs[self.nr_fixed..]
+            .iter()
+            .flatten()
+            .filter(|r| r.ovr.max.is_some_and(|m| m > vrate))
+            .collect();
+        above.sort_by(|a, b| {
+            b.ovr
+                .max
+                .unwrap_or(0.0)
+                .total_cmp(&a.ovr.max.unwrap_or(0.0))
+        });
+        before.extend(above.into_iter().map(|r| Some(r.clone())));
+        let steps = self.runs.len() - self.nr_fixed;
+        let left = mean_secs(&self.job.rec) * self.budget.saturating_sub(steps + 1) as f64;
+        let i = self.runs.len();
+        let run = self.job.one(i, k, &before, left)?;
+        self.runs.push(run);
+        Ok(())
+    }
+
+    fn data(&mut self) -> Result<IocostTuneResult> {
+        let dir = self.job.ctx.reports_dir();
+        for (j, r) in self.runs.iter().enumerate().skip(self.studies.len()) {
+            let res = match r {
+                Some(r) => Some(
+                    super::study::study_run(&dir, r)
+                        .with_context(|| format!("iocost-qos[{:02}]: studying it", j))?,
+                ),
+                None => None,
+            };
+            self.studies.push(res);
+        }
+        let both: Vec<Option<(QosRun, RunResult)>> = self
+            .runs
+            .iter()
+            .zip(&self.studies)
+            .map(|(r, s)| Some((r.clone()?, s.clone()?)))
+            .collect();
+        Ok(adaptive::data_of(
+            &self.job.rec,
+            &both,
+            &adaptive::default_rules(),
+        ))
+    }
 }
 
 /// The io.cost model the configurations are relative to (measured first if bench.json has
@@ -142,7 +267,12 @@ fn plan(
         .collect();
     let reuse = plan::reuse(prev, &base.plan_base(), &planned, &params)
         .map_err(crate::error::UsageError::new)?;
-    for (i, p) in planned.iter().enumerate() {
+    // An adaptive grid lists its candidates in one line: which of them run is decided as it goes.
+    let listed = match props.adaptive {
+        Some(_) => 1 + props.groups.len(),
+        None => planned.len(),
+    };
+    for (i, p) in planned.iter().enumerate().take(listed) {
         log::info!(
             "{}",
             plan::listing_line(
@@ -156,6 +286,7 @@ fn plan(
     let to_run = planned
         .iter()
         .zip(&reuse.runs)
+        .take(listed)
         .filter(|(p, r)| !p.skip && r.is_none())
         .count();
     if let Some(why) = &reuse.dropped {
@@ -164,7 +295,18 @@ fn plan(
             why
         );
     }
-    if to_run > 0 {
+    if let Some(a) = props.adaptive {
+        let cands = adaptive::candidates(&planned[listed..]);
+        log::info!(
+            "iocost-qos: adaptive grid: at most {} of {} vrates ({}-{}), until every solution's \
+             interval is at most {:.1} wide",
+            a.budget.min(cands.len()),
+            cands.len(),
+            cands.first().copied().unwrap_or(0.0),
+            cands.last().copied().unwrap_or(0.0),
+            a.target
+        );
+    } else if to_run > 0 {
         log::info!(
             "iocost-qos: {} storage and protection bench sets to run, isol-{} >= {}%",
             to_run,
@@ -255,9 +397,8 @@ fn params_text(p: &IocostQosProps, baseline: bool, quick: bool) -> String {
     )
 }
 
-/// Seconds the configurations after the current one will take, from the runs finished so
-/// far (0 when none has finished yet).
-fn remaining_secs(rec: &QosRecord, after: &[Planned], reused: &[Option<QosRun>]) -> f64 {
+/// Seconds a configuration took on average so far (0 when none has finished yet).
+fn mean_secs(rec: &QosRecord) -> f64 {
     let done: Vec<f64> = rec
         .inc_runs
         .iter()
@@ -267,7 +408,13 @@ fn remaining_secs(rec: &QosRecord, after: &[Planned], reused: &[Option<QosRun>])
     if done.is_empty() {
         return 0.0;
     }
-    let per = done.iter().sum::<f64>() / done.len() as f64;
+    done.iter().sum::<f64>() / done.len() as f64
+}
+
+/// Seconds the configurations after the current one will take, from the runs finished so
+/// far (0 when none has finished yet).
+fn remaining_secs(rec: &QosRecord, after: &[Planned], reused: &[Option<QosRun>]) -> f64 {
+    let per = mean_secs(rec);
     let n = after
         .iter()
         .zip(reused)

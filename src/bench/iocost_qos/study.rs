@@ -43,7 +43,7 @@ pub fn study(ctx: &StudyCtx, rec: &QosRecord) -> Result<IoCostQosResult> {
     Ok(IoCostQosResult { runs })
 }
 
-fn study_run(dir: &Path, r: &QosRun) -> Result<RunResult> {
+pub(super) fn study_run(dir: &Path, r: &QosRun) -> Result<RunResult> {
     let stor = Storage.study(&StudyCtx::new(dir.to_path_buf(), r.stor.period), &r.stor)?;
     let prot = Protection.study(&StudyCtx::new(dir.to_path_buf(), r.period), &r.prot)?;
     let final_size = r.prot.scenarios.iter().find_map(|s| match s {

@@ -37,13 +37,16 @@ pub enum Next {
     Stop { why: String },
 }
 
-/// The coarse pass: `n` of the sorted candidates, evenly spread, both ends included.
+/// The coarse pass: `n` of the sorted candidates, evenly spread; both ends when `n` is 2 or
+/// more, the middle one when it is 1.
 fn coarse(candidates: &[f64], n: usize) -> Vec<f64> {
     let len = candidates.len();
     if n >= len || len < 2 {
         return candidates.to_vec();
     }
-    let n = n.max(2);
+    if n <= 1 {
+        return vec![candidates[(len - 1) / 2]];
+    }
     let mut out: Vec<f64> = (0..n)
         .map(|i| candidates[(i * (len - 1) + (n - 1) / 2) / (n - 1)])
         .collect();
@@ -74,6 +77,21 @@ fn widest(sp: &BTreeMap<String, SolutionSpread>, rules: &[QosRule]) -> Vec<Wide>
     v
 }
 
+/// The coarse pass's next vrate, highest first (as iocost-qos walks its grid, so that each
+/// configuration's hints come from the one above it); `None` once it is done. The pass never
+/// takes more than the budget.
+pub fn coarse_step(candidates: &[f64], measured: &[f64], plan: Adaptive) -> Option<Next> {
+    let done = |v: f64| measured.iter().any(|m| near(*m, v));
+    coarse(candidates, plan.coarse.min(plan.budget))
+        .into_iter()
+        .rev()
+        .find(|v| !done(*v))
+        .map(|v| Next::Measure {
+            vrate: v,
+            why: "coarse pass".into(),
+        })
+}
+
 /// The next step, given the candidate vrates (sorted), the ones measured and the data of
 /// those (the series' points at the measured vrates).
 pub fn next(
@@ -85,31 +103,28 @@ pub fn next(
     plan: Adaptive,
     boot: BootOpts,
 ) -> Next {
-    let done = |v: f64| measured.iter().any(|m| near(*m, v));
-    if let Some(v) = coarse(candidates, plan.coarse)
-        .into_iter()
-        .find(|v| !done(*v))
-    {
-        return Next::Measure {
-            vrate: v,
-            why: "coarse pass".into(),
-        };
+    if let Some(n) = coarse_step(candidates, measured, plan) {
+        return n;
     }
+    let done = |v: f64| measured.iter().any(|m| near(*m, v));
     let wide = widest(&spreads(data, rules, scale, boot), rules);
-    match wide.first() {
-        Some(w) if w.0 > plan.target => {}
-        _ => {
-            return Next::Stop {
-                why: format!("every interval is at most {:.1} wide", plan.target),
-            }
-        }
+    if wide.first().is_some_and(|w| w.0 <= plan.target) {
+        return Next::Stop {
+            why: format!("every interval is at most {:.1} wide", plan.target),
+        };
     }
     if measured.len() >= plan.budget {
         return Next::Stop {
-            why: format!(
-                "budget of {} configurations reached ({} still {:.1} wide)",
-                plan.budget, wide[0].3, wide[0].0
-            ),
+            why: match wide.first() {
+                Some(w) => format!(
+                    "budget of {} configurations reached ({} still {:.1} wide)",
+                    plan.budget, w.3, w.0
+                ),
+                None => format!(
+                    "budget of {} configurations reached (no solution but the naive one yet)",
+                    plan.budget
+                ),
+            },
         };
     }
     let gap = |v: f64| {
@@ -118,14 +133,32 @@ pub fn next(
             .map(|m| (m - v).abs())
             .fold(f64::INFINITY, f64::min)
     };
-    for (w, lo, hi, what) in wide.iter().filter(|w| w.0 > plan.target) {
-        let best = candidates
+    let farthest = |lo: f64, hi: f64| {
+        candidates
             .iter()
-            .filter(|v| !done(**v) && **v >= *lo && **v <= *hi)
-            .max_by(|a, b| gap(**a).total_cmp(&gap(**b)));
-        if let Some(v) = best {
+            .copied()
+            .filter(|v| !done(*v) && *v >= lo && *v <= hi)
+            .max_by(|a, b| gap(*a).total_cmp(&gap(*b)))
+    };
+    if wide.is_empty() {
+        // Nothing to narrow yet: fill the largest gap, where a solution may hide.
+        return match farthest(f64::NEG_INFINITY, f64::INFINITY) {
+            Some(v) => Next::Measure {
+                vrate: v,
+                why: format!(
+                    "no solution but the naive one yet; {:.1} is farthest from a measured vrate",
+                    v
+                ),
+            },
+            None => Next::Stop {
+                why: "every candidate vrate is measured".into(),
+            },
+        };
+    }
+    for (w, lo, hi, what) in wide.iter().filter(|w| w.0 > plan.target) {
+        if let Some(v) = farthest(*lo, *hi) {
             return Next::Measure {
-                vrate: *v,
+                vrate: v,
                 why: format!(
                     "{} is {:.1} wide ({:.1}-{:.1}); {:.1} is farthest from a measured vrate in it",
                     what, w, lo, hi, v
@@ -198,7 +231,7 @@ mod tests {
                 n => panic!("{:?}", n),
             }
         }
-        assert_eq!(measured, [5.0, 30.0, 55.0, 75.0, 100.0]);
+        assert_eq!(measured, [100.0, 75.0, 55.0, 30.0, 5.0]);
         match step(&measured, plan) {
             Next::Measure { vrate, why } => {
                 assert!(!measured.contains(&vrate), "{}", vrate);
@@ -224,5 +257,48 @@ mod tests {
         assert_eq!(coarse(&c, 6), [5.0, 30.0, 55.0, 75.0, 100.0, 125.0]);
         assert_eq!(coarse(&c[..4], 6), c[..4]);
         assert_eq!(coarse(&c[..3], 2), [5.0, 15.0]);
+        assert_eq!(coarse(&c, 1), [65.0]);
+        // A budget below the coarse pass cuts it.
+        let tight = Adaptive {
+            budget: 2,
+            ..DFL_ADAPTIVE
+        };
+        let first = coarse_step(&c, &[], tight);
+        assert!(matches!(first, Some(Next::Measure { vrate, .. }) if vrate == 125.0));
+        assert!(
+            matches!(coarse_step(&c, &[125.0], tight), Some(Next::Measure { vrate, .. }) if vrate == 5.0)
+        );
+        assert_eq!(coarse_step(&c, &[125.0, 5.0], tight), None);
+    }
+
+    #[test]
+    fn without_a_solution_the_largest_gap_is_filled_until_the_budget() {
+        let rules = vec![QosRule {
+            name: "q2".into(),
+            target: QosTarget::LatRange(DataSel::RLat("99".into(), "mean".into()), (0.5, 0.75)),
+        }];
+        let cands: Vec<f64> = (1..=20).map(|i| i as f64 * 5.0).collect();
+        let plan = Adaptive {
+            coarse: 2,
+            budget: 3,
+            target: 10.0,
+        };
+        // No series at all: no solution can be found.
+        let empty = IocostTuneResult::default();
+        let step = |m: &[f64]| next(&cands, m, &empty, &rules, (1.0, 100.0), plan, DFL_BOOT);
+        match step(&[100.0, 5.0]) {
+            Next::Measure { vrate, why } => {
+                assert!(vrate == 50.0 || vrate == 55.0, "{}", vrate);
+                assert!(
+                    why.starts_with("no solution but the naive one yet"),
+                    "{}",
+                    why
+                );
+            }
+            n => panic!("{:?}", n),
+        }
+        assert!(
+            matches!(step(&[100.0, 5.0, 50.0]), Next::Stop { why } if why.contains("no solution but the naive one"))
+        );
     }
 }

@@ -324,9 +324,11 @@ impl Bench for IocostTune {
         })
     }
 
-    /// The iocost-qos properties behind the data, but `vrate-intvs` (runs with more
-    /// configurations merge with fewer), written as in a spec; then the time-savers the data
-    /// was measured with, unless told to merge them with upstream-faithful runs.
+    /// The iocost-qos properties behind the data, but how many vrates were measured
+    /// (`vrate-intvs`, an adaptive grid's `auto-budget` and `auto-target`: runs with more
+    /// configurations merge with fewer, an adaptive grid's with full ones), written as in a
+    /// spec; then the time-savers the data was measured with, unless told to merge them with
+    /// upstream-faithful runs.
     fn merge_classifier(
         &self,
         entry: &crate::result::Entry,
@@ -336,7 +338,9 @@ impl Bench for IocostTune {
         let savers = rec.time_savers;
         let mut props = rec.qos_props;
         if let Some(g) = props.first_mut() {
-            g.remove("vrate-intvs");
+            for k in ["vrate-intvs", "auto-budget", "auto-target"] {
+                g.remove(k);
+            }
         }
         let groups: Vec<String> = props
             .iter()

@@ -7,7 +7,7 @@
 use super::model::{DataPoint, DataSeries, IocostTuneResult};
 use super::rules::QosRule;
 use super::sel::DataSel;
-use crate::bench::iocost_qos::{IoCostQosResult, QosRecord, QosRun, RunResult};
+use crate::bench::iocost_qos::record::{IoCostQosResult, QosRecord, QosRun, RunResult};
 use crate::bench::protection::record::ScenarioRecord;
 use crate::bench::protection::result::{MemHogResult, ScenarioResult};
 use std::collections::{BTreeMap, BTreeSet};

@@ -118,7 +118,7 @@ impl StorageRecord {
 /// (standalone and nested in iocost-qos). The study's distributions stay raw JSON: they are large,
 /// only read when printed, and stored as the study wrote them. Sizes read as any number (2.1-layout
 /// files store floats) and are written as integers, as upstream writes them.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StorageResult {
     pub mem_offload_factor: f64,
