@@ -1,7 +1,8 @@
 //! `run iocost-qos` and `protection` end to end in one `resctl-bench vm` guest
 //! (RESCTL_BENCH_VM_TESTS=1, sata-ssd profile, `--quick`), with the release binary
 //! (`scripts/test` builds it). The guest-side scenario `__vm-scenario iocost-qos` (see
-//! `src/testaid/vm_iocost_qos.rs` and `vm_protection.rs`) runs the baseline and one vrate (50),
+//! `src/testaid/vm_iocost_qos.rs` and `vm_protection.rs`) runs the baseline and one vrate (50,
+//! picked by an adaptive grid with a budget of one),
 //! stops the job with SIGINT inside the baseline's mem-hog-tune once it has checkpointed a probe
 //! and the next probe's hog runs, runs it again and SIGKILLs it inside the second configuration
 //! once its storage has checkpointed, and runs it to the end; then
@@ -14,7 +15,8 @@
 //!   resumes the baseline with its storage and the tune's probes
 //!   before SIGINT kept; the last run lists the baseline as reused (`iocost-qos[00]: -`),
 //!   resumes the second configuration without measuring its storage again or running the
-//!   baseline, and ends with 0; `summary` prints the configuration list, a MOF/aMOF row with
+//!   baseline, and ends with 0; the adaptive grid logs why it picked the vrate and why it
+//!   stopped, and the record keeps both; `summary` prints the configuration list, a MOF/aMOF row with
 //!   numbers (or FAIL) for both configurations and both latency tables with two rows;
 //!   the record holds two finished runs with the QoS the kernel had;
 //! * `run iocost-tune` on that iocost-qos run prints solutions, and `format
@@ -157,14 +159,25 @@ fn check_qos(v: &Value) {
     assert_eq!(at_kill[1]["done"], false, "{}", at_kill);
     let log = lines("rerun_log");
     assert!(has(&log, "iocost-qos[00]: -  iocost=off"), "{:#?}", log);
-    assert!(has(&log, "iocost-qos[01]: + "), "{:#?}", log);
+    // The adaptive grid: its candidates in one line, then each pick with why, then the stop.
+    for want in [
+        "iocost-qos: adaptive grid: at most 1 of 25 vrates (40-60), until every solution's \
+         interval is at most 1.7 wide",
+        "iocost-qos: adaptive grid, vrate 50 next (1 of at most 1): coarse pass",
+        "iocost-qos: adaptive grid done after 1 vrates: budget of 1 configurations reached",
+    ] {
+        assert!(has(&log, want), "{}: {:#?}", want, log);
+    }
+    let adaptive = &v["record"]["adaptive"];
+    assert_eq!(adaptive["steps"][0]["vrate"], 50.0, "{}", adaptive);
+    assert_eq!(adaptive["steps"][0]["why"], "coarse pass", "{}", adaptive);
+    assert_eq!(adaptive["steps"].as_array().map(Vec::len), Some(1));
     assert!(
-        has(
-            &log,
-            "iocost-qos: 1 storage and protection bench sets to run"
-        ),
-        "{:#?}",
-        log
+        adaptive["stop"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("budget of 1 configurations reached")),
+        "{}",
+        adaptive
     );
     assert!(
         has(&log, "iocost-qos[01]: resuming from its checkpoints"),

@@ -1,5 +1,5 @@
 //! `__vm-scenario iocost-qos`: `run iocost-qos` end to end inside one boot, in quick mode —
-//! the baseline and one vrate — stopped with SIGINT inside the baseline's tune once it has
+//! the baseline and one vrate picked by an adaptive grid — stopped with SIGINT inside the baseline's tune once it has
 //! checkpointed a probe and its memory hog runs (what a Ctrl-C leaves behind is checked there),
 //! run again and SIGKILLed inside the second configuration once its storage has checkpointed,
 //! then run to the end; what the runs logged, the summary and the record. The same boot then
@@ -19,12 +19,14 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// The job: the baseline and one explicit configuration at vrate 50 (above the minimum of the
-/// emulated SSDs' models; an explicit group adds no grid), the baseline's storage measured once
-/// (upstream: three times) to save time. One vrate configuration covers what a second did
-/// (the hints and the ceiling from an earlier configuration, the resume of a configuration
-/// after the baseline) at half the time.
-pub const SPEC: &str = "iocost-qos:storage-base-loops=1:vrate=50";
+/// The job: the baseline, then an adaptive grid (`vrate-intvs=auto`) with a budget of one
+/// configuration: its coarse pass of one takes the middle of the 25 candidates from 40 to 60,
+/// vrate 50 (above the minimum of the emulated SSDs' models), and then stops at the budget. The
+/// baseline's storage is measured once (upstream: three times) to save time. One vrate
+/// configuration covers what a second did (the hints and the ceiling from an earlier
+/// configuration, the resume of a configuration after the baseline) at half the time.
+pub const SPEC: &str =
+    "iocost-qos:storage-base-loops=1,vrate-min=40,vrate-max=60,vrate-intvs=auto,auto-budget=1";
 const TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 #[derive(Debug, Serialize)]

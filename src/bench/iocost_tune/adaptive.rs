@@ -1,10 +1,11 @@
 //! Where to measure next so that the solutions become sure: the adaptive vrate grid. A coarse
-//! pass over the candidate vrates first (evenly spread, the range's ends included), then after
-//! each configuration the solutions' intervals (see `interval`) say which answer is least
-//! sure, and the next vrate is the unmeasured candidate inside that interval farthest from
-//! every measured one (a point where the fit has least support). It stops when every
-//! solution's interval is at most `target` wide, or at `budget` configurations. Pure: the
-//! caller measures (iocost-qos) or reveals a stored configuration (the replay).
+//! pass over the candidate vrates first (evenly spread, the range's ends included, from the top
+//! down, at most the budget), then after each configuration the solutions' intervals (see
+//! `interval`) say which answer is least sure, and the next vrate is the unmeasured candidate
+//! inside that interval farthest from every measured one (a point where the fit has least
+//! support; without a solution yet, the candidate farthest from every measured one). It stops
+//! when every solution's interval is at most `target` wide, or at `budget` configurations.
+//! Pure: the caller measures (iocost-qos) or reveals a stored configuration (the replay).
 
 use super::interval::{spreads, BootOpts, SolutionSpread};
 use super::model::IocostTuneResult;
