@@ -239,6 +239,15 @@ fn check_qos(v: &Value) {
         sum
     );
     assert!(sum.contains("[01] QoS: rpct="), "{}", sum);
+    assert_has_all(
+        sum,
+        &[
+            "Adaptive grid, the vrates in the order picked:",
+            "[01]  50.00  coarse pass",
+            "Stopped: budget of 1 configurations reached",
+        ],
+        "summary",
+    );
     assert!(
         sum.contains("[min=50.00]") && sum.contains("[max=50.00]"),
         "{}",

@@ -3,7 +3,7 @@
 //! `format` and `summary` end with the QoS list and the MOF and latency tables.
 
 use super::plan::configs;
-use super::record::{IoCostQosResult, QosRecord, QosRun, RunResult};
+use super::record::{AdaptiveLog, IoCostQosResult, QosRecord, QosRun, RunResult};
 use crate::bench::api::FormatOpts;
 use crate::bench::headline::{self, num, Row};
 use crate::bench::protection::{
@@ -393,6 +393,20 @@ fn format_qos_result(out: &mut String, rpt: &Report, i: usize, run: &RunResult) 
     out.push('\n');
 }
 
+/// An adaptive grid's picks, numbered as the runs (the first after the `fixed` ones), and why
+/// it stopped.
+fn adaptive_steps(out: &mut String, a: &AdaptiveLog, fixed: usize) {
+    let _ = writeln!(out, "Adaptive grid, the vrates in the order picked:");
+    for (k, st) in a.steps.iter().enumerate() {
+        let _ = writeln!(out, "[{:02}] {:6.2}  {}", fixed + k, st.vrate, st.why);
+    }
+    match &a.stop {
+        Some(why) => writeln!(out, "Stopped: {}\n", why),
+        None => writeln!(out, "Not finished\n"),
+    }
+    .ok();
+}
+
 fn format_summary(out: &mut String, rpt: &Report) {
     let nr = rpt.cfgs.len().max(rpt.res.runs.len());
     for i in 0..nr {
@@ -408,6 +422,9 @@ fn format_summary(out: &mut String, rpt: &Report) {
         }
     }
     out.push('\n');
+    if let Some(a) = &rpt.rec.adaptive {
+        adaptive_steps(out, a, rpt.cfgs.len().saturating_sub(a.steps.len()));
+    }
 
     let _ = writeln!(
         out,
@@ -467,5 +484,40 @@ fn lat_table(out: &mut String, rpt: &Report, title: &str, sel: impl Fn(&IoLat) -
             .map(|(key, _)| format_lat_group(&map.get(*key).cloned().unwrap_or_default()))
             .collect();
         let _ = writeln!(out, "[{:02}] {}", i, groups.join("  "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::AdaptiveStep;
+    use super::*;
+
+    #[test]
+    fn an_adaptive_grids_picks_are_numbered_as_its_runs() {
+        let step = |vrate: f64, why: &str| AdaptiveStep {
+            vrate,
+            why: why.into(),
+        };
+        let mut a = AdaptiveLog {
+            steps: vec![step(122.94, "coarse pass"), step(7.5, "bandwidth max is …")],
+            stop: Some("every interval is at most 10.0 wide".into()),
+        };
+        let mut out = String::new();
+        adaptive_steps(&mut out, &a, 2);
+        assert_eq!(
+            out,
+            "Adaptive grid, the vrates in the order picked:\n\
+             [02] 122.94  coarse pass\n\
+             [03]   7.50  bandwidth max is …\n\
+             Stopped: every interval is at most 10.0 wide\n\n"
+        );
+        a.stop = None;
+        let mut out = String::new();
+        adaptive_steps(&mut out, &a, 1);
+        assert!(
+            out.ends_with("[02]   7.50  bandwidth max is …\nNot finished\n\n"),
+            "{}",
+            out
+        );
     }
 }
