@@ -102,6 +102,9 @@ fn format_cmd(
     };
     let entries = crate::result::parse_entries(&path, &bytes)?;
     drop(bytes);
+    if !matches!(output, Output::Stdout(OutputFormat::Text)) {
+        refuse_format_props(&specs)?;
+    }
     let text = match output {
         Output::AppendCsv(csv) => {
             return export::append_csv(csv, &export::records(&entries, &specs)?)
@@ -123,6 +126,24 @@ fn format_cmd(
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Format properties shape the text report; the records of `summary -o json|csv|yaml` are the
+/// same with or without them, so one given there is refused rather than ignored.
+fn refuse_format_props(specs: &[crate::spec::JobSpec]) -> Result<()> {
+    for spec in specs {
+        let g = spec.group(0);
+        if let Some((k, _)) = g.props().iter().next() {
+            crate::usage_bail!(
+                "summary: {}: format property {} shapes the text report only; the records \
+                 of -o json/csv/yaml don't change with it (drop it, or use summary or format \
+                 without -o)",
+                crate::format::job_name(spec),
+                k
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `format --plot DIR`: the SVGs of the selected entries.
@@ -248,7 +269,6 @@ fn generate_cmd(
     Ok(())
 }
 
-/// `pack` from the command line: `./<stem>.tar.gz`.
 /// `merge SOURCE...`: merges the sources' mergeable entries into the `--result` file (replaced
 /// whole, under its lock) and prints the `merge-info` entry.
 fn merge_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::MergeArgs) -> Result<()> {
@@ -287,6 +307,7 @@ fn merge_cmd(global: &crate::cli::GlobalOpts, a: &crate::cli::MergeArgs) -> Resu
     Ok(())
 }
 
+/// `pack` from the command line: `./<stem>.tar.gz`.
 fn cli_pack(global: &crate::cli::GlobalOpts, allow_missing: bool) -> Result<()> {
     let config = crate::config::Config::from_opts(global)?;
     let cfg = run_config(&config, "pack")?;
@@ -353,7 +374,7 @@ mod tests {
         config.result.get_or_insert_with(|| "default.json".into());
         let mut run = run_config(&config, "run").unwrap();
         run.bench_args = None;
-        format!("{:?} {:?} {:?} {:?}", run, kept_args, g.verbose, g.logfile)
+        format!("{:?} {:?} {:?}", run, kept_args, g.log_opts())
     }
 
     #[test]

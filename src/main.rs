@@ -22,7 +22,8 @@ fn main() {
             std::process::exit(error::EXIT_USAGE);
         }
     };
-    if let Err(e) = resctl_bench::logging::init(cli.global.verbose, cli.global.logfile.as_deref()) {
+    let (verbose, logfile) = cli.global.log_opts();
+    if let Err(e) = resctl_bench::logging::init(verbose, logfile) {
         resctl_bench::errln!("error: {}", error::one_line(&e.to_string()));
         std::process::exit(error::EXIT_USAGE);
     }

@@ -739,23 +739,93 @@ fn src_texts() -> Vec<(PathBuf, String)> {
         .collect()
 }
 
+/// The file names a comment line cites: words ending in `.md` or `.rs` (a path or a bare name).
+fn cited_files(line: &str) -> Vec<String> {
+    line.split(|c: char| !(c.is_ascii_alphanumeric() || "_./-*".contains(c)))
+        .map(|w| w.trim_end_matches('.'))
+        // A glob (`benches-doc/*-measured.md`) names no one file.
+        .filter(|w| !w.contains('*'))
+        .filter(|w| (w.ends_with(".md") || w.ends_with(".rs")) && w.len() > 3)
+        .map(String::from)
+        .collect()
+}
+
+/// Whether `cited` (from a comment in `from`) names a file of this repository: a path from the
+/// crate's root, from `src/`, from the citing file's folder or one above it, or a bare name
+/// that some file under `src/`, `tests/` or `benches-doc/` has.
+fn cites_a_file(
+    root: &std::path::Path,
+    from: &std::path::Path,
+    cited: &str,
+    names: &BTreeSet<String>,
+) -> bool {
+    if !cited.contains('/') {
+        return names.contains(cited);
+    }
+    let dir = root.join(from).parent().unwrap().to_path_buf();
+    [
+        root.to_path_buf(),
+        root.join("src"),
+        dir.clone(),
+        dir.parent().unwrap().to_path_buf(),
+    ]
+    .iter()
+    .any(|base| base.join(cited).exists())
+}
+
 /// Comments point at what a reader of this repository can open (ARCHITECTURE.md,
-/// `benches-doc/`), never at a spec document that isn't in it.
+/// `benches-doc/`, the source files), never at a spec document that isn't in it or a file that
+/// was moved or removed.
 #[test]
 fn comments_cite_files_in_this_repository() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut names = BTreeSet::new();
+    for dir in ["src", "tests", "benches-doc", "scripts"] {
+        let mut all = Vec::new();
+        any_files(&root.join(dir), &mut all);
+        names.extend(
+            all.iter()
+                .filter_map(|f| Some(f.file_name()?.to_str()?.to_string())),
+        );
+    }
+    for top in std::fs::read_dir(&root).unwrap().flatten() {
+        names.insert(top.file_name().to_string_lossy().into_owned());
+    }
     let mut bad = Vec::new();
     for (f, text) in src_texts() {
         for (i, l) in text.lines().enumerate() {
-            if l.contains("spec §") || l.contains("(§") {
+            let Some(comment) = l.trim_start().strip_prefix("//") else {
+                continue;
+            };
+            let missing: Vec<String> = cited_files(comment)
+                .into_iter()
+                .filter(|c| !cites_a_file(&root, &f, c, &names))
+                .collect();
+            if comment.contains("spec §") || comment.contains("(§") || !missing.is_empty() {
                 bad.push(format!("{}:{}: {}", f.display(), i + 1, l.trim()));
             }
         }
     }
     assert!(
         bad.is_empty(),
-        "comments citing a spec not in this repository:\n{}",
+        "comments citing what is not in this repository:\n{}",
         bad.join("\n")
     );
+}
+
+/// Every file under `dir`, recursively.
+fn any_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            any_files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
 }
 
 /// Functions take what they need as a few values or a struct of them: clippy's limit on

@@ -282,6 +282,39 @@ fn a_spec_given_twice_is_told_apart_from_a_missing_one() {
     }
 }
 
+/// A format property shapes the text report only: `summary -o csv|json|yaml` refuses it rather
+/// than printing the same records as without it.
+#[test]
+fn a_format_property_is_refused_where_it_changes_nothing() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results/WD_BLACK_SN850X_1000GB.json.gz");
+    let d = tempfile::tempdir().unwrap();
+    for out in ["csv", "json", "yaml"] {
+        usage_error(
+            d.path(),
+            &[
+                "-r",
+                fixture.to_str().unwrap(),
+                "summary",
+                "-o",
+                out,
+                "iocost-tune:hwdb",
+            ],
+            "format property hwdb shapes the text report only",
+        );
+    }
+    let text = bin(d.path())
+        .args([
+            "-r",
+            fixture.to_str().unwrap(),
+            "summary",
+            "iocost-tune:hwdb",
+        ])
+        .output()
+        .unwrap();
+    assert!(text.status.success(), "{}", stderr(&text));
+}
+
 /// Two `run io` with the same `--dir` and different result files: the second is refused while
 /// the first runs (it used to rewrite the first's test file under it), and the first finishes.
 #[test]

@@ -321,6 +321,7 @@ const INVALID: &[(&str, &str)] = &[
     ("iocost-qos::vrate=50,min=40", "group 2: vrate sets both min and max"),
     ("iocost-qos::rpct=120", "group 2: rpct=120 must be between 0 and 100"),
     ("iocost-qos:id=a::id=b", "id and passive are only recognised in the first group"),
+    ("iocost-qos:vrate=50", "vrate is a key of groups 2+ (one configuration each): write iocost-qos::vrate=50"),
     ("iocost-qos:allow-fail=maybe", "allow-fail=\"maybe\" is not a boolean (accepted: true/false, 1/0, or the bare key for true)"),
     ("iocost-qos:isol-pct=07", "isol-pct=\"07\" is not one of 00, 01, 05, 10, 25, 50, 75, 90, 95, 99, 100, mean, stdev"),
     ("iocost-qos:isol-thr=abc", "isol-thr=\"abc\" is not a fraction"),

@@ -212,14 +212,13 @@ pub trait Bench: Sync + 'static {
         None
     }
 
-    /// Renders the body of an entry that has a result (after the common header). `Ok(false)`:
-    /// this version can't render this bench's results.
+    /// Renders the body of an entry that has a result (after the common header).
     fn format(
         &self,
         out: &mut String,
         stored: &Stored<Self>,
         opts: &FormatOpts,
-    ) -> anyhow::Result<bool>;
+    ) -> anyhow::Result<()>;
 
     /// The headline numbers of an entry that has a result, for `summary --output-format
     /// json|csv` and `compare`: one row, or one per configuration; none: nothing to add to the
@@ -299,7 +298,7 @@ pub trait AnyBench: Sync {
     /// [`Bench::merge`].
     fn merge(&self, srcs: &mut [MergeSrc]) -> anyhow::Result<Entry>;
     /// [`Bench::format`] of an entry that has a result.
-    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> anyhow::Result<bool>;
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> anyhow::Result<()>;
     /// [`Bench::headline`] of an entry that has a result.
     fn headline(&self, entry: &Entry) -> anyhow::Result<Vec<Row>>;
     /// [`Bench::plot`] of an entry that has a result.
@@ -388,7 +387,7 @@ impl<B: Bench> AnyBench for B {
         Bench::progress(self, &self.props(spec).ok()?, &record)
     }
 
-    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> anyhow::Result<bool> {
+    fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> anyhow::Result<()> {
         Bench::format(self, out, &stored::<B>(entry)?, opts)
     }
 

@@ -26,8 +26,6 @@ pub enum OutputFormat {
 }
 
 impl OutputFormat {
-    pub const NAMES: &'static [&'static str] = &["text", "json", "csv", "yaml"];
-
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "text" => Some(Self::Text),

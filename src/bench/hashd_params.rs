@@ -257,9 +257,9 @@ impl Bench for HashdParams {
         Ok(rec.knobs.clone())
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
         format(out, stored, opts)?;
-        Ok(true)
+        Ok(())
     }
 
     /// hashd's parameters: what the result line shows, sizes in bytes.

@@ -37,10 +37,10 @@ impl Bench for MergeInfoBench {
         Ok(())
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<()> {
         stored.record()?.unwrap_or_default().format(out);
         out.push('\n');
-        Ok(true)
+        Ok(())
     }
 }
 

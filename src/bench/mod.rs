@@ -22,9 +22,12 @@ pub mod needs;
 pub mod protection;
 pub mod qos_study;
 pub mod runner;
+// The benches only tests drive: not in the binary users install.
+#[cfg(any(test, feature = "testaid"))]
 pub mod selftest;
 pub mod show;
 pub mod storage;
+#[cfg(any(test, feature = "testaid"))]
 pub mod systest;
 
 pub use api::{
@@ -49,7 +52,9 @@ pub static BENCHES: &[&dyn AnyBench] = &[
     &curve::Curve,
     &qos_study::QosStudy,
     &merge_info::MergeInfoBench,
+    #[cfg(any(test, feature = "testaid"))]
     &selftest::SelfTest,
+    #[cfg(any(test, feature = "testaid"))]
     &systest::SysTest,
 ];
 

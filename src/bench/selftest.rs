@@ -173,7 +173,7 @@ impl Bench for SelfTest {
         Ok(res)
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<()> {
         let res = &stored.result;
         out.push_str(&format!(
             "Selftest: {} steps, checksum {}, mean step time {}\n",
@@ -187,7 +187,7 @@ impl Bench for SelfTest {
             let at: Vec<String> = res.resumed_at.iter().map(|s| s.to_string()).collect();
             out.push_str(&format!("Resumed: at step {}\n", at.join(", ")));
         }
-        Ok(true)
+        Ok(())
     }
 }
 

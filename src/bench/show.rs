@@ -10,7 +10,7 @@ use anyhow::Result;
 /// can't render the entry's bench.
 fn format_body(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
     match super::find(&entry.spec.kind) {
-        Some(bench) => bench.format(out, entry, opts),
+        Some(bench) => bench.format(out, entry, opts).map(|()| true),
         None => Ok(false),
     }
 }
@@ -136,8 +136,8 @@ pub fn plot_entries(
         };
         if files.is_empty() {
             crate::errln!(
-                "note: {}: nothing to plot (storage results of this version and iocost-tune \
-                 results have pictures)",
+                "note: {}: nothing to plot (results of storage (this version), iocost-tune, \
+                 curve and qos-study have pictures)",
                 job_name(&entry.spec)
             );
             continue;

@@ -104,7 +104,7 @@ impl Bench for SysTest {
         Ok(record.clone())
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<()> {
         let r = &stored.result;
         let opt = |v: Option<u64>| v.map(|b| format_size(b as f64)).unwrap_or("-".into());
         out.push_str(&format!(
@@ -114,6 +114,6 @@ impl Bench for SysTest {
             opt(r.balloon_swap),
             r.held
         ));
-        Ok(true)
+        Ok(())
     }
 }

@@ -105,6 +105,13 @@ pub struct GlobalOpts {
     pub logfile: Option<PathBuf>,
 }
 
+impl GlobalOpts {
+    /// What the logger is set up with (`logging::init`): the verbosity and the log file.
+    pub fn log_opts(&self) -> (u8, Option<&std::path::Path>) {
+        (self.verbose, self.logfile.as_deref())
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run or continue benchmark jobs
@@ -451,8 +458,8 @@ pub struct FormatArgs {
     /// Add resource-stat tables; repeat to include hidden keys
     #[arg(short = 'R', long = "rstat", action = clap::ArgAction::Count)]
     pub rstat: u8,
-    /// Also draw the entries that have a picture (storage: its memory search) as SVG files in
-    /// DIR, named after the result file and the entry
+    /// Also draw the entries that have pictures (storage, iocost-tune, curve, qos-study) as
+    /// SVG files and a page in DIR, named after the result file and the entry
     #[arg(long = "plot", value_name = "DIR")]
     pub plot: Option<PathBuf>,
     #[command(flatten)]

@@ -43,8 +43,6 @@ pub struct Config {
     pub force: bool,
     /// `--quick`: shortened bench phases; results are marked.
     pub quick: bool,
-    pub verbose: u8,
-    pub logfile: Option<PathBuf>,
 }
 
 use crate::error::option_error as bad;
@@ -89,8 +87,6 @@ impl Config {
             clear_reports: o.clear_reports,
             force: o.force,
             quick: o.quick,
-            verbose: o.verbose,
-            logfile: o.logfile.clone(),
         })
     }
 

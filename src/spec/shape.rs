@@ -209,7 +209,17 @@ impl JobSpec {
             listed,
             suggestion(key, &candidates)
         );
-        if shape.props.is_empty() {
+        let group_key = shape
+            .group_props
+            .and_then(|g| g.iter().find(|p| p.key == key));
+        if let Some(p) = group_key.filter(|_| !shape.props.is_empty()) {
+            // A configuration key given in the first group: say where it goes.
+            let value = self.first_group().get(key).cloned().unwrap_or_default();
+            msg += &format!(
+                "; {} is a key of groups 2+ (one configuration each): write {}::{}={}",
+                p.key, self.kind, p.key, value
+            );
+        } else if shape.props.is_empty() {
             if let Some(p) = shape.group_props.and_then(|g| g.first()) {
                 let example = match p.kind {
                     ValueKind::Enum(choices) => choices.first().copied().unwrap_or("..."),

@@ -207,10 +207,10 @@ impl Bench for Curve {
         Ok(study::study(rec))
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<()> {
         let rec = stored.record()?;
         out.push_str(&report::text(&stored.result, rec.as_ref()));
-        Ok(true)
+        Ok(())
     }
 
     fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {

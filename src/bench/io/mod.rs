@@ -129,7 +129,7 @@ impl Bench for Io {
         Ok(rec.clone())
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, _opts: &FormatOpts) -> Result<()> {
         for (i, (named, io)) in stored.result.each().into_iter().enumerate() {
             if let Some(n) = named {
                 if i > 0 {
@@ -147,7 +147,7 @@ impl Bench for Io {
             }
             out.push_str(&text(io));
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Per job, per direction: IOPS, bandwidth and completion-latency percentiles in µs; a job

@@ -92,9 +92,9 @@ impl Bench for IocostParams {
         Ok(IocostParamsResult::Knobs(rec.knobs.clone()))
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
         format(out, stored, opts)?;
-        Ok(true)
+        Ok(())
     }
 
     /// The model (bytes and IOs per second) and the QoS targets (percentiles, µs, vrate %).

@@ -77,9 +77,9 @@ impl Bench for IocostQos {
         study::study(ctx, rec)
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
         format(out, stored.entry, &stored.result, stored.record()?, opts)?;
-        Ok(true)
+        Ok(())
     }
 
     fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {

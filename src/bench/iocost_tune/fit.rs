@@ -51,15 +51,6 @@ impl DataLines {
         })
     }
 
-    /// The slope between two vertices (0 for a vertical pair).
-    pub fn slope_between(a: &DataPoint, b: &DataPoint) -> f64 {
-        if a.x == b.x {
-            0.0
-        } else {
-            (b.y - a.y) / (b.x - a.x)
-        }
-    }
-
     /// The same line over `range`, which may reach beyond it: the end vertices are replaced by
     /// the line's values at the new ends.
     pub fn with_range(&self, range: (f64, f64)) -> Result<DataLines, BadLine> {

@@ -414,7 +414,7 @@ impl Bench for IocostTune {
         Ok(solve::solve(res, &props.rules, props.scale))
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
         let res = &stored.result;
         let rules = stored_rules(&stored.entry.spec)?;
         let (hwdb, hwdb_fwrev) = (opts.flag("hwdb"), opts.flag("hwdb-fwrev"));
@@ -423,11 +423,11 @@ impl Bench for IocostTune {
             let rep = sys.sysreqs_report.unwrap_or_default();
             let fwrev = hwdb_fwrev.then_some(rep.scr_dev_fwrev.as_str());
             report::hwdb(out, res, &rep.scr_dev_model, fwrev);
-            return Ok(true);
+            return Ok(());
         }
         if opts.flag("high-level") {
             report::high_level(out, res, &rules);
-            return Ok(true);
+            return Ok(());
         }
         if opts.full {
             report::graphs(out, res);
@@ -439,6 +439,6 @@ impl Bench for IocostTune {
             let spreads = spreads_of(stored.entry, res);
             report::intervals(out, &rules, &spreads, interval::configs(&res.data).len());
         }
-        Ok(true)
+        Ok(())
     }
 }

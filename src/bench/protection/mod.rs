@@ -125,9 +125,9 @@ impl Bench for Protection {
         })
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
         format(out, stored, opts)?;
-        Ok(true)
+        Ok(())
     }
 
     fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {

@@ -90,9 +90,9 @@ impl Bench for Storage {
         measure::study(ctx, rec)
     }
 
-    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<bool> {
+    fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
         format(out, stored, opts)?;
-        Ok(true)
+        Ok(())
     }
 
     fn headline(&self, stored: &Stored<Self>) -> Result<Vec<Row>> {
