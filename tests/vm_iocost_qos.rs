@@ -164,7 +164,8 @@ fn check_qos(v: &Value) {
         "iocost-qos: adaptive grid: at most 1 of 25 vrates (40-60), until every solution's \
          interval is at most 1.7 wide",
         "iocost-qos: adaptive grid, vrate 50 next (1 of at most 1): coarse pass",
-        "iocost-qos: adaptive grid done after 1 vrates: budget of 1 configurations reached",
+        "iocost-qos: adaptive grid done after 1 vrate: budget of 1 configurations reached \
+         (too few configurations for an interval)",
     ] {
         assert!(has(&log, want), "{}: {:#?}", want, log);
     }

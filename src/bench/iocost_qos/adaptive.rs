@@ -78,9 +78,11 @@ pub(super) fn drive(
                 measured.push(vrate);
             }
             Next::Stop { why } => {
+                let n = measured.len();
                 ::log::info!(
-                    "iocost-qos: adaptive grid done after {} vrates: {}",
-                    measured.len(),
+                    "iocost-qos: adaptive grid done after {} vrate{}: {}",
+                    n,
+                    if n == 1 { "" } else { "s" },
                     why
                 );
                 return Ok(why);

@@ -31,6 +31,10 @@ pub const DFL_ADAPTIVE: Adaptive = Adaptive {
     target: 10.0,
 };
 
+/// The configurations an interval needs: the bootstrap keeps the lowest and highest measured
+/// vrate in every resample, so with two or fewer every resample is the same.
+pub const MIN_CONFIGS: usize = 3;
+
 /// What to do next, and why (for the log and the record).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
@@ -108,12 +112,21 @@ pub fn next(
         return n;
     }
     let done = |v: f64| measured.iter().any(|m| near(*m, v));
-    let wide = widest(&spreads(data, rules, scale, boot), rules);
+    // Fewer configurations give no interval: the bootstrap keeps the range's ends.
+    let few = measured.len() < MIN_CONFIGS;
+    let wide = match few {
+        true => Vec::new(),
+        false => widest(&spreads(data, rules, scale, boot), rules),
+    };
     if wide.first().is_some_and(|w| w.0 <= plan.target) {
         return Next::Stop {
             why: format!("every interval is at most {:.1} wide", plan.target),
         };
     }
+    let unknown = match few {
+        true => "too few configurations for an interval",
+        false => "no solution but the naive one",
+    };
     if measured.len() >= plan.budget {
         return Next::Stop {
             why: match wide.first() {
@@ -122,8 +135,8 @@ pub fn next(
                     plan.budget, w.3, w.0
                 ),
                 None => format!(
-                    "budget of {} configurations reached (no solution but the naive one yet)",
-                    plan.budget
+                    "budget of {} configurations reached ({})",
+                    plan.budget, unknown
                 ),
             },
         };
@@ -147,8 +160,8 @@ pub fn next(
             Some(v) => Next::Measure {
                 vrate: v,
                 why: format!(
-                    "no solution but the naive one yet; {:.1} is farthest from a measured vrate",
-                    v
+                    "{} yet; {:.1} is farthest from a measured vrate",
+                    unknown, v
                 ),
             },
             None => Next::Stop {
@@ -280,16 +293,16 @@ mod tests {
         }];
         let cands: Vec<f64> = (1..=20).map(|i| i as f64 * 5.0).collect();
         let plan = Adaptive {
-            coarse: 2,
-            budget: 3,
+            coarse: 3,
+            budget: 4,
             target: 10.0,
         };
         // No series at all: no solution can be found.
         let empty = IocostTuneResult::default();
         let step = |m: &[f64]| next(&cands, m, &empty, &rules, (1.0, 100.0), plan, DFL_BOOT);
-        match step(&[100.0, 5.0]) {
+        match step(&[100.0, 55.0, 5.0]) {
             Next::Measure { vrate, why } => {
-                assert!(vrate == 50.0 || vrate == 55.0, "{}", vrate);
+                assert!(vrate == 30.0, "{}", vrate);
                 assert!(
                     why.starts_with("no solution but the naive one yet"),
                     "{}",
@@ -299,7 +312,30 @@ mod tests {
             n => panic!("{:?}", n),
         }
         assert!(
-            matches!(step(&[100.0, 5.0, 50.0]), Next::Stop { why } if why.contains("no solution but the naive one"))
+            matches!(step(&[100.0, 55.0, 5.0, 30.0]), Next::Stop { why } if why.contains("no solution but the naive one"))
         );
+        // One or two configurations give no interval, whatever the data: never "sure".
+        let one = Adaptive {
+            coarse: 1,
+            budget: 1,
+            target: 10.0,
+        };
+        let d = data(&[50.0]);
+        let at = |m: &[f64], plan| next(&cands, m, &d, &rules, (1.0, 100.0), plan, DFL_BOOT);
+        assert!(
+            matches!(at(&[50.0], one), Next::Stop { why } if why == "budget of 1 configurations reached (too few configurations for an interval)")
+        );
+        let two = Adaptive { budget: 4, ..one };
+        match at(&[50.0], two) {
+            Next::Measure { vrate, why } => {
+                assert_eq!(vrate, 100.0);
+                assert!(
+                    why.starts_with("too few configurations for an interval yet"),
+                    "{}",
+                    why
+                );
+            }
+            n => panic!("{:?}", n),
+        }
     }
 }
