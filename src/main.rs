@@ -11,13 +11,13 @@ fn main() {
     if resctl_bench::vm::guest::systemd::is_vm_agent() {
         resctl_bench::vm::guest::systemd::agent_main();
     }
-    let cli = match resctl_bench::cli::parse_from(std::env::args_os()) {
+    let cli = match resctl_bench::commands::parse::parse_from(std::env::args_os()) {
         Ok(cli) => cli,
-        Err(resctl_bench::cli::ParseError::Clap(e)) => {
+        Err(resctl_bench::commands::parse::ParseError::Clap(e)) => {
             // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
-            resctl_bench::cli::without_hidden_suggestions(e).exit();
+            resctl_bench::commands::parse::without_hidden_suggestions(e).exit();
         }
-        Err(resctl_bench::cli::ParseError::NotApplicable(msg)) => {
+        Err(resctl_bench::commands::parse::ParseError::NotApplicable(msg)) => {
             resctl_bench::errln!("error: {}", error::one_line(&msg));
             std::process::exit(error::EXIT_USAGE);
         }
@@ -35,6 +35,6 @@ fn main() {
     }
 }
 
-fn run(cli: resctl_bench::cli::Cli) -> anyhow::Result<()> {
+fn run(cli: resctl_bench::commands::Cli) -> anyhow::Result<()> {
     resctl_bench::commands::dispatch(cli)
 }

@@ -228,7 +228,7 @@ fn temp_names(d: &Path, result: &str) -> Vec<PathBuf> {
 
 #[test]
 fn every_subcommand_is_classified() {
-    let cmd = resctl_bench::cli::command();
+    let cmd = resctl_bench::commands::parse::command();
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = sub.get_name();
         assert!(

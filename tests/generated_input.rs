@@ -184,8 +184,8 @@ fn every_global_option_takes_any_value() {
     let t = tempfile::tempdir().unwrap();
     let d = t.path();
     std::fs::write(d.join("r.json"), "[]").unwrap();
-    let cmd = resctl_bench::cli::command();
-    let summary_reads = resctl_bench::cli::options_of("summary").unwrap_or(&[]);
+    let cmd = resctl_bench::commands::parse::command();
+    let summary_reads = resctl_bench::commands::options_of("summary").unwrap_or(&[]);
     let mut cases = 0;
     for arg in cmd.get_arguments().filter(|a| a.is_global_set()) {
         let id = arg.get_id().as_str();
@@ -459,7 +459,7 @@ fn every_subcommand_survives_closed_and_broken_streams() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/results/INTEL_SSDPEKKA256G7.json.gz");
     let r = fixture.to_str().unwrap();
-    let cmd = resctl_bench::cli::command();
+    let cmd = resctl_bench::commands::parse::command();
     let mut lines: Vec<Vec<String>> = Vec::new();
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = sub.get_name().to_string();

@@ -15,26 +15,14 @@ use serde_json::{json, Value};
 /// The version of the record layout.
 pub const EXPORT_VERSION: u32 = 1;
 
-/// What `summary` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What `summary` prints: the report, or the records as json, yaml or csv.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum OutputFormat {
     #[default]
     Text,
     Json,
-    Csv,
     Yaml,
-}
-
-impl OutputFormat {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "text" => Some(Self::Text),
-            "json" => Some(Self::Json),
-            "csv" => Some(Self::Csv),
-            "yaml" => Some(Self::Yaml),
-            _ => None,
-        }
-    }
+    Csv,
 }
 
 /// The entry's identity, the first keys of each of its records.

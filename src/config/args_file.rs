@@ -430,13 +430,9 @@ pub fn collect_job_specs<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     fn opts(args: &[&str]) -> GlobalOpts {
-        let mut argv = vec!["resctl-bench"];
-        argv.extend_from_slice(args);
-        argv.push("pack");
-        crate::cli::Cli::try_parse_from(argv).unwrap().global
+        GlobalOpts::parse_alone(args).unwrap()
     }
 
     fn file_with(text: &str) -> (tempfile::TempDir, PathBuf) {

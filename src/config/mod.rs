@@ -284,14 +284,9 @@ fn hashd_fake_cpu_load_of(v: Option<&str>) -> anyhow::Result<Option<bool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     fn cfg(args: &[&str]) -> anyhow::Result<Config> {
-        let mut argv = vec!["resctl-bench"];
-        argv.extend_from_slice(args);
-        argv.push("pack");
-        let cli = crate::cli::Cli::try_parse_from(argv)?;
-        Config::from_opts(&cli.global)
+        Config::from_opts(&GlobalOpts::parse_alone(args)?)
     }
 
     fn err(args: &[&str]) -> String {

@@ -42,34 +42,3 @@ pub fn run_cmd(a: &HashdBenchArgs, global: &crate::cli::GlobalOpts) -> Result<()
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::cli::testaid::TestAid;
-    use crate::cli::{Cli, Command};
-    use clap::Parser;
-
-    #[test]
-    fn hashd_bench_takes_the_global_dir_and_quick() {
-        let cli = Cli::try_parse_from([
-            "resctl-bench",
-            "__hashd-bench",
-            "--dir",
-            "/tmp/x",
-            "--size",
-            "1G",
-            "--fake-cpu",
-            "--rps-max",
-            "200",
-            "--quick",
-        ])
-        .unwrap();
-        assert_eq!(cli.global.dir.as_deref(), Some("/tmp/x"));
-        assert!(cli.global.quick);
-        let Command::TestAid(TestAid::HashdBench(a)) = cli.cmd else {
-            panic!("not __hashd-bench");
-        };
-        assert!(a.fake_cpu && !a.rotational);
-        assert_eq!((a.size.as_str(), a.rps_max), ("1G", Some(200)));
-    }
-}

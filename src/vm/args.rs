@@ -4,6 +4,7 @@ use super::profiles;
 use clap::Args;
 use std::path::PathBuf;
 
+/// Run resctl-bench inside a disposable QEMU VM test host (see `doc vm`)
 #[derive(Debug, Clone, Args)]
 #[command(after_help = vm_after_help())]
 pub struct VmArgs {

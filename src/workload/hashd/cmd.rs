@@ -28,7 +28,7 @@ fn frac_arg(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// `resctl-bench __hashd`: the bundled latency-sensitive workload.
+/// The bundled workload hashd: testfiles, params reload, status file, until SIGTERM
 #[derive(Debug, Clone, Args)]
 pub struct HashdArgs {
     /// Directory of the testfiles (created if missing; its parent must exist)

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// `resctl-bench __io-job`: one IO engine job in its own process.
+/// One IO engine job in a process of its own (a cgroup holds it), until done or SIGTERM
 #[derive(Debug, Clone, Args)]
 pub struct IoJobArgs {
     /// The job (the engine's JSON)

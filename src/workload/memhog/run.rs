@@ -31,7 +31,8 @@ fn size_arg(s: &str) -> Result<u64, String> {
     crate::units::parse::parse_size(s)
 }
 
-/// `resctl-bench __mem-hog`: the memory hog.
+/// The memory hog: grows anonymous memory at a set rate, reporting every second, until
+/// killed
 #[derive(Debug, Clone, Args)]
 pub struct MemHogArgs {
     /// Growth rate: bytes of new memory written per second (0: no writer)

@@ -1,0 +1,14 @@
+//! `__balloon`: the memory balloon process.
+
+use crate::cli::GlobalOpts;
+use anyhow::Result;
+
+/// The memory balloon: holds the byte counts read from stdin, one a line, until EOF
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub const OPTIONS: Option<&[&str]> = None;
+
+pub fn exec(_global: &GlobalOpts, _a: Args) -> Result<()> {
+    crate::system::mem::balloon_main()
+}

@@ -1,0 +1,42 @@
+//! `format`: the full report of result entries, and with `--plot` their pictures.
+
+use super::shared::{load_existing, print_out, require_result, LOG};
+use crate::cli::{FormatSpecs, GlobalOpts};
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// Print the full report of result entries
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Add resource-stat tables; repeat to include hidden keys
+    #[arg(short = 'R', long = "rstat", action = clap::ArgAction::Count)]
+    pub rstat: u8,
+    /// Also draw the entries that have pictures (storage, iocost-tune, curve, qos-study) as
+    /// SVG files and a page in DIR, named after the result file and the entry
+    #[arg(long = "plot", value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub specs: FormatSpecs,
+}
+
+pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
+
+pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
+    // A plot directory that can't be is refused before anything is read or printed.
+    if let Some(dir) = &a.plot {
+        crate::bench::show::prepare_plot_dir(dir)?;
+    }
+    // The global options mean nothing here, but a bad one is refused as `run` refuses it.
+    crate::config::Config::from_opts(global)?;
+    let path = require_result(global, "format")?;
+    let specs = crate::bench::parse_format_specs(&a.specs.specs)?;
+    let entries = load_existing(&path)?;
+    print_out(&crate::bench::show::format_entries(
+        &entries, &specs, true, a.rstat,
+    )?)?;
+    if let Some(dir) = &a.plot {
+        let stem = crate::result::pack::stem(&path);
+        crate::bench::show::plot_entries(&entries, &specs, dir, &stem)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,14 @@
+//! `__kvm-probe`: whether KVM can run a virtual CPU (what `vm --accel auto` asks).
+
+use crate::cli::GlobalOpts;
+use anyhow::Result;
+
+/// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub const OPTIONS: Option<&[&str]> = None;
+
+pub fn exec(_global: &GlobalOpts, _a: Args) -> Result<()> {
+    crate::vm::qemu::kvm_probe_child()
+}
