@@ -1,26 +1,11 @@
 //! The subcommands, one file each: its arguments (clap), the global options it reads and what
-//! it does. `subcommands!` below lists them once, which makes the `Command` enum, its dispatch
-//! and `options_of`; `parse` reads the command line into them. What several subcommands share
-//! is here: the result file they need, the runner's configuration, rendering entries.
+//! it does. `subcommands!` below lists them once, one line each, which declares their modules
+//! and makes the `Command` enum, its dispatch and `options_of`; `parse` reads the command line
+//! into them; `shared` holds what several use (the result file they need, the runner's
+//! configuration and jobs, reading a result file, printing a report).
 
-mod balloon;
-mod compare;
-mod deps;
-mod doc;
-mod format;
-mod hashd;
-mod io_job;
-mod kvm_probe;
-mod mem_hog;
-mod merge;
-mod pack;
 pub mod parse;
-mod run;
 mod shared;
-mod solve;
-mod study;
-mod summary;
-mod vm;
 
 use crate::cli::GlobalOpts;
 use anyhow::Result;
@@ -41,11 +26,13 @@ pub struct Cli {
 }
 
 /// One line per subcommand: its attributes (hidden ones), its name, its variant and arguments,
-/// and the module that holds them with `OPTIONS` (the global options it reads: `None` for all,
+/// and the module (declared here) that holds them with `OPTIONS` (the global options it reads: `None` for all,
 /// `run` and the hidden ones) and `exec` (what it does). The variant's help is the arguments'
 /// doc comment.
 macro_rules! subcommands {
     ($( $(#[$attr:meta])* $name:literal $variant:ident($args:ty) => $module:ident; )*) => {
+        $( mod $module; )*
+
         #[derive(Debug, clap::Subcommand)]
         pub enum Command {
             $( $(#[$attr])* #[command(name = $name)] $variant($args), )*
