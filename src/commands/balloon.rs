@@ -1,6 +1,6 @@
 //! `__balloon`: the memory balloon process.
 
-use crate::cli::GlobalOpts;
+use super::shared::Globals;
 use anyhow::Result;
 
 /// The memory balloon: holds the byte counts read from stdin, one a line, until EOF
@@ -9,6 +9,6 @@ pub struct Args {}
 
 pub const OPTIONS: Option<&[&str]> = None;
 
-pub fn exec(_global: &GlobalOpts, _a: Args) -> Result<()> {
+pub fn exec(_g: &Globals, _a: Args) -> Result<()> {
     crate::system::mem::balloon_main()
 }

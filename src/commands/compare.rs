@@ -1,7 +1,6 @@
 //! `compare A B`: the headline numbers of two result files side by side, with their ratio.
 
-use super::shared::{load_existing, LOG};
-use crate::cli::GlobalOpts;
+use super::shared::{Globals, load_existing, LOG};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -24,8 +23,7 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&LOG);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
-    crate::config::Config::from_opts(global)?;
+pub fn exec(_g: &Globals, a: Args) -> Result<()> {
     let specs = crate::bench::parse_format_specs(&a.specs)?;
     let records = |path: &Path| -> Result<Vec<crate::bench::headline::Row>> {
         crate::bench::export::records(&load_existing(path)?, &specs)

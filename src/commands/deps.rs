@@ -1,7 +1,6 @@
 //! `deps`: the system requirements, checked (and with `--fix` applied and put back).
 
-use super::shared::LOG;
-use crate::cli::GlobalOpts;
+use super::shared::{LOG, Globals};
 use anyhow::Result;
 
 /// Check the system requirements (cgroup2, io.cost, swap, IO scheduler, ...) and list them;
@@ -16,7 +15,7 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&["dir", "dev", LOG[0], LOG[1]]);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
-    let cfg = crate::config::Config::from_opts(global)?;
+pub fn exec(g: &Globals, a: Args) -> Result<()> {
+    let cfg = g.config;
     crate::system::deps::deps_cmd(&cfg.dir, cfg.dev.as_deref(), a.fix)
 }

@@ -1,7 +1,6 @@
 //! `doc`: the documentation pages.
 
-use super::shared::LOG;
-use crate::cli::GlobalOpts;
+use super::shared::{LOG, Globals};
 use anyhow::Result;
 
 /// Print documentation: `doc` lists subjects, `doc NAME` prints one
@@ -14,8 +13,7 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&LOG);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
-    crate::config::Config::from_opts(global)?;
+pub fn exec(_g: &Globals, a: Args) -> Result<()> {
     crate::util::out::out_text(&crate::doc::render(&a.subjects)?);
     Ok(())
 }

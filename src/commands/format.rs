@@ -1,7 +1,7 @@
 //! `format`: the full report of result entries, and with `--plot` their pictures.
 
-use super::shared::{load_existing, print_out, require_result, LOG};
-use crate::cli::{FormatSpecs, GlobalOpts};
+use super::shared::{Globals, load_existing, print_out, require_result, LOG};
+use crate::cli::FormatSpecs;
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -21,14 +21,12 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
+pub fn exec(g: &Globals, a: Args) -> Result<()> {
     // A plot directory that can't be is refused before anything is read or printed.
     if let Some(dir) = &a.plot {
         crate::bench::show::prepare_plot_dir(dir)?;
     }
-    // The global options mean nothing here, but a bad one is refused as `run` refuses it.
-    crate::config::Config::from_opts(global)?;
-    let path = require_result(global, "format")?;
+    let path = require_result(g.config, "format")?;
     let specs = crate::bench::parse_format_specs(&a.specs.specs)?;
     let entries = load_existing(&path)?;
     print_out(&crate::bench::show::format_entries(

@@ -1,6 +1,6 @@
 //! `__kvm-probe`: whether KVM can run a virtual CPU (what `vm --accel auto` asks).
 
-use crate::cli::GlobalOpts;
+use super::shared::Globals;
 use anyhow::Result;
 
 /// Check whether KVM can run a virtual CPU (used by `vm --accel auto`)
@@ -9,6 +9,6 @@ pub struct Args {}
 
 pub const OPTIONS: Option<&[&str]> = None;
 
-pub fn exec(_global: &GlobalOpts, _a: Args) -> Result<()> {
+pub fn exec(_g: &Globals, _a: Args) -> Result<()> {
     crate::vm::qemu::kvm_probe_child()
 }

@@ -1,8 +1,7 @@
 //! `merge SOURCE...`: the sources' mergeable entries merged into the `--result` file (replaced
 //! whole, under its lock), and the `merge-info` entry printed.
 
-use super::shared::{load_existing, require_result, LOG};
-use crate::cli::GlobalOpts;
+use super::shared::{Globals, load_existing, require_result, LOG};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -33,9 +32,8 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
-    crate::config::Config::from_opts(global)?;
-    let out = require_result(global, "merge")?;
+pub fn exec(g: &Globals, a: Args) -> Result<()> {
+    let out = require_result(g.config, "merge")?;
     // Held from before anything is read to the save: a second merge into the same file stops
     // at once, and the output (which may also be a source) is replaced only as it was read.
     let _lock = crate::result::lock::ResultLock::acquire(&out)?;

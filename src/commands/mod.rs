@@ -43,10 +43,16 @@ macro_rules! subcommands {
             TestAid(crate::cli::testaid::TestAid),
         }
 
-        /// Runs the parsed command line's subcommand.
+        /// Runs the parsed command line's subcommand, with the global options validated once
+        /// (a bad value is refused whatever the subcommand, as `run` refuses it).
         pub fn dispatch(cli: Cli) -> Result<()> {
+            let config = crate::config::Config::from_opts(&cli.global)?;
+            let g = shared::Globals {
+                given: &cli.global,
+                config: &config,
+            };
             match cli.cmd {
-                $( Command::$variant(a) => $module::exec(&cli.global, a), )*
+                $( Command::$variant(a) => $module::exec(&g, a), )*
                 #[cfg(feature = "testaid")]
                 Command::TestAid(t) => crate::testaid::dispatch(t, &cli.global),
             }

@@ -1,7 +1,6 @@
 //! `pack`: the result file and its per-second reports in one tarball, `./<stem>.tar.gz`.
 
-use super::shared::{run_config, LOG};
-use crate::cli::GlobalOpts;
+use super::shared::{Globals, run_config, LOG};
 use anyhow::Result;
 use std::path::Path;
 
@@ -15,12 +14,12 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", "dir", "args", LOG[0], LOG[1]]);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
-    let config = crate::config::Config::from_opts(global)?;
-    let cfg = run_config(&config, "pack")?;
+pub fn exec(g: &Globals, a: Args) -> Result<()> {
+    let config = g.config;
+    let cfg = run_config(config, "pack")?;
     // pack takes no job specs: the stored subcommand and specs stay as they are.
     if let Some(file) = &config.args_file {
-        file.save(&config, None)?;
+        file.save(config, None)?;
     }
     let _lock = crate::result::lock::ResultLock::acquire(&cfg.result)?;
     // Benches that run without the host set up (io, curve, iocost-tune) write no reports.

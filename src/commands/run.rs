@@ -1,8 +1,8 @@
 //! `run`: run or continue benchmark jobs; with `--generate`, write io specs as a job file.
 
-use super::shared::jobs;
+use super::shared::{jobs, Globals};
 use crate::bench::runner::Mode;
-use crate::cli::{GlobalOpts, SpecArgs};
+use crate::cli::SpecArgs;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -20,16 +20,15 @@ pub struct Args {
 /// Every global option.
 pub const OPTIONS: Option<&[&str]> = None;
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
+pub fn exec(g: &Globals, a: Args) -> Result<()> {
     match &a.generate {
-        Some(path) => generate(global, &a.specs, path),
-        None => jobs(global, Mode::Run, &a.specs),
+        Some(path) => generate( &a.specs, path),
+        None => jobs(g.config, Mode::Run, &a.specs),
     }
 }
 
 /// `run --generate FILE`: the io specs as a job file, checked as a run would check them.
-fn generate(global: &GlobalOpts, args: &SpecArgs, path: &Path) -> Result<()> {
-    crate::config::Config::from_opts(global)?;
+fn generate(args: &SpecArgs, path: &Path) -> Result<()> {
     if !args.file.is_empty() {
         crate::usage_bail!("run --generate: give the io specs on the command line, not with -f");
     }

@@ -3,15 +3,23 @@
 
 use crate::bench::runner::{self, Mode, RunConfig};
 use crate::cli::{GlobalOpts, SpecArgs};
+use crate::config::Config;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
+
+/// What a subcommand gets besides its own arguments: the global options as given (`vm` reads
+/// the work directory as given) and validated, with the args file's values under them.
+pub struct Globals<'a> {
+    pub given: &'a GlobalOpts,
+    pub config: &'a Config,
+}
 
 /// The logging options, which every subcommand reads.
 pub const LOG: [&str; 2] = ["verbose", "logfile"];
 
 /// The result file of a command that needs one: `<what> requires --result` otherwise.
-pub fn require_result(global: &GlobalOpts, what: &str) -> Result<PathBuf> {
-    match &global.result {
+pub fn require_result(config: &Config, what: &str) -> Result<PathBuf> {
+    match &config.result {
         Some(p) if !p.as_os_str().is_empty() => Ok(p.clone()),
         _ => crate::usage_bail!("{} requires --result", what),
     }
@@ -19,7 +27,7 @@ pub fn require_result(global: &GlobalOpts, what: &str) -> Result<PathBuf> {
 
 /// What the runner needs, from the validated global options; `what` names the command for the
 /// missing-`--result` error.
-pub fn run_config(cfg: &crate::config::Config, what: &str) -> Result<RunConfig> {
+pub fn run_config(cfg: &Config, what: &str) -> Result<RunConfig> {
     let Some(result) = cfg.result.clone().filter(|p| !p.as_os_str().is_empty()) else {
         crate::usage_bail!("{} requires --result", what);
     };
@@ -34,11 +42,10 @@ pub fn run_config(cfg: &crate::config::Config, what: &str) -> Result<RunConfig> 
 
 /// `run`, `study` and `solve`: the job specs (command line, `-f` files, the args file) through
 /// the runner.
-pub fn jobs(global: &GlobalOpts, mode: Mode, args: &SpecArgs) -> Result<()> {
-    let config = crate::config::Config::from_opts(global)?;
-    let cfg = run_config(&config, mode.name())?;
+pub fn jobs(config: &Config, mode: Mode, args: &SpecArgs) -> Result<()> {
+    let cfg = run_config(config, mode.name())?;
     let specs = crate::config::args_file::collect_job_specs(
-        &config,
+        config,
         mode.name(),
         args,
         crate::bench::validate_run,

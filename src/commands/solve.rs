@@ -1,8 +1,8 @@
 //! `solve`: re-derive results from the stored results only.
 
-use super::shared::{jobs, LOG};
+use super::shared::{Globals, jobs, LOG};
 use crate::bench::runner::Mode;
-use crate::cli::{GlobalOpts, SpecArgs};
+use crate::cli::SpecArgs;
 use anyhow::Result;
 
 /// Re-derive results from the stored results only
@@ -14,6 +14,6 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", "args", LOG[0], LOG[1]]);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
-    jobs(global, Mode::Solve, &a.specs)
+pub fn exec(g: &Globals, a: Args) -> Result<()> {
+    jobs(g.config, Mode::Solve, &a.specs)
 }

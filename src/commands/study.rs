@@ -1,8 +1,8 @@
 //! `study`: re-derive results from the records and the per-second reports.
 
-use super::shared::{jobs, LOG};
+use super::shared::{Globals, jobs, LOG};
 use crate::bench::runner::Mode;
-use crate::cli::{GlobalOpts, SpecArgs};
+use crate::cli::SpecArgs;
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -19,9 +19,9 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", "dir", "args", LOG[0], LOG[1]]);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
+pub fn exec(g: &Globals, a: Args) -> Result<()> {
     let mode = Mode::Study {
         reports_dir: a.reports,
     };
-    jobs(global, mode, &a.specs)
+    jobs(g.config, mode, &a.specs)
 }

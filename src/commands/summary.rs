@@ -1,9 +1,9 @@
 //! `summary`: the short report of result entries, or their headline numbers as records
 //! (`-o json|yaml|csv`, or added to a CSV file with `--append`).
 
-use super::shared::{load_existing, print_out, require_result, LOG};
+use super::shared::{Globals, load_existing, print_out, require_result, LOG};
 use crate::bench::export::{self, OutputFormat};
-use crate::cli::{FormatSpecs, GlobalOpts};
+use crate::cli::FormatSpecs;
 use crate::spec::JobSpec;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -32,14 +32,12 @@ pub struct Args {
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
 
-pub fn exec(global: &GlobalOpts, a: Args) -> Result<()> {
+pub fn exec(g: &Globals, a: Args) -> Result<()> {
     let output = a.output_format;
     if a.append.is_some() && output != OutputFormat::Csv {
         crate::usage_bail!("summary: --append adds CSV records: it needs -o csv");
     }
-    // The global options mean nothing here, but a bad one is refused as `run` refuses it.
-    crate::config::Config::from_opts(global)?;
-    let path = require_result(global, "summary")?;
+    let path = require_result(g.config, "summary")?;
     let specs = crate::bench::parse_format_specs(&a.specs.specs)?;
     let entries = load_existing(&path)?;
     if output == OutputFormat::Text {

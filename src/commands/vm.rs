@@ -1,13 +1,12 @@
 //! `vm`: run resctl-bench in a disposable QEMU test host (its arguments are `vm::VmArgs`).
 
-use super::shared::LOG;
-use crate::cli::GlobalOpts;
+use super::shared::{LOG, Globals};
 use anyhow::Result;
 
 pub const OPTIONS: Option<&[&str]> = Some(&LOG);
 
 /// Exits with the guest command's status.
-pub fn exec(global: &GlobalOpts, a: Box<crate::vm::VmArgs>) -> Result<()> {
-    let code = crate::vm::run(global.dir.as_deref(), global.verbose, &a)?;
+pub fn exec(g: &Globals, a: Box<crate::vm::VmArgs>) -> Result<()> {
+    let code = crate::vm::run(g.given.dir.as_deref(), g.given.verbose, &a)?;
     std::process::exit(code)
 }
