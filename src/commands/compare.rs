@@ -1,6 +1,6 @@
 //! `compare A B`: the headline numbers of two result files side by side, with their ratio.
 
-use super::shared::{Globals, load_existing, LOG};
+use super::shared::{Globals, LOG};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ pub const OPTIONS: Option<&[&str]> = Some(&LOG);
 pub fn exec(_g: &Globals, a: Args) -> Result<()> {
     let specs = crate::bench::parse_format_specs(&a.specs)?;
     let records = |path: &Path| -> Result<Vec<crate::bench::headline::Row>> {
-        crate::bench::export::records(&load_existing(path)?, &specs)
+        crate::bench::export::records(&crate::result::load_existing(path)?, &specs)
     };
     let keys = |kind: &str| crate::bench::find(kind).map_or(&[][..], |b| b.key_numbers());
     let text = crate::bench::compare::compare(

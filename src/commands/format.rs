@@ -1,6 +1,6 @@
 //! `format`: the full report of result entries, and with `--plot` their pictures.
 
-use super::shared::{Globals, load_existing, print_out, require_result, LOG};
+use super::shared::{Globals, print_out, require_result, LOG};
 use crate::cli::FormatSpecs;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -28,7 +28,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
     }
     let path = require_result(g.config, "format")?;
     let specs = crate::bench::parse_format_specs(&a.specs.specs)?;
-    let entries = load_existing(&path)?;
+    let entries = crate::result::load_existing(&path)?;
     print_out(&crate::bench::show::format_entries(
         &entries, &specs, true, a.rstat,
     )?)?;

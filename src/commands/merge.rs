@@ -1,7 +1,7 @@
 //! `merge SOURCE...`: the sources' mergeable entries merged into the `--result` file (replaced
 //! whole, under its lock), and the `merge-info` entry printed.
 
-use super::shared::{Globals, load_existing, require_result, LOG};
+use super::shared::{Globals, require_result, LOG};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -42,7 +42,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
         .with_context(|| format!("checking {}", out.display()))?;
     let mut files = Vec::new();
     for src in &a.sources {
-        files.push((src.display().to_string(), load_existing(src)?));
+        files.push((src.display().to_string(), crate::result::load_existing(src)?));
     }
     let opts = crate::bench::merge::MergeOpts {
         by_id: a.by_id,

@@ -1,11 +1,11 @@
 //! What several subcommands share: the logging options every one reads, the result file they
-//! need, the runner's configuration and its jobs, reading a result file, printing a report.
+//! need, the runner's configuration and its jobs, printing a report.
 
 use crate::bench::runner::{self, Mode, RunConfig};
 use crate::cli::{GlobalOpts, SpecArgs};
 use crate::config::Config;
 use anyhow::Result;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What a subcommand gets besides its own arguments: the global options as given (`vm` reads
 /// the work directory as given) and validated, with the args file's values under them.
@@ -65,12 +65,4 @@ pub fn print_out(text: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// The result file's entries, read once: `<path>: no such result file` when it isn't there.
-pub fn load_existing(path: &Path) -> Result<Vec<crate::result::Entry>> {
-    let Some(bytes) = crate::result::read_bytes(path)? else {
-        crate::usage_bail!("{}: no such result file", path.display());
-    };
-    crate::result::parse_entries(path, &bytes)
 }

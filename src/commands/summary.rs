@@ -1,7 +1,7 @@
 //! `summary`: the short report of result entries, or their headline numbers as records
 //! (`-o json|yaml|csv`, or added to a CSV file with `--append`).
 
-use super::shared::{Globals, load_existing, print_out, require_result, LOG};
+use super::shared::{Globals, print_out, require_result, LOG};
 use crate::bench::export::{self, OutputFormat};
 use crate::cli::FormatSpecs;
 use crate::spec::JobSpec;
@@ -39,7 +39,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
     }
     let path = require_result(g.config, "summary")?;
     let specs = crate::bench::parse_format_specs(&a.specs.specs)?;
-    let entries = load_existing(&path)?;
+    let entries = crate::result::load_existing(&path)?;
     if output == OutputFormat::Text {
         return print_out(&crate::bench::show::format_entries(
             &entries, &specs, false, 0,

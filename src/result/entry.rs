@@ -188,6 +188,15 @@ pub fn load_entries(path: &Path) -> Result<Vec<Entry>> {
     }
 }
 
+/// Loads all entries of a result file that must exist: `<path>: no such result file` (a usage
+/// error) when it doesn't — what the commands that only read a result file want.
+pub fn load_existing(path: &Path) -> Result<Vec<Entry>> {
+    let Some(bytes) = read_bytes(path)? else {
+        crate::usage_bail!("{}: no such result file", path.display());
+    };
+    parse_entries(path, &bytes)
+}
+
 impl Entry {
     /// A fresh entry for a spec that matched nothing in the file; it is saved once it has a
     /// record or a result.

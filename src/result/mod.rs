@@ -13,7 +13,9 @@ pub mod read;
 pub mod save;
 pub mod sysinfo;
 
-pub use entry::{is_gz, load_entries, parse_entries, read_bytes, read_bytes_id, to_raw, Entry};
+pub use entry::{
+    is_gz, load_entries, load_existing, parse_entries, read_bytes, read_bytes_id, to_raw, Entry,
+};
 pub use save::{save_entries, write_atomic};
 
 use crate::spec::JobSpec;
