@@ -114,13 +114,7 @@ impl Bench for SelfTest {
     }
 
     fn run(&self, ctx: &mut RunCtx, props: &SelfTestProps) -> Result<SelfTestRecord> {
-        let mut rec = match ctx.prev_record() {
-            Some(raw) => serde_json::from_str::<SelfTestRecord>(raw.get()).unwrap_or_else(|e| {
-                log::warn!("selftest: ignoring unreadable previous record ({})", e);
-                SelfTestRecord::default()
-            }),
-            None => SelfTestRecord::default(),
-        };
+        let mut rec: SelfTestRecord = ctx.prev_record().unwrap_or_default();
         rec.steps_total = props.steps;
         rec.step_time = props.step_time;
         rec.steps.truncate(props.steps as usize);

@@ -122,7 +122,7 @@ impl JobRunner for EngineRunner {
 
 /// The record a resumed run continues, when it was made for the same points and mode.
 fn resumable(ctx: &RunCtx, props: &CurveProps) -> Option<CurveRecord> {
-    let rec: CurveRecord = serde_json::from_str(ctx.prev_record()?.get()).ok()?;
+    let rec: CurveRecord = ctx.prev_record()?;
     (rec.points == props.points && rec.mode == props.mode.name()).then_some(rec)
 }
 

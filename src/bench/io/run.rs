@@ -188,12 +188,10 @@ pub fn run_jobs(
     sha1: Option<String>,
 ) -> Result<IoRecord> {
     check_buffers(jobs)?;
-    let prev: Vec<NamedIo> = ctx
-        .prev_record()
-        .filter(|_| named)
-        .and_then(|r| serde_json::from_str::<IoRecord>(r.get()).ok())
-        .map(|r| r.jobs)
-        .unwrap_or_default();
+    let prev: Vec<NamedIo> = match named {
+        true => ctx.prev_record::<IoRecord>().map_or(Vec::new(), |r| r.jobs),
+        false => Vec::new(),
+    };
     let mut rec = IoRecord {
         period: (now(), 0),
         testfile_written: false,

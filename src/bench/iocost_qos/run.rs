@@ -19,7 +19,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord>
     ctx.revert_knobs_at_end();
     let quick = ctx.quick();
     let base = base_of(ctx)?;
-    let prev = prev_record(ctx);
+    let prev: Option<QosRecord> = ctx.prev_record();
     let plan = plan(props, &base, prev.as_ref(), quick)?;
     let nr_fixed = match props.adaptive {
         Some(_) => 1 + props.groups.len(),
@@ -221,14 +221,6 @@ fn base_of(ctx: &mut RunCtx) -> Result<Base> {
         .map(|m| m.profile)
         .context("iocost-qos runs under the memory profile")?;
     Ok(Base { knobs, profile })
-}
-
-/// The checkpointed record of an earlier run of this job, if it reads.
-fn prev_record(ctx: &RunCtx) -> Option<QosRecord> {
-    let raw = ctx.prev_record()?;
-    serde_json::from_str(raw.get())
-        .map_err(|e| log::warn!("iocost-qos: ignoring the unreadable earlier record ({})", e))
-        .ok()
 }
 
 /// The configurations to measure and what an earlier record already has of them.

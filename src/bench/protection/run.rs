@@ -24,10 +24,7 @@ use crate::util::now;
 use anyhow::{Context, Result};
 use std::time::Duration;
 pub(super) fn run(ctx: &mut RunCtx, props: &ProtectionProps) -> Result<ProtectionRecord> {
-    let mut rec: ProtectionRecord = match ctx.prev_record() {
-        Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
-        None => ProtectionRecord::default(),
-    };
+    let mut rec: ProtectionRecord = ctx.prev_record().unwrap_or_default();
     // Scenarios recorded for another spec (changed between runs) are dropped from the first
     // one that doesn't match on.
     let keep = rec

@@ -210,7 +210,7 @@ fn run_profiles(
 
 /// The record a resumed run continues, when it was made for the same profiles and sizes.
 fn resumable(ctx: &RunCtx, props: &QosStudyProps, quick: bool) -> Option<QosStudyRecord> {
-    let rec: QosStudyRecord = serde_json::from_str(ctx.prev_record()?.get()).ok()?;
+    let rec: QosStudyRecord = ctx.prev_record()?;
     let same = rec.profiles == props.profiles
         && rec.repeat == props.repeat(quick)
         && props.bg_size.is_none_or(|b| b == rec.bg_size);

@@ -89,9 +89,20 @@ impl RunCtx<'_> {
     }
 
     /// The record this job left in the result file earlier (incremental benches only; for other
-    /// benches a complete record is reused without running).
-    pub fn prev_record(&self) -> Option<&RawValue> {
-        self.prev_record.as_deref()
+    /// benches a complete record is reused without running), read as the bench's record. One
+    /// policy for every bench: a record this version can't read is logged and the job starts
+    /// over (`None`), as when there is none.
+    pub fn prev_record<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        let raw = self.prev_record.as_deref()?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| {
+                log::warn!(
+                    "{}: the earlier record in the result file can't be read ({}); starting over",
+                    crate::format::job_name(&self.spec),
+                    e
+                )
+            })
+            .ok()
     }
 
     /// `--quick`: shortened phases (the result carries the mark).

@@ -339,99 +339,124 @@ fn run_job(
     inv: &Invocation,
     file: &mut ResultFile,
     job: Job,
+    host: Option<&mut RunHost>,
+) -> Result<()> {
+    let name = job_name(&job.spec);
+    let prev = &file.entries[job.idx];
+    let complete = prev.record.is_some() && !prev.incomplete;
+    match inv.mode {
+        Mode::Run => run_one(inv, file, job, host),
+        _ if prev.record.is_none() => Err(no_stored_run(file, &job.spec, inv.mode).into()),
+        _ if !complete => crate::usage_bail!(
+            "{} isn't complete; {} needs a finished run",
+            name,
+            inv.mode.name()
+        ),
+        Mode::Solve => solve_one(file, &job),
+        Mode::Study { .. } => {
+            let record = file.entries[job.idx].record.clone();
+            let record = record.ok_or_else(|| UsageError::new(format!("{}: no record", name)))?;
+            study_into(inv, file, &job, &record)?;
+            file.touch(job.idx);
+            file.save()
+        }
+    }
+}
+
+/// `solve`: the job's stored result re-derived from itself, saved when it changes.
+fn solve_one(file: &mut ResultFile, job: &Job) -> Result<()> {
+    let name = job_name(&job.spec);
+    let old = file.entries[job.idx].result.as_deref();
+    let Some(old) = old else {
+        crate::usage_bail!("{} isn't complete; solve needs a finished run", name);
+    };
+    let solved = job
+        .job
+        .solve(old)
+        .with_context(|| format!("{}: solve failed", name))?;
+    let Some(result) = solved else {
+        // What the stored data implies is what is stored: nothing to write.
+        log::info!(
+            "{}: the stored result is what its data solves to; unchanged",
+            name
+        );
+        return Ok(());
+    };
+    file.entries[job.idx].result = Some(to_raw(&result)?);
+    file.touch(job.idx);
+    file.save()
+}
+
+/// `run`: the job measured (or its complete record reused), studied and saved, then what it
+/// hands to the later jobs applied.
+fn run_one(
+    inv: &Invocation,
+    file: &mut ResultFile,
+    job: Job,
     mut host: Option<&mut RunHost>,
 ) -> Result<()> {
-    let Job { spec, job, idx } = job;
-    let bench = job.bench();
-    let (cfg, mode) = (inv.cfg, inv.mode);
-    let name = job_name(&spec);
-    let desc = bench.desc();
+    let name = job_name(&job.spec);
+    let idx = job.idx;
     let prev = file.entries[idx].record.clone();
     let complete = prev.is_some() && !file.entries[idx].incomplete;
-    if *mode == Mode::Run {
-        // The entry now stands for this spec (an incremental bench may have linked an entry
-        // with other props; apply/commit may differ).
-        file.entries[idx].spec = spec.clone();
-    }
-
-    let mut to_apply = None;
-    if *mode != Mode::Run && prev.is_none() {
-        return Err(no_stored_run(file, &spec, mode).into());
-    }
-    if *mode == Mode::Solve {
-        let Some(old) = file.entries[idx].result.as_deref().filter(|_| complete) else {
-            crate::usage_bail!("{} isn't complete; solve needs a finished run", name);
-        };
-        let solved = job
-            .solve(old)
-            .with_context(|| format!("{}: solve failed", name))?;
-        let Some(result) = solved else {
-            // What the stored data implies is what is stored: nothing to write.
-            log::info!(
-                "{}: the stored result is what its data solves to; unchanged",
-                name
-            );
-            return Ok(());
-        };
-        file.entries[idx].result = Some(to_raw(&result)?);
-    } else {
-        let mut reused = false;
-        let record = match (mode, prev) {
-            (Mode::Study { .. }, Some(prev)) if complete => prev,
-            (Mode::Study { .. }, _) => {
-                crate::usage_bail!("{} isn't complete; study needs a finished run", name)
-            }
-            (_, Some(prev)) if complete && !desc.incremental => {
-                log::info!("{}: {}", name, REUSING);
-                reused = true;
-                prev
-            }
-            (_, prev) => {
-                let src = match (desc.system, host.as_deref_mut()) {
-                    (Some(needs), Some(h)) => {
-                        // A bench that measures avail sets its balloon once it knows it.
-                        let s = &mut h.session;
-                        let balloon = needs.mem_profile
-                            && !(needs.measures_avail && s.mem_avail_unmeasured());
-                        s.prepare_job(needs.enforce_for(spec.passive.as_deref()), balloon)
-                            .with_context(|| format!("{}: preparing the host", name))?;
-                        SysinfoSrc::Session {
-                            host: h,
-                            bench_args: cfg.bench_args.clone(),
-                            needs,
-                        }
+    // The entry now stands for this spec (an incremental bench may have linked an entry with
+    // other props; apply/commit may differ).
+    file.entries[idx].spec = job.spec.clone();
+    let desc = job.job.bench().desc();
+    let (record, reused) = match prev {
+        Some(prev) if complete && !desc.incremental => {
+            log::info!("{}: {}", name, REUSING);
+            (prev, true)
+        }
+        prev => {
+            let src = match (desc.system, host.as_deref_mut()) {
+                (Some(needs), Some(h)) => {
+                    // A bench that measures avail sets its balloon once it knows it.
+                    let s = &mut h.session;
+                    let balloon =
+                        needs.mem_profile && !(needs.measures_avail && s.mem_avail_unmeasured());
+                    s.prepare_job(needs.enforce_for(job.spec.passive.as_deref()), balloon)
+                        .with_context(|| format!("{}: preparing the host", name))?;
+                    SysinfoSrc::Session {
+                        host: h,
+                        bench_args: inv.cfg.bench_args.clone(),
+                        needs,
                     }
-                    _ => SysinfoSrc::Fixed(inv.sysinfo.clone()),
-                };
-                execute(file, &spec, &*job, idx, prev, cfg, src)?
-            }
-        };
-        let sctx = StudyCtx::new(inv.reports_dir.clone(), file.entries[idx].period);
-        let result = job
-            .study(&sctx, &record)
-            .with_context(|| format!("{}: study failed", name));
-        match result {
-            Ok(result) => file.entries[idx].result = Some(to_raw(&result)?),
-            Err(e) => {
-                if *mode == Mode::Run {
-                    // Keep the record: the run is done and only the study needs redoing.
-                    file.entries[idx].result = None;
-                    file.touch(idx);
-                    file.save()?;
                 }
-                return Err(e);
-            }
+                _ => SysinfoSrc::Fixed(inv.sysinfo.clone()),
+            };
+            let rec = execute(file, &job.spec, &*job.job, idx, prev, inv.cfg, src)?;
+            (rec, false)
         }
-        if *mode == Mode::Run {
-            to_apply = Some((record, reused));
-        }
+    };
+    if let Err(e) = study_into(inv, file, &job, &record) {
+        // Keep the record: the run is done and only the study needs redoing.
+        file.entries[idx].result = None;
+        file.touch(idx);
+        file.save()?;
+        return Err(e);
     }
     file.touch(idx);
     file.save()?;
     // After the save: a failure to apply doesn't lose the finished record.
-    if let Some((record, reused)) = to_apply {
-        apply_record(&name, &*job, &record, host.map(|h| &mut h.session), reused)?;
-    }
+    apply_record(
+        &name,
+        &*job.job,
+        &record,
+        host.map(|h| &mut h.session),
+        reused,
+    )
+}
+
+/// The job's record studied into its entry's result (not saved).
+fn study_into(inv: &Invocation, file: &mut ResultFile, job: &Job, record: &RawValue) -> Result<()> {
+    let idx = job.idx;
+    let sctx = StudyCtx::new(inv.reports_dir.clone(), file.entries[idx].period);
+    let result = job
+        .job
+        .study(&sctx, record)
+        .with_context(|| format!("{}: study failed", job_name(&job.spec)))?;
+    file.entries[idx].result = Some(to_raw(&result)?);
     Ok(())
 }
 

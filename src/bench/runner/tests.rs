@@ -128,9 +128,7 @@ fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
     let sub_prev = to_raw(&serde_json::json!({"loops": [1]})).unwrap();
     let seen = ctx
         .nested(outer.clone(), "/inc_runs/1/stor", Some(sub_prev), |c| {
-            let prev = c
-                .prev_record()
-                .map(|r| serde_json::from_str::<serde_json::Value>(r.get()).unwrap());
+            let prev = c.prev_record::<serde_json::Value>();
             c.checkpoint(&serde_json::json!({"loops": [1, 2]}))?;
             Ok(prev)
         })
@@ -138,7 +136,7 @@ fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
     assert_eq!(seen, Some(serde_json::json!({"loops": [1]})));
     // The job's own previous record is back, and the file holds the job's record with the
     // sub-bench's checkpoint in its place.
-    let back: serde_json::Value = serde_json::from_str(ctx.prev_record().unwrap().get()).unwrap();
+    let back: serde_json::Value = ctx.prev_record().unwrap();
     assert_eq!(back, serde_json::json!({"outer": true}));
     let saved: serde_json::Value = serde_json::from_str(
         crate::result::load_entries(&path).unwrap()[0]
@@ -156,6 +154,39 @@ fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
     assert!(ctx
         .nested(outer, "/inc_runs/5/stor", None, |_| Ok(()))
         .is_err());
+}
+
+/// Every bench reads its earlier record through one accessor: typed, and a record that doesn't
+/// read as the bench's is the same as none (the job starts over, and says so).
+#[test]
+fn an_earlier_record_reads_typed_or_not_at_all() {
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Rec {
+        loops: Vec<u32>,
+    }
+    let t = tempfile::tempdir().unwrap();
+    let mut file = ResultFile::load(&t.path().join("r.json")).unwrap();
+    let idx = file.push(Entry::placeholder(JobSpec::parse("storage").unwrap()));
+    fn ctx_with(raw: serde_json::Value, file: &mut ResultFile, idx: usize) -> RunCtx<'_> {
+        let empty = to_raw(&serde_json::json!({})).unwrap();
+        RunCtx {
+            spec: JobSpec::parse("storage").unwrap(),
+            prev_record: Some(to_raw(&raw).unwrap()),
+            dir: std::path::PathBuf::from("/nonexistent"),
+            file,
+            idx,
+            period_start: 1,
+            sysinfo: ctx::SysinfoSrc::Fixed(empty),
+            revert_knobs: false,
+            quick: false,
+            nest: None,
+            dir_lock: None,
+        }
+    }
+    let ctx = ctx_with(serde_json::json!({"loops": [1, 2]}), &mut file, idx);
+    assert_eq!(ctx.prev_record::<Rec>(), Some(Rec { loops: vec![1, 2] }));
+    let ctx = ctx_with(serde_json::json!({"loops": "three"}), &mut file, idx);
+    assert_eq!(ctx.prev_record::<Rec>(), None);
 }
 
 fn kinds_to_run(specs: &[&str], stored: &[(&str, bool)]) -> Vec<String> {

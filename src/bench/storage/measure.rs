@@ -249,10 +249,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecor
 /// The record to go on from (the checkpoint's, when it was measured with this memory) and the
 /// memory profile, with available memory measured.
 fn resume(ctx: &mut RunCtx, props: &StorageProps) -> Result<(StorageRecord, MemProfile)> {
-    let mut rec: StorageRecord = match ctx.prev_record() {
-        Some(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
-        None => StorageRecord::default(),
-    };
+    let mut rec: StorageRecord = ctx.prev_record().unwrap_or_default();
     let mut session = ctx.session().context("storage needs the host session")?;
     // A resumed run keeps the avail its finished loops were measured with.
     let profile = session.mem().map(|m| m.profile);
