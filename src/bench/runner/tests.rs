@@ -95,6 +95,30 @@ fn a_reused_record_applies_its_parameters_again() {
     assert!(!hp.path("work/bench.json").exists());
 }
 
+/// A job's context over entry `idx` of `file`, with `prev` as its earlier record, not touching
+/// the host.
+fn ctx_of<'a>(
+    spec: JobSpec,
+    prev: serde_json::Value,
+    dir: &std::path::Path,
+    file: &'a mut ResultFile,
+    idx: usize,
+) -> RunCtx<'a> {
+    RunCtx {
+        spec,
+        prev_record: Some(to_raw(&prev).unwrap()),
+        dir: dir.to_path_buf(),
+        file,
+        idx,
+        period_start: 1,
+        sysinfo: ctx::SysinfoSrc::Fixed(to_raw(&serde_json::json!({})).unwrap()),
+        revert_knobs: false,
+        quick: false,
+        nest: None,
+        dir_lock: None,
+    }
+}
+
 #[test]
 fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
     let t = tempfile::tempdir().unwrap();
@@ -111,19 +135,8 @@ fn a_nested_sub_bench_checkpoints_into_the_jobs_record() {
         incomplete: true,
         unknown: Default::default(),
     });
-    let mut ctx = RunCtx {
-        spec,
-        prev_record: Some(to_raw(&serde_json::json!({"outer": true})).unwrap()),
-        dir: t.path().to_path_buf(),
-        file: &mut file,
-        idx,
-        period_start: 1,
-        sysinfo: ctx::SysinfoSrc::Fixed(empty),
-        revert_knobs: false,
-        quick: false,
-        nest: None,
-        dir_lock: None,
-    };
+    let outer_prev = serde_json::json!({"outer": true});
+    let mut ctx = ctx_of(spec, outer_prev, t.path(), &mut file, idx);
     let outer = serde_json::json!({"base": 1, "inc_runs": [{"done": true}, {"stor": null}]});
     let sub_prev = to_raw(&serde_json::json!({"loops": [1]})).unwrap();
     let seen = ctx
@@ -166,26 +179,24 @@ fn an_earlier_record_reads_typed_or_not_at_all() {
     }
     let t = tempfile::tempdir().unwrap();
     let mut file = ResultFile::load(&t.path().join("r.json")).unwrap();
-    let idx = file.push(Entry::placeholder(JobSpec::parse("storage").unwrap()));
-    fn ctx_with(raw: serde_json::Value, file: &mut ResultFile, idx: usize) -> RunCtx<'_> {
-        let empty = to_raw(&serde_json::json!({})).unwrap();
-        RunCtx {
-            spec: JobSpec::parse("storage").unwrap(),
-            prev_record: Some(to_raw(&raw).unwrap()),
-            dir: std::path::PathBuf::from("/nonexistent"),
-            file,
-            idx,
-            period_start: 1,
-            sysinfo: ctx::SysinfoSrc::Fixed(empty),
-            revert_knobs: false,
-            quick: false,
-            nest: None,
-            dir_lock: None,
-        }
-    }
-    let ctx = ctx_with(serde_json::json!({"loops": [1, 2]}), &mut file, idx);
+    let spec = JobSpec::parse("storage").unwrap();
+    let idx = file.push(Entry::placeholder(spec.clone()));
+    let dir = std::path::Path::new("/nonexistent");
+    let ctx = ctx_of(
+        spec.clone(),
+        serde_json::json!({"loops": [1, 2]}),
+        dir,
+        &mut file,
+        idx,
+    );
     assert_eq!(ctx.prev_record::<Rec>(), Some(Rec { loops: vec![1, 2] }));
-    let ctx = ctx_with(serde_json::json!({"loops": "three"}), &mut file, idx);
+    let ctx = ctx_of(
+        spec,
+        serde_json::json!({"loops": "three"}),
+        dir,
+        &mut file,
+        idx,
+    );
     assert_eq!(ctx.prev_record::<Rec>(), None);
 }
 
