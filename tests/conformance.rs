@@ -871,23 +871,32 @@ fn run_iocost_tune_on_an_iocost_qos_result_is_upstreams() {
     }
 }
 
-/// A result measured with our time-savers stays out of a merge with upstream-faithful ones
-/// (merge-info says which) unless `--merge-time-savers` is given.
-#[test]
-fn merge_keeps_time_saver_runs_apart_unless_told() {
+/// The merge sources as `src<i>.json` in a new directory, source `which`'s iocost-tune
+/// entries changed by `change`.
+fn tuned_merge_sources(which: usize, change: &dyn Fn(&mut serde_json::Value)) -> tempfile::TempDir {
     let (dir, names) = merge_sources();
     let tmp = tempfile::tempdir().unwrap();
     for (i, n) in names.iter().enumerate() {
         let mut all = gz_entries(&dir.join(n));
-        if i == 2 {
+        if i == which {
             for e in all.as_array_mut().unwrap() {
                 if e["spec"]["kind"] == "iocost-tune" {
-                    e["record"]["time_savers"] = serde_json::json!(["mof-hint", "tune-hint"]);
+                    change(e);
                 }
             }
         }
         std::fs::write(tmp.path().join(format!("src{}.json", i)), all.to_string()).unwrap();
     }
+    tmp
+}
+
+/// A result measured with our time-savers stays out of a merge with upstream-faithful ones
+/// (merge-info says which) unless `--merge-time-savers` is given.
+#[test]
+fn merge_keeps_time_saver_runs_apart_unless_told() {
+    let tmp = tuned_merge_sources(2, &|e| {
+        e["record"]["time_savers"] = serde_json::json!(["mof-hint", "tune-hint"]);
+    });
     let merge = |extra: &[&str]| -> String {
         let out = Command::cargo_bin("resctl-bench")
             .unwrap()
@@ -935,22 +944,12 @@ fn merge_keeps_time_saver_runs_apart_unless_told() {
 /// a merge keeps apart.
 #[test]
 fn merge_pools_an_adaptive_grid_with_full_ones() {
-    let (dir, names) = merge_sources();
-    let tmp = tempfile::tempdir().unwrap();
-    for (i, n) in names.iter().enumerate() {
-        let mut all = gz_entries(&dir.join(n));
-        if i == 1 {
-            for e in all.as_array_mut().unwrap() {
-                if e["spec"]["kind"] == "iocost-tune" {
-                    let g = &mut e["record"]["qos_props"][0];
-                    g["vrate-intvs"] = "auto".into();
-                    g["auto-budget"] = "8".into();
-                    g["auto-target"] = "12".into();
-                }
-            }
-        }
-        std::fs::write(tmp.path().join(format!("src{}.json", i)), all.to_string()).unwrap();
-    }
+    let tmp = tuned_merge_sources(1, &|e| {
+        let g = &mut e["record"]["qos_props"][0];
+        g["vrate-intvs"] = "auto".into();
+        g["auto-budget"] = "8".into();
+        g["auto-target"] = "12".into();
+    });
     let out = Command::cargo_bin("resctl-bench")
         .unwrap()
         .current_dir(tmp.path())
