@@ -169,3 +169,18 @@ fn the_installed_binary_has_no_test_aids() {
     let out = bin().args(["__mem-hog", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
 }
+
+/// `__probe --iocost-qos` writes raw knobs (`enable=1 ctrl=user ...`), which the global
+/// `--iocost-qos` (a QoS override for runs) would refuse: the test aids take the options as
+/// given. On this host the probe finds no scratch disk; what matters is that it got that far.
+#[cfg(feature = "testaid")]
+#[test]
+fn probe_takes_raw_iocost_knobs_the_global_option_would_refuse() {
+    let out = bin()
+        .args(["__probe", "--iocost-qos", "enable=1 ctrl=user rpct=95"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("QoS key"), "{}", stderr);
+    assert!(stderr.contains("no scratch device"), "{}", stderr);
+}

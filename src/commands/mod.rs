@@ -45,7 +45,13 @@ macro_rules! subcommands {
 
         /// Runs the parsed command line's subcommand, with the global options validated once
         /// (a bad value is refused whatever the subcommand, as `run` refuses it).
+        /// The test aids take the options as given: `__probe --iocost-qos` writes raw knobs
+        /// (`enable=1 ctrl=user ...`) that share the global option's name.
         pub fn dispatch(cli: Cli) -> Result<()> {
+            #[cfg(feature = "testaid")]
+            if let Command::TestAid(t) = cli.cmd {
+                return crate::testaid::dispatch(t, &cli.global);
+            }
             let config = crate::config::Config::from_opts(&cli.global)?;
             let g = shared::Globals {
                 given: &cli.global,
@@ -54,7 +60,7 @@ macro_rules! subcommands {
             match cli.cmd {
                 $( Command::$variant(a) => $module::exec(&g, a), )*
                 #[cfg(feature = "testaid")]
-                Command::TestAid(t) => crate::testaid::dispatch(t, &cli.global),
+                Command::TestAid(_) => unreachable!("dispatched above"),
             }
         }
 
