@@ -477,7 +477,7 @@ fn sysinfo_we_write_is_loadable_by_upstream_and_reads_back_whole() {
         fixed: Vec::new(),
         report,
     };
-    let mut si = resctl_bench::result::sysinfo::Sysinfo::current(None);
+    let mut si = resctl_bench::result::sysinfo::Sysinfo::current(None, false);
     resctl_bench::system::sysreqs::record_in(&mut si, SysReq::ALL, &eval).unwrap();
     // Jobs that touch the host record the io.cost state (the session's own test checks it).
     si.iocost = Some(serde_json::json!({"vrate": 0.0, "model": {}, "qos": {}}));

@@ -520,3 +520,43 @@ fn bounded_status(mut c: Command) -> std::process::ExitStatus {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// `compare` shows a bench's `KEY_NUMBERS` by default: each must be a field of the bench's
+/// headline (a renamed field would leave compare's default table without it, silently). The
+/// benches with a real entry here; the others check theirs in their own unit tests.
+#[test]
+fn key_numbers_are_headline_fields() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results/INTEL_SSDPEKKA256G7.json.gz");
+    let bytes = resctl_bench::result::read_bytes(&fixture).unwrap().unwrap();
+    let mut all = resctl_bench::result::parse_entries(&fixture, &bytes).unwrap();
+    let ours = serde_json::to_vec(&Value::Array(vec![storage_entry(), io_entry()])).unwrap();
+    all.extend(resctl_bench::result::parse_entries(Path::new("r.json"), &ours).unwrap());
+    let mut kinds = Vec::new();
+    for e in &all {
+        let b = bench::find(&e.spec.kind).unwrap();
+        let rows = b.headline(e).unwrap();
+        assert!(!rows.is_empty(), "{}: no headline", e.spec.kind);
+        for key in b.key_numbers() {
+            assert!(
+                rows.iter().any(|r| r.iter().any(|(k, _)| k == key)),
+                "{}: key number {:?} is no headline field",
+                e.spec.kind,
+                key
+            );
+        }
+        kinds.push(e.spec.kind.clone());
+    }
+    kinds.sort();
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        [
+            "io",
+            "iocost-params",
+            "iocost-qos",
+            "iocost-tune",
+            "storage"
+        ]
+    );
+}

@@ -152,6 +152,12 @@ pub trait Bench: Sync + 'static {
     /// setup or hours of earlier jobs.
     fn props(&self, spec: &JobSpec) -> Result<Self::Props, SpecError>;
 
+    /// Reads a stored entry's properties for the reports ([`Stored::props`]), as leniently as
+    /// the stored specs of every version need; by default as a new run reads them.
+    fn stored_props(&self, spec: &JobSpec) -> Result<Self::Props, SpecError> {
+        self.props(spec)
+    }
+
     /// Runs the bench and returns its record. Only called when the descriptor says it is
     /// `runnable`.
     fn run(&self, _ctx: &mut RunCtx, _props: &Self::Props) -> anyhow::Result<Self::Record> {
@@ -258,12 +264,19 @@ impl PlotFile {
 pub struct Stored<'a, B: Bench + ?Sized> {
     pub entry: &'a Entry,
     pub result: B::Result,
+    bench: &'a B,
 }
 
 impl<B: Bench + ?Sized> Stored<'_, B> {
     /// The entry's record; `None` when it has none.
     pub fn record(&self) -> anyhow::Result<Option<B::Record>> {
         crate::format::parse_record(self.entry)
+    }
+
+    /// The entry's properties, read from its stored spec ([`Bench::stored_props`]).
+    pub fn props(&self) -> anyhow::Result<B::Props> {
+        let spec = &self.entry.spec;
+        Ok(self.bench.stored_props(spec).map_err(|e| spec.error(e))?)
     }
 }
 
@@ -310,17 +323,26 @@ pub trait AnyBench: Sync {
 /// A job whose properties are read: what the runner carries from validation to the save.
 pub trait BenchJob: Send {
     fn bench(&self) -> &'static dyn AnyBench;
-    /// [`Bench::run`]; the record as the result file stores it.
-    fn run(&self, ctx: &mut RunCtx) -> anyhow::Result<Value>;
-    /// [`Bench::applies`] to a stored record.
-    fn applies(&self, record: &RawValue) -> anyhow::Result<Option<Apply>>;
+    /// [`Bench::run`]: the record, kept in the bench's model until the runner saves it.
+    fn run(&self, ctx: &mut RunCtx) -> anyhow::Result<Box<dyn JobRecord + '_>>;
+    /// A stored record read into the bench's model, once, for the study and the applies.
+    fn stored(&self, record: &RawValue) -> anyhow::Result<Box<dyn JobRecord + '_>>;
     /// [`Bench::answers`] of a stored record.
     fn answers(&self, record: &RawValue) -> bool;
-    /// [`Bench::study`] then [`Bench::solve`] of a stored record.
-    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value>;
     /// [`Bench::solve`] of a stored result; `None` when it changes nothing, so the stored
     /// JSON (with any fields this version doesn't model) stays as it is.
     fn solve(&self, result: &RawValue) -> anyhow::Result<Option<Value>>;
+}
+
+/// A job's record in its bench's model, fresh from the run or read from the result file:
+/// studied, applied and turned into the result file's JSON from the one typed value.
+pub trait JobRecord {
+    /// The record as the result file stores it.
+    fn to_raw(&self) -> anyhow::Result<Box<RawValue>>;
+    /// [`Bench::applies`].
+    fn applies(&self) -> anyhow::Result<Option<Apply>>;
+    /// [`Bench::study`] then [`Bench::solve`]: the result as the result file stores it.
+    fn study(&self, ctx: &StudyCtx) -> anyhow::Result<Box<RawValue>>;
 }
 
 /// A stored record or result read into a bench's model; `what` names it in the error.
@@ -329,13 +351,14 @@ fn read<T: DeserializeOwned>(kind: &str, what: &str, raw: &RawValue) -> anyhow::
 }
 
 /// The entry's result in the bench's model, as the reports read it.
-fn stored<B: Bench>(entry: &Entry) -> anyhow::Result<Stored<'_, B>> {
+fn stored<'a, B: Bench>(bench: &'a B, entry: &'a Entry) -> anyhow::Result<Stored<'a, B>> {
     if let Some(raw) = entry.result.as_deref() {
         check_result_keys(entry, raw, B::RESULT_KEYS)?;
     }
     Ok(Stored {
         entry,
         result: crate::format::parse_result(entry)?,
+        bench,
     })
 }
 
@@ -388,11 +411,11 @@ impl<B: Bench> AnyBench for B {
     }
 
     fn format(&self, out: &mut String, entry: &Entry, opts: &FormatOpts) -> anyhow::Result<()> {
-        Bench::format(self, out, &stored::<B>(entry)?, opts)
+        Bench::format(self, out, &stored(self, entry)?, opts)
     }
 
     fn headline(&self, entry: &Entry) -> anyhow::Result<Vec<Row>> {
-        Bench::headline(self, &stored::<B>(entry)?)
+        Bench::headline(self, &stored(self, entry)?)
     }
 
     fn merging(&self) -> Option<Merging> {
@@ -408,7 +431,7 @@ impl<B: Bench> AnyBench for B {
     }
 
     fn plot(&self, entry: &Entry) -> anyhow::Result<Vec<PlotFile>> {
-        Bench::plot(self, &stored::<B>(entry)?)
+        Bench::plot(self, &stored(self, entry)?)
     }
 }
 
@@ -423,25 +446,18 @@ impl<B: Bench> BenchJob for TypedJob<B> {
         self.bench
     }
 
-    fn run(&self, ctx: &mut RunCtx) -> anyhow::Result<Value> {
+    fn run(&self, ctx: &mut RunCtx) -> anyhow::Result<Box<dyn JobRecord + '_>> {
         let record = Bench::run(self.bench, ctx, &self.props)?;
-        Ok(serde_json::to_value(&record)?)
+        Ok(Box::new(TypedRecord { job: self, record }))
     }
 
-    fn applies(&self, record: &RawValue) -> anyhow::Result<Option<Apply>> {
-        let record: B::Record = read(self.bench.desc().kind, "record", record)?;
-        Bench::applies(self.bench, &self.props, &record)
+    fn stored(&self, record: &RawValue) -> anyhow::Result<Box<dyn JobRecord + '_>> {
+        let record = read(self.bench.desc().kind, "record", record)?;
+        Ok(Box::new(TypedRecord { job: self, record }))
     }
 
     fn answers(&self, record: &RawValue) -> bool {
         Bench::answers(self.bench, &self.props, record)
-    }
-
-    fn study(&self, ctx: &StudyCtx, record: &RawValue) -> anyhow::Result<Value> {
-        let record: B::Record = read(self.bench.desc().kind, "record", record)?;
-        let result = Bench::study(self.bench, ctx, &record)?;
-        let result = Bench::solve(self.bench, &self.props, result)?;
-        Ok(serde_json::to_value(&result)?)
     }
 
     fn solve(&self, result: &RawValue) -> anyhow::Result<Option<Value>> {
@@ -449,5 +465,27 @@ impl<B: Bench> BenchJob for TypedJob<B> {
         let before = serde_json::to_value(&result)?;
         let after = serde_json::to_value(Bench::solve(self.bench, &self.props, result)?)?;
         Ok((after != before).then_some(after))
+    }
+}
+
+/// A record of a [`TypedJob`].
+struct TypedRecord<'a, B: Bench> {
+    job: &'a TypedJob<B>,
+    record: B::Record,
+}
+
+impl<B: Bench> JobRecord for TypedRecord<'_, B> {
+    fn to_raw(&self) -> anyhow::Result<Box<RawValue>> {
+        crate::result::to_raw(&self.record)
+    }
+
+    fn applies(&self) -> anyhow::Result<Option<Apply>> {
+        Bench::applies(self.job.bench, &self.job.props, &self.record)
+    }
+
+    fn study(&self, ctx: &StudyCtx) -> anyhow::Result<Box<RawValue>> {
+        let (bench, props) = (self.job.bench, &self.job.props);
+        let result = Bench::study(bench, ctx, &self.record)?;
+        crate::result::to_raw(&Bench::solve(bench, props, result)?)
     }
 }

@@ -562,6 +562,16 @@ mod tests {
     }
 
     #[test]
+    fn key_numbers_are_headline_fields() {
+        let rows = crate::bench::AnyBench::headline(&HashdParams, &entry(&record())).unwrap();
+        let missing = crate::bench::headline::missing_keys(
+            <HashdParams as crate::bench::Bench>::KEY_NUMBERS,
+            &rows,
+        );
+        assert!(missing.is_empty(), "{:?}", missing);
+    }
+
+    #[test]
     fn mem_actual_rounds_up() {
         let k = HashdKnobs {
             mem_size: 1000,
@@ -577,7 +587,8 @@ mod tests {
         let applies = |spec: &str| {
             crate::bench::AnyBench::job(&HashdParams, &JobSpec::parse(spec).unwrap())
                 .unwrap()
-                .applies(&raw)
+                .stored(&raw)
+                .and_then(|r| r.applies())
         };
         assert_eq!(
             applies("hashd-params").unwrap(),
@@ -598,10 +609,11 @@ mod tests {
         let upstream = serde_json::value::to_raw_value(&knobs()).unwrap();
         let spec = JobSpec::parse("hashd-params").unwrap();
         let job = crate::bench::AnyBench::job(&HashdParams, &spec).unwrap();
-        assert!(job.applies(&upstream).unwrap().is_some());
+        assert!(job.stored(&upstream).unwrap().applies().unwrap().is_some());
         let empty = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
-        let e = job.applies(&empty).unwrap_err();
-        assert!(e.to_string().contains("no hashd parameters"), "{}", e);
+        let e = job.stored(&empty).and_then(|r| r.applies()).unwrap_err();
+        let e = format!("{:#}", e);
+        assert!(e.contains("no hashd parameters"), "{}", e);
     }
 
     #[test]

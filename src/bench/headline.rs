@@ -59,3 +59,11 @@ pub fn num(v: f64) -> Value {
         Value::Null
     }
 }
+
+/// Test aid: the key numbers (a bench's `KEY_NUMBERS`) that are no field of any of `rows`
+/// (`compare` shows them by default; a renamed field would drop out of its table silently).
+#[cfg(test)]
+pub fn missing_keys(keys: &[&'static str], rows: &[Row]) -> Vec<&'static str> {
+    let has = |k: &str| rows.iter().any(|r| r.iter().any(|(f, _)| *f == k));
+    keys.iter().copied().filter(|k| !has(k)).collect()
+}

@@ -32,7 +32,7 @@ pub mod systest;
 
 pub use api::{
     prop, AnyBench, Apply, ApplyCommit, Bench, BenchDesc, BenchJob, DocPage, FormatOpts, Forward,
-    PropDesc, Shape, SpecError, ValueKind, APPLY_COMMIT, NO_PROPS, PCT_LABELS,
+    JobRecord, PropDesc, Shape, SpecError, ValueKind, APPLY_COMMIT, NO_PROPS, PCT_LABELS,
 };
 pub use needs::SystemNeeds;
 

@@ -51,13 +51,8 @@ fn is_false(b: &bool) -> bool {
 
 impl Sysinfo {
     /// Sysinfo for a job run by this binary now: our version, the host's current swappiness and
-    /// zswap state, and the global options (whose `quick` sets the quick mark).
-    pub fn current(bench_args: Option<serde_json::Value>) -> Self {
-        let quick = bench_args
-            .as_ref()
-            .and_then(|a| a.get("quick"))
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false);
+    /// zswap state, the global options it ran with and whether with `--quick`.
+    pub fn current(bench_args: Option<serde_json::Value>, quick: bool) -> Self {
         Self {
             bench_version: env!("CARGO_PKG_VERSION").to_string(),
             swappiness: crate::util::fs::read_trim(std::path::Path::new("/proc/sys/vm/swappiness"))
@@ -80,7 +75,7 @@ mod tests {
 
     #[test]
     fn serializes_with_upstream_keys() {
-        let v = serde_json::to_value(Sysinfo::current(None)).unwrap();
+        let v = serde_json::to_value(Sysinfo::current(None, false)).unwrap();
         for key in [
             "bench_version",
             "sysreqs",
@@ -115,12 +110,12 @@ mod tests {
 
     #[test]
     fn quick_runs_are_marked() {
-        let si = Sysinfo::current(Some(serde_json::json!({"quick": true, "test": false})));
+        let si = Sysinfo::current(Some(serde_json::json!({"test": false})), true);
         assert!(si.quick);
         let v = serde_json::to_value(&si).unwrap();
         assert_eq!(v["quick"], true);
         let back: Sysinfo = serde_json::from_value(v).unwrap();
         assert!(back.quick);
-        assert!(!Sysinfo::current(Some(serde_json::json!({"quick": false}))).quick);
+        assert!(!Sysinfo::current(None, false).quick);
     }
 }

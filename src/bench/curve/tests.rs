@@ -147,6 +147,12 @@ fn the_knee_is_where_md1_theory_puts_it() {
     let res = study(&rec);
     let max = res.max.as_ref().unwrap().iops.mean;
     assert!((max - 5_000.0).abs() < 50.0, "max {}", max);
+    let rows = super::report::headline(&res);
+    let missing = crate::bench::headline::missing_keys(
+        <super::Curve as crate::bench::Bench>::KEY_NUMBERS,
+        &rows,
+    );
+    assert!(missing.is_empty(), "{:?}", missing);
     // Up to 90 % every point reaches its rate.
     for row in &res.rows {
         assert!(row.reached, "{:?}", row);

@@ -3,6 +3,7 @@
 //! `format` and `summary` end with the QoS list and the MOF and latency tables.
 
 use super::plan::configs;
+use super::props::IocostQosProps;
 use super::record::{AdaptiveLog, IoCostQosResult, QosRecord, QosRun, RunResult};
 use crate::bench::api::FormatOpts;
 use crate::bench::headline::{self, num, Row};
@@ -105,13 +106,13 @@ pub fn format(
     entry: &Entry,
     res: &IoCostQosResult,
     rec: Option<QosRecord>,
+    props: &IocostQosProps,
     opts: &FormatOpts,
 ) -> Result<()> {
-    let rpt = report(entry, res, rec, opts)?;
+    let rpt = report(entry, res, rec, props, opts)?;
 
     // Storage parameters of the baseline run.
-    let stor = storage::props::StorageProps::read_prefixed(&entry.spec, "storage-")
-        .map_err(|e| entry.spec.error(e))?;
+    let stor = &props.storage;
     let hash_size = stor.hash_size as f64;
     let rps_max = match stor.rps_max {
         Some(v) => v as u64,
@@ -141,9 +142,14 @@ pub fn format(
 /// One row per finished configuration: its QoS, the storage numbers (with the run's IO
 /// latencies), MOF and aMOF against the baseline, isolation, latency impact, work
 /// conservation and vrate.
-pub fn headline(entry: &Entry, res: &IoCostQosResult, rec: Option<QosRecord>) -> Result<Vec<Row>> {
+pub fn headline(
+    entry: &Entry,
+    res: &IoCostQosResult,
+    rec: Option<QosRecord>,
+    props: &IocostQosProps,
+) -> Result<Vec<Row>> {
     let opts = FormatOpts::default();
-    let rpt = report(entry, res, rec, &opts)?;
+    let rpt = report(entry, res, rec, props, &opts)?;
     let base_mof = rpt.baseline_mof();
     let mut rows = Vec::new();
     for (i, run) in rpt.res.runs.iter().enumerate() {
@@ -206,6 +212,7 @@ fn report<'a>(
     entry: &Entry,
     res: &'a IoCostQosResult,
     rec: Option<QosRecord>,
+    props: &IocostQosProps,
     opts: &'a FormatOpts,
 ) -> Result<Report<'a>> {
     let Some(rec) = rec else {
@@ -243,9 +250,9 @@ fn report<'a>(
                 ScenarioRecord::MemHog(_) => None,
             })
         })
-        .or_else(|| entry.spec.group(0).text("isol-pct").map(str::to_string))
+        .or_else(|| props.isol_pct.clone())
         .unwrap_or_else(|| protection::DFL_ISOL_PCT.to_string());
-    let cfgs = configs(&entry.spec, &rec)?;
+    let cfgs = configs(props, &rec);
     let iolats = res
         .runs
         .iter()

@@ -77,13 +77,19 @@ impl Bench for IocostQos {
         study::study(ctx, rec)
     }
 
+    /// Stored specs are read without a new run's checks: an entry of any version formats.
+    fn stored_props(&self, spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
+        IocostQosProps::read(spec)
+    }
+
     fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
-        format(out, stored.entry, &stored.result, stored.record()?, opts)?;
-        Ok(())
+        let (rec, props) = (stored.record()?, stored.props()?);
+        format(out, stored.entry, &stored.result, rec, &props, opts)
     }
 
     fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
-        format::headline(stored.entry, &stored.result, stored.record()?)
+        let (rec, props) = (stored.record()?, stored.props()?);
+        format::headline(stored.entry, &stored.result, rec, &props)
     }
 }
 
@@ -101,10 +107,15 @@ mod tests {
         JobSpec::parse(s).unwrap()
     }
 
+    /// The configurations of a stored spec and record, as the reports see them.
+    fn configs(spec: &JobSpec, rec: &QosRecord) -> Vec<QosOverride> {
+        super::configs(&IocostQosProps::read(spec).unwrap(), rec)
+    }
+
     #[test]
     fn default_grid() {
         let rec = QosRecord::default();
-        let cfgs = configs(&spec("iocost-qos"), &rec).unwrap();
+        let cfgs = configs(&spec("iocost-qos"), &rec);
         let maxes: Vec<Option<f64>> = cfgs.iter().map(|c| c.max).collect();
         assert!(cfgs[0].off);
         assert_eq!(
@@ -129,8 +140,7 @@ mod tests {
         let cfgs = configs(
             &spec("iocost-qos:dither,vrate-intvs=25,vrate-max=125"),
             &rec,
-        )
-        .unwrap();
+        );
         assert_eq!(cfgs.len(), 26);
         assert_eq!(cfgs[1].min, Some(122.94));
         assert_eq!(cfgs[25].max, Some(2.94));
@@ -150,20 +160,20 @@ mod tests {
             }),
             ..Default::default()
         };
-        let cfgs = configs(&spec("iocost-qos:vrate-intvs=auto:rpct=90"), &rec).unwrap();
+        let cfgs = configs(&spec("iocost-qos:vrate-intvs=auto:rpct=90"), &rec);
         assert!(cfgs[0].off);
         assert_eq!(cfgs[1].rpct, Some(90.0));
         let maxes: Vec<Option<f64>> = cfgs[2..].iter().map(|c| c.max).collect();
         assert_eq!(maxes, vec![Some(100.0), Some(4.0), Some(52.0)]);
         // Before a vrate is picked, only the fixed ones.
-        let cfgs = configs(&spec("iocost-qos:vrate-intvs=auto"), &QosRecord::default()).unwrap();
+        let cfgs = configs(&spec("iocost-qos:vrate-intvs=auto"), &QosRecord::default());
         assert_eq!(cfgs.len(), 1);
     }
 
     #[test]
     fn explicit_groups_only() {
         let rec = QosRecord::default();
-        let cfgs = configs(&spec("iocost-qos::vrate=50:rpct=90,rlat=5000"), &rec).unwrap();
+        let cfgs = configs(&spec("iocost-qos::vrate=50:rpct=90,rlat=5000"), &rec);
         assert_eq!(cfgs.len(), 3);
         assert_eq!(cfgs[1].min, Some(50.0));
         let base = IoCostQos {

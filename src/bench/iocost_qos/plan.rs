@@ -5,7 +5,6 @@
 
 use super::props::{Dither, IocostQosProps};
 use super::record::{QosRecord, QosRun};
-use crate::spec::JobSpec;
 use crate::system::iocost::{abs_min_vrate, round2, IoCostModel, IoCostQos, QosOverride};
 use anyhow::Result;
 
@@ -241,19 +240,18 @@ pub fn reuse(
     }
 }
 
-/// The QoS configurations of a stored iocost-qos spec, in run order: the iocost-off baseline,
+/// The QoS configurations of a stored iocost-qos entry's properties, in run order: the iocost-off baseline,
 /// the explicit groups, then the vrate grid. The grid's dither offset comes from the spec
 /// (`dither=F`) or, for a random dither, from the record that stored it; an adaptive grid's
 /// vrates are the ones the record says it picked, in that order.
-pub fn configs(spec: &JobSpec, rec: &QosRecord) -> Result<Vec<QosOverride>> {
-    let props = IocostQosProps::read(spec).map_err(|e| spec.error(e))?;
-    let mut cfgs = configs_of(&props, dither_offset(&props, rec.dither_dist));
+pub fn configs(props: &IocostQosProps, rec: &QosRecord) -> Vec<QosOverride> {
+    let mut cfgs = configs_of(props, dither_offset(props, rec.dither_dist));
     if props.adaptive.is_some() {
         cfgs.truncate(1 + props.groups.len());
         let steps = rec.adaptive.iter().flat_map(|a| &a.steps);
         cfgs.extend(steps.map(|s| pinned(s.vrate)));
     }
-    Ok(cfgs)
+    cfgs
 }
 
 #[cfg(test)]

@@ -377,3 +377,33 @@ pub fn nested_title(out: &mut String, prefix: &str, idx: usize, nr: usize, tune:
         ),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_numbers_are_headline_fields() {
+        let res = ProtectionResult {
+            scenarios: vec![ScenarioResult::MemHogTune(MemHogTuneResult {
+                final_run: Some(MemHogResult::default()),
+            })],
+            combined_mem_hog: Some(MemHogResult::default()),
+        };
+        let entry = crate::result::Entry {
+            spec: JobSpec::parse("protection").unwrap(),
+            period: (0, 1),
+            sysinfo: serde_json::value::to_raw_value(&serde_json::json!({})).unwrap(),
+            record: None,
+            result: Some(serde_json::value::to_raw_value(&res).unwrap()),
+            incomplete: false,
+            unknown: Default::default(),
+        };
+        let rows = crate::bench::AnyBench::headline(&Protection, &entry).unwrap();
+        let missing = crate::bench::headline::missing_keys(
+            <Protection as crate::bench::Bench>::KEY_NUMBERS,
+            &rows,
+        );
+        assert!(missing.is_empty(), "{:?}", missing);
+    }
+}

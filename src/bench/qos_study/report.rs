@@ -255,5 +255,10 @@ mod tests {
         assert_eq!(get(&rows[2], "client_iops_sd"), Some(json!(300.0)));
         assert_eq!(get(&rows[2], "bg_done"), Some(json!(2)));
         assert_eq!(get(&rows[2], "client_lat_p99.5_us"), Some(json!(25170.0)));
+        let missing = crate::bench::headline::missing_keys(
+            <super::super::QosStudy as crate::bench::Bench>::KEY_NUMBERS,
+            &rows,
+        );
+        assert!(missing.is_empty(), "{:?}", missing);
     }
 }

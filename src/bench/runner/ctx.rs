@@ -4,6 +4,7 @@
 use super::host::RunHost;
 use crate::format::job_name;
 use crate::report::reporter::ReporterHandle;
+use crate::result::sysinfo::Sysinfo;
 use crate::result::{to_raw, ResultFile};
 use crate::spec::JobSpec;
 use crate::system::bench_json::BenchKnobs;
@@ -47,7 +48,8 @@ pub(super) enum SysinfoSrc<'a> {
     Fixed(Box<RawValue>),
     Session {
         host: &'a mut RunHost,
-        bench_args: Option<serde_json::Value>,
+        /// The job's own part: our version, its options, its quick mark.
+        base: Box<Sysinfo>,
         needs: &'static crate::bench::needs::SystemNeeds,
     },
 }
@@ -56,12 +58,8 @@ impl SysinfoSrc<'_> {
     pub(super) fn current(&self) -> Result<Box<RawValue>> {
         match self {
             SysinfoSrc::Fixed(raw) => Ok(raw.clone()),
-            SysinfoSrc::Session {
-                host,
-                bench_args,
-                needs,
-            } => to_raw(&host.session.sysinfo(
-                bench_args.clone(),
+            SysinfoSrc::Session { host, base, needs } => to_raw(&host.session.sysinfo(
+                (**base).clone(),
                 needs.sysreqs,
                 needs.mem_profile,
             )?),

@@ -2,7 +2,7 @@
 //! checkpoint → study → solve → save → restore the host → print the summaries. `study` and `solve` take the same path
 //! but never run anything: they re-derive results of completed entries.
 
-use crate::bench::{self, AnyBench, Apply, BenchJob, FormatOpts};
+use crate::bench::{self, AnyBench, Apply, BenchJob, FormatOpts, JobRecord};
 use crate::error::UsageError;
 use crate::format::job_name;
 use crate::result::sysinfo::Sysinfo;
@@ -150,7 +150,7 @@ pub fn run_cmd(cfg: &RunConfig, mode: Mode, jobs: Vec<(JobSpec, Box<dyn BenchJob
         }),
         Mode::Solve => PathBuf::new(),
     };
-    let sysinfo = to_raw(&Sysinfo::current(cfg.bench_args.clone()))?;
+    let sysinfo = to_raw(&Sysinfo::current(cfg.bench_args.clone(), cfg.quick))?;
     let mut session = match mode {
         Mode::Run => start_session(cfg, &file, &jobs, &idxs)?,
         _ => None,
@@ -354,9 +354,8 @@ fn run_job(
         ),
         Mode::Solve => solve_one(file, &job),
         Mode::Study { .. } => {
-            let record = file.entries[job.idx].record.clone();
-            let record = record.ok_or_else(|| UsageError::new(format!("{}: no record", name)))?;
-            study_into(inv, file, &job, &record)?;
+            let record = stored_record(file, &job)?;
+            study_into(inv, file, &job, &*record)?;
             file.touch(job.idx);
             file.save()
         }
@@ -404,9 +403,9 @@ fn run_one(
     file.entries[idx].spec = job.spec.clone();
     let desc = job.job.bench().desc();
     let (record, reused) = match prev {
-        Some(prev) if complete && !desc.incremental => {
+        Some(_) if complete && !desc.incremental => {
             log::info!("{}: {}", name, REUSING);
-            (prev, true)
+            (stored_record(file, &job)?, true)
         }
         prev => {
             let src = match (desc.system, host.as_deref_mut()) {
@@ -419,7 +418,7 @@ fn run_one(
                         .with_context(|| format!("{}: preparing the host", name))?;
                     SysinfoSrc::Session {
                         host: h,
-                        bench_args: inv.cfg.bench_args.clone(),
+                        base: Box::new(Sysinfo::current(inv.cfg.bench_args.clone(), inv.cfg.quick)),
                         needs,
                     }
                 }
@@ -429,7 +428,7 @@ fn run_one(
             (rec, false)
         }
     };
-    if let Err(e) = study_into(inv, file, &job, &record) {
+    if let Err(e) = study_into(inv, file, &job, &*record) {
         // Keep the record: the run is done and only the study needs redoing.
         file.entries[idx].result = None;
         file.touch(idx);
@@ -439,24 +438,32 @@ fn run_one(
     file.touch(idx);
     file.save()?;
     // After the save: a failure to apply doesn't lose the finished record.
-    apply_record(
-        &name,
-        &*job.job,
-        &record,
-        host.map(|h| &mut h.session),
-        reused,
-    )
+    apply_record(&name, &*record, host.map(|h| &mut h.session), reused)
+}
+
+/// The job's stored record, read into its bench's model.
+fn stored_record<'j>(file: &ResultFile, job: &'j Job) -> Result<Box<dyn JobRecord + 'j>> {
+    let name = job_name(&job.spec);
+    let raw = file.entries[job.idx].record.as_deref();
+    let raw = raw.ok_or_else(|| UsageError::new(format!("{}: no record", name)))?;
+    job.job
+        .stored(raw)
+        .with_context(|| format!("{}: reading the stored record", name))
 }
 
 /// The job's record studied into its entry's result (not saved).
-fn study_into(inv: &Invocation, file: &mut ResultFile, job: &Job, record: &RawValue) -> Result<()> {
+fn study_into(
+    inv: &Invocation,
+    file: &mut ResultFile,
+    job: &Job,
+    record: &dyn JobRecord,
+) -> Result<()> {
     let idx = job.idx;
     let sctx = StudyCtx::new(inv.reports_dir.clone(), file.entries[idx].period);
-    let result = job
-        .job
-        .study(&sctx, record)
+    let result = record
+        .study(&sctx)
         .with_context(|| format!("{}: study failed", job_name(&job.spec)))?;
-    file.entries[idx].result = Some(to_raw(&result)?);
+    file.entries[idx].result = Some(result);
     Ok(())
 }
 
@@ -464,13 +471,12 @@ fn study_into(inv: &Invocation, file: &mut ResultFile, job: &Job, record: &RawVa
 /// run or when it is reused.
 fn apply_record(
     name: &str,
-    job: &dyn BenchJob,
-    record: &RawValue,
+    record: &dyn JobRecord,
     session: Option<&mut Session>,
     reused: bool,
 ) -> Result<()> {
-    let Some(apply) = job
-        .applies(record)
+    let Some(apply) = record
+        .applies()
         .with_context(|| format!("{}: reading the parameters to apply", name))?
     else {
         return Ok(());
@@ -507,15 +513,15 @@ fn apply_record(
 const REUSING: &str = "already complete, reusing the record in the result file";
 
 /// Runs one job; returns the final record (stored in the entry).
-fn execute(
+fn execute<'j>(
     file: &mut ResultFile,
     spec: &JobSpec,
-    job: &dyn BenchJob,
+    job: &'j dyn BenchJob,
     idx: usize,
     prev: Option<Box<RawValue>>,
     cfg: &RunConfig,
     sysinfo: SysinfoSrc,
-) -> Result<Box<RawValue>> {
+) -> Result<Box<dyn JobRecord + 'j>> {
     let name = job_name(spec);
     let start = now();
     let old_period = file.entries[idx].period;
@@ -571,12 +577,13 @@ fn execute(
         .current()
         .with_context(|| format!("{}: reading the host's sysinfo", name))?;
     let file = ctx.file;
-    let unchanged = match &ctx.prev_record {
-        Some(prev) => {
-            serde_json::from_str::<serde_json::Value>(prev.get()).ok() == Some(record.clone())
-        }
-        None => false,
-    };
+    let raw = record.to_raw()?;
+    // Compared as JSON values: the stored record may be laid out otherwise (an older version's).
+    let value = |r: &RawValue| serde_json::from_str::<serde_json::Value>(r.get()).ok();
+    let unchanged = ctx
+        .prev_record
+        .as_deref()
+        .is_some_and(|prev| value(prev).is_some() && value(prev) == value(&raw));
     let e: &mut Entry = &mut file.entries[idx];
     if unchanged && !e.incomplete {
         // Nothing left to do: keep the entry (period, sysinfo) as it was.
@@ -586,15 +593,11 @@ fn execute(
             log::info!("{}: extended the completed record in the result file", name);
         }
         e.incomplete = false;
-        e.record = Some(to_raw(&record)?);
+        e.record = Some(raw);
         e.period = (period_start, now().max(period_start));
         e.sysinfo = sysinfo;
     }
-    let raw = e
-        .record
-        .clone()
-        .ok_or_else(|| UsageError::new(format!("{}: no record", name)))?;
-    Ok(raw)
+    Ok(record)
 }
 
 /// The short report of a finished job: exactly what `summary` prints for the entry

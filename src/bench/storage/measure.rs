@@ -538,7 +538,8 @@ mod tests {
         let applies = |spec: &str| {
             crate::bench::AnyBench::job(&Storage, &JobSpec::parse(spec).unwrap())
                 .unwrap()
-                .applies(&raw)
+                .stored(&raw)
+                .and_then(|r| r.applies())
         };
         // storage applies nothing unless asked (upstream's defaults).
         assert_eq!(applies("storage").unwrap(), None);
@@ -563,7 +564,7 @@ mod tests {
         let empty = serde_json::value::to_raw_value(&StorageRecord::default()).unwrap();
         let spec = JobSpec::parse("storage:apply").unwrap();
         let job = crate::bench::AnyBench::job(&Storage, &spec).unwrap();
-        assert!(job.applies(&empty).is_err());
+        assert!(job.stored(&empty).and_then(|r| r.applies()).is_err());
     }
 
     fn props() -> StorageProps {

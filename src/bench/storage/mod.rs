@@ -70,6 +70,11 @@ impl Bench for Storage {
         StorageProps::check(spec)
     }
 
+    /// Stored specs are read without a new run's checks: an entry of any version formats.
+    fn stored_props(&self, spec: &JobSpec) -> Result<StorageProps, SpecError> {
+        StorageProps::read(spec)
+    }
+
     fn progress(&self, props: &StorageProps, rec: &StorageRecord) -> Option<String> {
         Some(format!(
             "{} of {} loops done",
@@ -208,9 +213,9 @@ pub fn params_line(hash_size: f64, rps_max: u64, log_bps: f64) -> String {
 
 /// A standalone `storage` entry.
 pub fn format(out: &mut String, stored: &Stored<Storage>, opts: &FormatOpts) -> Result<()> {
-    let (entry, res) = (stored.entry, &stored.result);
+    let res = &stored.result;
     let rec = stored.record()?.unwrap_or_default();
-    let props = props::StorageProps::read(&entry.spec).map_err(|e| entry.spec.error(e))?;
+    let props = stored.props()?;
     let hash_size = props.hash_size as f64;
     let rps_max = match props.rps_max {
         Some(v) => v as u64,

@@ -409,16 +409,17 @@ impl Session {
         &mut self.journal
     }
 
-    /// The sysinfo of a job that requires `required` (and runs under the memory profile when
-    /// `mem_profile`): requirements and their report from the last fix pass, host swappiness
-    /// and zswap now, the memory profile and the scratch device's io.cost state.
+    /// `base` (the job's own part) with what the host says of a job that requires `required`
+    /// (and runs under the memory profile when `mem_profile`): requirements and their report
+    /// from the last fix pass, host swappiness and zswap now, the memory profile and the
+    /// scratch device's io.cost state.
     pub fn sysinfo(
         &self,
-        bench_args: Option<serde_json::Value>,
+        base: Sysinfo,
         required: &[SysReq],
         mem_profile: bool,
     ) -> Result<Sysinfo> {
-        let mut si = Sysinfo::current(bench_args);
+        let mut si = base;
         sysreqs::record_in(&mut si, required, &self.eval)?;
         si.swappiness = crate::system::sysinfo::swappiness(&self.hp).unwrap_or(si.swappiness);
         si.zswap_enabled = crate::system::sysinfo::zswap_enabled(&self.hp);

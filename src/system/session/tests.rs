@@ -22,7 +22,7 @@ fn start_fixes_records_and_finish_restores() {
     assert_eq!(get(&sched), "none");
     assert!(hp.path("work/restore.json").exists());
     let si = s
-        .sysinfo(None, &[SysReq::Swap, SysReq::IoSched], true)
+        .sysinfo(Sysinfo::default(), &[SysReq::Swap, SysReq::IoSched], true)
         .unwrap();
     assert_eq!(si.sysreqs, vec!["Swap", "IoSched"]);
     assert!(si.sysreqs_missed.is_empty());
@@ -56,7 +56,7 @@ fn start_fixes_records_and_finish_restores() {
         .flat_map(names)
         .collect();
     assert!(ext.contains(&"Psi".to_string()), "{:?}", ext);
-    let all = s.sysinfo(None, SysReq::ALL, true).unwrap();
+    let all = s.sysinfo(Sysinfo::default(), SysReq::ALL, true).unwrap();
     assert!(all.sysreqs.iter().all(|n| sysreqs::upstream_knows(n)));
     assert_eq!(all.ext_sysreqs, vec!["NoZswap", "Psi"]);
     assert_eq!(si.swappiness, 60);
@@ -95,7 +95,9 @@ fn missed_requirements_abort_unless_forced_and_restore() {
     let mut o = opts(&hp);
     o.force = true;
     let s = Session::start(hp.clone(), &o, &needs()).unwrap();
-    let si = s.sysinfo(None, &[SysReq::AnonBalance], false).unwrap();
+    let si = s
+        .sysinfo(Sysinfo::default(), &[SysReq::AnonBalance], false)
+        .unwrap();
     assert!(si.sysreqs_missed.contains_key("AnonBalance"));
     drop(s);
     assert_eq!(get(&sw), "10");
@@ -133,7 +135,12 @@ fn swappiness_option_wins_over_the_fix_and_is_restored() {
     // Every job's fix pass writes 60 again; the option is applied after it.
     s.prepare_job(Enforce::all(), false).unwrap();
     assert_eq!(get(&sw), "30");
-    assert_eq!(s.sysinfo(None, &[], false).unwrap().swappiness, 30);
+    assert_eq!(
+        s.sysinfo(Sysinfo::default(), &[], false)
+            .unwrap()
+            .swappiness,
+        30
+    );
     s.finish().unwrap();
     assert_eq!(get(&sw), "10");
 }
