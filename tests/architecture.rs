@@ -431,7 +431,9 @@ fn paths_in(code: &str, module: &[String]) -> Vec<Vec<String>> {
     while i < b.len() {
         let word_start = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
         let after_path = i >= 2 && &b[i - 2..i] == b"::";
-        let dollar = i >= 1 && b[i - 1] == b'$';
+        // `$crate::` in a macro, or `pub(in crate::x)`, which says who sees an item, not
+        // what a file stands on.
+        let dollar = (i >= 1 && b[i - 1] == b'$') || (i >= 7 && &b[i - 7..i] == b"pub(in ");
         let head = ["crate::", "super::", "self::"]
             .into_iter()
             .chain(children.iter().map(String::as_str))
@@ -640,8 +642,8 @@ fn paths_in_resolves_super_self_and_groups() {
 }
 
 /// The benches that run others through their entry points: (bench, the benches it composes).
-/// Everything else benches share lives beside them in `bench/` (`api`, `needs`, `headline`,
-/// `hashd_bench`, `runner::ctx`) or lower.
+/// Everything else benches share lives in `bench/contract/`, in `bench/hashd_sizing.rs` or
+/// lower.
 const COMPOSES: &[(&str, &[&str])] = &[
     // An adaptive grid (`vrate-intvs=auto`) picks its vrates from iocost-tune's intervals.
     (
@@ -720,6 +722,66 @@ fn benches_import_only_the_benches_they_compose() {
     assert!(
         bad.is_empty(),
         "a bench imports one it doesn't run:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The parts of `src/bench/`, bottom to top: the contract a bench is written against; the
+/// benches and what several share (`hashd_sizing.rs`); the registry (`mod.rs`); the runner
+/// and the commands over result files, which reach the benches through the registry. A file
+/// imports its own part or the parts below (a bench another only where `COMPOSES` says).
+fn bench_part(file: &Path, benches: &BTreeSet<String>) -> Option<(u8, &'static str)> {
+    let rest = file.strip_prefix("src/bench").ok()?;
+    let first = rest
+        .components()
+        .next()?
+        .as_os_str()
+        .to_string_lossy()
+        .to_string();
+    Some(match first.as_str() {
+        "contract" => (0, "contract"),
+        "hashd_sizing.rs" => (1, "benches"),
+        _ if bench_of(file, benches).is_some() => (1, "benches"),
+        "mod.rs" => (2, "registry"),
+        "runner" | "results" => (3, "runner and result-file commands"),
+        _ => return None,
+    })
+}
+
+#[test]
+fn bench_parts_import_down() {
+    let benches = bench_modules();
+    let mut bad = Vec::new();
+    for (from, tos) in file_graph() {
+        if !from.starts_with("src/bench") {
+            continue;
+        }
+        let Some((fr, fname)) = bench_part(&from, &benches) else {
+            bad.push(format!(
+                "{}: in none of bench/'s parts (ARCHITECTURE.md, \"Where a new bench goes\")",
+                from.display()
+            ));
+            continue;
+        };
+        for (to, names) in tos {
+            let Some((tr, tname)) = bench_part(&to, &benches) else {
+                continue;
+            };
+            if tr > fr {
+                bad.push(format!(
+                    "{} ({}) -> {} ({}): {}",
+                    from.display(),
+                    fname,
+                    to.display(),
+                    tname,
+                    names.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "imports pointing up inside bench/:\n{}",
         bad.join("\n")
     );
 }

@@ -310,17 +310,17 @@ fn print_every_way(what: String, entries: Vec<Value>) {
             return;
         };
         for full in [false, true] {
-            let _ = bench::show::format_entries(&entries, &[], full, 2);
+            let _ = bench::results::show::format_entries(&entries, &[], full, 2);
         }
-        if let Ok(rows) = bench::export::records(&entries, &[]) {
+        if let Ok(rows) = bench::results::export::records(&entries, &[]) {
             let keys = |kind: &str| bench::find(kind).map_or(&[][..], |b| b.key_numbers());
             for full in [false, true] {
-                let opts = bench::compare::CompareOpts { full };
-                let _ = bench::compare::compare(&rows, &rows, ("a", "b"), &keys, opts);
+                let opts = bench::results::compare::CompareOpts { full };
+                let _ = bench::results::compare::compare(&rows, &rows, ("a", "b"), &keys, opts);
             }
         }
         let dir = tempfile::tempdir().unwrap();
-        let _ = bench::show::plot_entries(&entries, &[], dir.path(), "r");
+        let _ = bench::results::show::plot_entries(&entries, &[], dir.path(), "r");
     });
 }
 

@@ -148,9 +148,9 @@ proptest! {
     fn result_reader_and_reports_never_panic_on_entry_shapes(entries in prop::collection::vec(entry_json(), 0..3)) {
         let text = serde_json::to_string(&entries).unwrap();
         if let Ok(read) = parse_entries(Path::new("x.json"), text.as_bytes()) {
-            let _ = resctl_bench::bench::show::format_entries(&read, &[], true, 1);
-            let _ = resctl_bench::bench::show::format_entries(&read, &[], false, 0);
-            let _ = resctl_bench::bench::export::records(&read, &[]);
+            let _ = resctl_bench::bench::results::show::format_entries(&read, &[], true, 1);
+            let _ = resctl_bench::bench::results::show::format_entries(&read, &[], false, 0);
+            let _ = resctl_bench::bench::results::export::records(&read, &[]);
         }
     }
 }

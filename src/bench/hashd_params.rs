@@ -7,14 +7,14 @@
 //! keeps the memory profile and the sizing run (every probe, timings, thresholds) as our own
 //! additions.
 
-use crate::bench::api::{
+use crate::bench::contract::api::{
     prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored,
     ValueKind, APPLY_COMMIT,
 };
-use crate::bench::hashd_bench::dfl_rps_max;
-use crate::bench::hashd_bench::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
-use crate::bench::needs;
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::needs;
+use crate::bench::hashd_sizing::dfl_rps_max;
+use crate::bench::hashd_sizing::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
 use crate::result::sysinfo::MemProfile;
 use crate::spec::JobSpec;
 use crate::system::bench_json::HashdKnobs;
@@ -196,7 +196,7 @@ impl Bench for HashdParams {
         let dir = ctx.dir().to_path_buf();
         let start = now();
         let (mut session, reporter) = ctx.host().context("hashd-params needs the host session")?;
-        hashd_bench::ensure_mem_avail(&mut session)?;
+        hashd_sizing::ensure_mem_avail(&mut session)?;
         let mem = session
             .mem()
             .cloned()
@@ -213,7 +213,7 @@ impl Bench for HashdParams {
                 .map_or("by memory search".to_string(), |f| format!("{:.3}", f)),
             if cfg.fake_cpu { ", fake CPU load" } else { "" }
         );
-        if let Some(knobs) = hashd_bench::given_knobs(&cfg) {
+        if let Some(knobs) = hashd_sizing::given_knobs(&cfg) {
             // Nothing to measure: rps_max and mem_frac are both given.
             log::info!("hashd-params: rps_max and mem_frac are given; nothing to measure");
             log::info!("hashd-params: {}", result_line(&knobs));
@@ -226,7 +226,7 @@ impl Bench for HashdParams {
         }
         session.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
         crate::logging::progress::phase("sizing hashd");
-        let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(watch()))?;
+        let run = hashd_sizing::run_sizing(&mut session, reporter, &dir, &cfg, Some(watch()))?;
         log::info!("hashd-params: {}", result_line(&run.knobs));
         Ok(HashdParamsRecord {
             knobs: run.knobs,
@@ -263,7 +263,10 @@ impl Bench for HashdParams {
     }
 
     /// hashd's parameters: what the result line shows, sizes in bytes.
-    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+    fn headline(
+        &self,
+        stored: &Stored<Self>,
+    ) -> Result<Vec<crate::bench::contract::headline::Row>> {
         use serde_json::json;
         let k = &stored.result;
         Ok(vec![vec![
@@ -369,10 +372,10 @@ mod tests {
         assert!(props("hashd-params:mem-frac=-0.1").is_err());
         // With rps_max given too, nothing is left to measure.
         let p = props("hashd-params:fake-cpu-load,mem-frac=0.3").unwrap();
-        let k = hashd_bench::given_knobs(&p.bench_cfg(1 << 30, true)).unwrap();
+        let k = hashd_sizing::given_knobs(&p.bench_cfg(1 << 30, true)).unwrap();
         assert_eq!((k.rps_max, k.mem_size, k.mem_frac), (167, 4 << 30, 0.3));
         let p = props("hashd-params:mem-frac=0.3").unwrap();
-        assert!(hashd_bench::given_knobs(&p.bench_cfg(1 << 30, true)).is_none());
+        assert!(hashd_sizing::given_knobs(&p.bench_cfg(1 << 30, true)).is_none());
     }
 
     #[test]
@@ -545,7 +548,7 @@ mod tests {
             full,
             ..FormatOpts::default()
         };
-        crate::bench::AnyBench::format(&HashdParams, &mut out, e, &opts).unwrap();
+        crate::bench::contract::api::AnyBench::format(&HashdParams, &mut out, e, &opts).unwrap();
         out
     }
 
@@ -563,9 +566,10 @@ mod tests {
 
     #[test]
     fn key_numbers_are_headline_fields() {
-        let rows = crate::bench::AnyBench::headline(&HashdParams, &entry(&record())).unwrap();
-        let missing = crate::bench::headline::missing_keys(
-            <HashdParams as crate::bench::Bench>::KEY_NUMBERS,
+        let rows = crate::bench::contract::api::AnyBench::headline(&HashdParams, &entry(&record()))
+            .unwrap();
+        let missing = crate::bench::contract::headline::missing_keys(
+            <HashdParams as crate::bench::contract::api::Bench>::KEY_NUMBERS,
             &rows,
         );
         assert!(missing.is_empty(), "{:?}", missing);
@@ -585,7 +589,7 @@ mod tests {
     fn the_record_applies_and_commits_its_knobs_unless_told_not_to() {
         let raw = serde_json::value::to_raw_value(&record()).unwrap();
         let applies = |spec: &str| {
-            crate::bench::AnyBench::job(&HashdParams, &JobSpec::parse(spec).unwrap())
+            crate::bench::contract::api::AnyBench::job(&HashdParams, &JobSpec::parse(spec).unwrap())
                 .unwrap()
                 .stored(&raw)
                 .and_then(|r| r.applies())
@@ -608,7 +612,7 @@ mod tests {
         // An upstream record is the knobs alone.
         let upstream = serde_json::value::to_raw_value(&knobs()).unwrap();
         let spec = JobSpec::parse("hashd-params").unwrap();
-        let job = crate::bench::AnyBench::job(&HashdParams, &spec).unwrap();
+        let job = crate::bench::contract::api::AnyBench::job(&HashdParams, &spec).unwrap();
         assert!(job.stored(&upstream).unwrap().applies().unwrap().is_some());
         let empty = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
         let e = job.stored(&empty).and_then(|r| r.applies()).unwrap_err();
@@ -640,7 +644,10 @@ mod tests {
             "Result: hash_size=1.2M rps_max=1029 mem_actual=16.1G chunk_pages=25\n\n"
         );
         let mut out = String::new();
-        assert!(crate::bench::show::format_entry(&mut out, &e, &FormatOpts::default()).unwrap());
+        assert!(
+            crate::bench::results::show::format_entry(&mut out, &e, &FormatOpts::default())
+                .unwrap()
+        );
         assert!(out.contains("[hashd-params "), "{}", out);
         assert!(out.ends_with("chunk_pages=25\n\n"), "{}", out);
     }

@@ -1,40 +1,41 @@
 //! The benches and their registry. Each bench is one implementation of [`Bench`] in its own
 //! module: its descriptor (name, what it accepts, what it needs from the host), its typed
-//! properties and their rules, its run/study, and its text report. Everything else — spec
-//! validation, `summary`/`format`, `doc`, `--help` and the runner — goes through [`BENCHES`].
-//! Adding a bench is its module plus one line there.
+//! properties and their rules, its run/study, and its text report, written against
+//! `contract/` alone. Everything else — spec validation, `summary`/`format`, `doc`, `--help`
+//! and the runner — goes through [`BENCHES`]. Adding a bench is its module plus one line there.
+//! The parts import downwards only: the contract, the benches, this registry, then the runner
+//! and `results/` (the commands over result files).
 
-pub mod api;
-pub mod compare;
+// The bench contract: all a bench uses of `bench/` besides the benches it runs.
+pub mod contract;
+
+// The benches, and what several of them share (`hashd_sizing`).
 pub mod curve;
-pub mod export;
-pub mod hashd_bench;
 pub mod hashd_params;
-pub mod headline;
+pub mod hashd_sizing;
 pub mod io;
 pub mod iocost_params;
 pub mod iocost_qos;
 pub mod iocost_tune;
-pub mod merge;
 pub mod merge_info;
-pub mod merge_src;
-pub mod needs;
 pub mod protection;
 pub mod qos_study;
-pub mod runner;
 // The benches only tests drive: not in the binary users install.
 #[cfg(any(test, feature = "testaid"))]
 pub mod selftest;
-pub mod show;
 pub mod storage;
 #[cfg(any(test, feature = "testaid"))]
 pub mod systest;
 
-pub use api::{
+// Above the registry (this file): the runner and the commands over result files.
+pub mod results;
+pub mod runner;
+
+pub use contract::api::{
     prop, AnyBench, Apply, ApplyCommit, Bench, BenchDesc, BenchJob, DocPage, FormatOpts, Forward,
     JobRecord, PropDesc, Shape, SpecError, ValueKind, APPLY_COMMIT, NO_PROPS, PCT_LABELS,
 };
-pub use needs::SystemNeeds;
+pub use contract::needs::SystemNeeds;
 
 use crate::error::UsageError;
 use crate::spec::suggest::suggestion;

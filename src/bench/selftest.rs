@@ -3,8 +3,10 @@
 //! checkpoints after every step and, being incremental, resumes after the last checkpointed step
 //! when re-run. `fail-at=N` makes step N fail, to test failure handling.
 
-use super::api::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, Stored, ValueKind};
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use super::contract::api::{
+    prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, Stored, ValueKind,
+};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};

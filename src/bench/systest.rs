@@ -4,8 +4,10 @@
 //! what `balloon.slice` holds. `hold=DUR` keeps it running (and the host changed) that long. The
 //! VM tests drive it to check the system layer end to end.
 
-use super::api::{prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, Stored, ValueKind};
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use super::contract::api::{
+    prop, Bench, BenchDesc, FormatOpts, Shape, SpecError, Stored, ValueKind,
+};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::system::cgroup::{CgroupFs, Slice};
 use crate::system::HostPaths;
@@ -46,7 +48,7 @@ pub static DESC: BenchDesc = BenchDesc {
         format_props: &[],
     },
     doc: None,
-    system: Some(&super::needs::ALL),
+    system: Some(&super::contract::needs::ALL),
 };
 
 /// The systest properties.

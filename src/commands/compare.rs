@@ -25,16 +25,16 @@ pub const OPTIONS: Option<&[&str]> = Some(&LOG);
 
 pub fn exec(_g: &Globals, a: Args) -> Result<()> {
     let specs = crate::bench::parse_format_specs(&a.specs)?;
-    let records = |path: &Path| -> Result<Vec<crate::bench::headline::Row>> {
-        crate::bench::export::records(&crate::result::load_existing(path)?, &specs)
+    let records = |path: &Path| -> Result<Vec<crate::bench::contract::headline::Row>> {
+        crate::bench::results::export::records(&crate::result::load_existing(path)?, &specs)
     };
     let keys = |kind: &str| crate::bench::find(kind).map_or(&[][..], |b| b.key_numbers());
-    let text = crate::bench::compare::compare(
+    let text = crate::bench::results::compare::compare(
         &records(&a.a)?,
         &records(&a.b)?,
         (&a.a.display().to_string(), &a.b.display().to_string()),
         &keys,
-        crate::bench::compare::CompareOpts { full: a.full },
+        crate::bench::results::compare::CompareOpts { full: a.full },
     );
     crate::util::out::out_text(&text);
     Ok(())

@@ -24,17 +24,17 @@ pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
 pub fn exec(g: &Globals, a: Args) -> Result<()> {
     // A plot directory that can't be is refused before anything is read or printed.
     if let Some(dir) = &a.plot {
-        crate::bench::show::prepare_plot_dir(dir)?;
+        crate::bench::results::show::prepare_plot_dir(dir)?;
     }
     let path = require_result(g.config, "format")?;
     let specs = crate::bench::parse_format_specs(&a.specs.specs)?;
     let entries = crate::result::load_existing(&path)?;
-    print_out(&crate::bench::show::format_entries(
+    print_out(&crate::bench::results::show::format_entries(
         &entries, &specs, true, a.rstat,
     )?)?;
     if let Some(dir) = &a.plot {
         let stem = crate::result::pack::stem(&path);
-        crate::bench::show::plot_entries(&entries, &specs, dir, &stem)?;
+        crate::bench::results::show::plot_entries(&entries, &specs, dir, &stem)?;
     }
     Ok(())
 }

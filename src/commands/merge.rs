@@ -44,21 +44,21 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
     for src in &a.sources {
         files.push((src.display().to_string(), crate::result::load_existing(src)?));
     }
-    let opts = crate::bench::merge::MergeOpts {
+    let opts = crate::bench::results::merge::MergeOpts {
         by_id: a.by_id,
         ignore_versions: a.ignore_versions,
         ignore_sysreqs: a.ignore_sysreqs,
         multiple: a.multiple,
         merge_time_savers: a.merge_time_savers,
     };
-    let entries = crate::bench::merge::merge(&files, &opts, crate::util::now())?;
+    let entries = crate::bench::results::merge::merge(&files, &opts, crate::util::now())?;
     crate::result::save::save_entries_over(&out, expect, &entries)?;
     let mut text = String::new();
     let opts = crate::format::FormatOpts {
         full: true,
         ..Default::default()
     };
-    crate::bench::show::format_entry(&mut text, &entries[0], &opts)?;
+    crate::bench::results::show::format_entry(&mut text, &entries[0], &opts)?;
     crate::util::out::out_text(&text);
     Ok(())
 }

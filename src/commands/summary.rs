@@ -2,7 +2,7 @@
 //! (`-o json|yaml|csv`, or added to a CSV file with `--append`).
 
 use super::shared::{Globals, print_out, require_result, LOG};
-use crate::bench::export::{self, OutputFormat};
+use crate::bench::results::export::{self, OutputFormat};
 use crate::cli::FormatSpecs;
 use crate::spec::JobSpec;
 use anyhow::Result;
@@ -41,7 +41,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
     let specs = crate::bench::parse_format_specs(&a.specs.specs)?;
     let entries = crate::result::load_existing(&path)?;
     if output == OutputFormat::Text {
-        return print_out(&crate::bench::show::format_entries(
+        return print_out(&crate::bench::results::show::format_entries(
             &entries, &specs, false, 0,
         )?);
     }

@@ -1,6 +1,6 @@
 //! Report rendering shared by the benches' text reports: the options, which entries a
 //! `format` / `summary` prints, the header, tables, and reading an entry's stored JSON into a
-//! bench's typed model. The per-bench bodies are the benches' own (`bench::show` puts an entry
+//! bench's typed model. The per-bench bodies are the benches' own (`bench::results::show` puts an entry
 //! together).
 
 pub mod header;

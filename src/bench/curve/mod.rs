@@ -17,8 +17,10 @@ pub mod run;
 pub mod search;
 pub mod study;
 
-use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored};
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::api::{
+    Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored,
+};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::util::now;
 use crate::workload::ioengine::job::{IoJob, Stop};
@@ -213,14 +215,17 @@ impl Bench for Curve {
         Ok(())
     }
 
-    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+    fn headline(
+        &self,
+        stored: &Stored<Self>,
+    ) -> Result<Vec<crate::bench::contract::headline::Row>> {
         Ok(report::headline(&stored.result))
     }
 
-    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::api::PlotFile>> {
+    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::contract::api::PlotFile>> {
         let spec = stored.entry.spec.canonical();
         Ok(plot::svg(&stored.result, &spec)?
-            .map(|svg| crate::bench::api::PlotFile::svg("", svg))
+            .map(|svg| crate::bench::contract::api::PlotFile::svg("", svg))
             .into_iter()
             .collect())
     }

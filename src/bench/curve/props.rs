@@ -2,7 +2,7 @@
 //! what the curve adds — its points, repetitions, the knee's factor and a latency target.
 
 use super::points::DFL_POINTS;
-use crate::bench::api::{concat_props, prop, PropDesc, SpecError, ValueKind};
+use crate::bench::contract::api::{concat_props, prop, PropDesc, SpecError, ValueKind};
 use crate::bench::io::{read_props, IoProps, JOB_PROPS};
 use crate::spec::JobSpec;
 use crate::workload::ioengine::pace::Arrivals;

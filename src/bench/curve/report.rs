@@ -194,7 +194,7 @@ pub fn text(res: &CurveResult, rec: Option<&CurveRecord>) -> String {
 /// `summary -o json|csv` and `compare`: a record for the curve (`point` = `curve`: the
 /// maximum, the knee, the target's answer), then one per point (`point` = `max`, `10%`,
 /// `qd=4`), by which two curves' points pair.
-pub fn headline(res: &CurveResult) -> Vec<crate::bench::headline::Row> {
+pub fn headline(res: &CurveResult) -> Vec<crate::bench::contract::headline::Row> {
     let knee = res.knee.and_then(|k| res.rows.get(k));
     let us = |v: Option<f64>| v.map_or(serde_json::Value::Null, |ns| json!(ns / 1e3));
     let mut rows = vec![vec![

@@ -148,8 +148,8 @@ fn the_knee_is_where_md1_theory_puts_it() {
     let max = res.max.as_ref().unwrap().iops.mean;
     assert!((max - 5_000.0).abs() < 50.0, "max {}", max);
     let rows = super::report::headline(&res);
-    let missing = crate::bench::headline::missing_keys(
-        <super::Curve as crate::bench::Bench>::KEY_NUMBERS,
+    let missing = crate::bench::contract::headline::missing_keys(
+        <super::Curve as crate::bench::contract::api::Bench>::KEY_NUMBERS,
         &rows,
     );
     assert!(missing.is_empty(), "{:?}", missing);

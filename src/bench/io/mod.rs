@@ -4,11 +4,11 @@
 //! `target=` names. The record is the engine's result document per job (`record.rs`); the
 //! report is its fio-style text.
 
-use crate::bench::api::{
+use crate::bench::contract::api::{
     concat_props, prop, Bench, BenchDesc, DocPage, FormatOpts, PropDesc, Shape, SpecError, Stored,
     ValueKind,
 };
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::spec::JobSpec;
 use crate::workload::ioengine::result::{text, IoResult};
 use anyhow::Result;
@@ -152,7 +152,10 @@ impl Bench for Io {
 
     /// Per job, per direction: IOPS, bandwidth and completion-latency percentiles in µs; a job
     /// file's rows lead with the job's name.
-    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+    fn headline(
+        &self,
+        stored: &Stored<Self>,
+    ) -> Result<Vec<crate::bench::contract::headline::Row>> {
         Ok(stored
             .result
             .each()
@@ -194,7 +197,7 @@ const WRITE_KEYS: [&str; 9] = [
 ];
 
 /// One job's headline numbers.
-fn headline_row(io: &IoResult) -> crate::bench::headline::Row {
+fn headline_row(io: &IoResult) -> crate::bench::contract::headline::Row {
     use serde_json::json;
     // From the buckets, whatever percentiles the job listed.
     let p = |d: &crate::workload::ioengine::stats::DirOut, pct: f64| {

@@ -1,7 +1,7 @@
 //! The properties of one io job (also what `curve` and the other benches that run io jobs
 //! read), from a spec or from a job file's job.
 
-use crate::bench::api::{prop, PropDesc, SpecError, ValueKind};
+use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind};
 use crate::spec::JobSpec;
 use crate::workload::ioengine::job::{EngineChoice, IoJob, Pattern, Rate, Stop, UringOpts};
 use crate::workload::ioengine::pace::Arrivals;

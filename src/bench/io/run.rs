@@ -4,7 +4,7 @@
 use super::jobfile::FileJob;
 use super::props::IoProps;
 use super::record::{IoRecord, NamedIo};
-use crate::bench::runner::ctx::RunCtx;
+use crate::bench::contract::ctx::RunCtx;
 use crate::units::format_size;
 use crate::util::now;
 use crate::workload::ioengine::job::{IoJob, Stop};

@@ -8,13 +8,13 @@ pub mod run;
 
 pub use run::ensure_model;
 
-use crate::bench::api::{
+use crate::bench::contract::api::{
     Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored,
     APPLY_COMMIT,
 };
-use crate::bench::headline::Row;
-use crate::bench::needs;
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::headline::Row;
+use crate::bench::contract::needs;
 use crate::spec::JobSpec;
 use crate::system::iocost::IoCostKnobs;
 use anyhow::Result;
@@ -103,7 +103,7 @@ impl Bench for IocostParams {
             return Ok(Vec::new());
         };
         let mut row = vec![("devnr", json!(rec.knobs.devnr))];
-        row.extend(crate::bench::headline::model_qos_row(
+        row.extend(crate::bench::contract::headline::model_qos_row(
             &rec.knobs.model,
             &rec.knobs.qos,
         ));

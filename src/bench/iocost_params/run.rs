@@ -4,7 +4,7 @@
 //! model run nested.
 
 use super::measure::{self, Step, STEPS};
-use crate::bench::runner::ctx::RunCtx;
+use crate::bench::contract::ctx::RunCtx;
 use crate::logging::progress;
 use crate::system::iocost::IoCostKnobs;
 use crate::system::session::BenchHost;

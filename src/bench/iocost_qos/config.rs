@@ -5,11 +5,11 @@
 use super::plan::{self, Planned};
 use super::props::IocostQosProps;
 use super::record::{QosRecord, QosRun};
-use crate::bench::api::{Apply, Bench};
+use crate::bench::contract::api::{Apply, Bench};
+use crate::bench::contract::ctx::RunCtx;
 use crate::bench::protection::props::{Scenario, TuneProps};
 use crate::bench::protection::search::Search;
 use crate::bench::protection::{Protection, ProtectionRecord};
-use crate::bench::runner::ctx::RunCtx;
 use crate::bench::storage::props::StorageProps;
 use crate::bench::storage::{Ceiling, Storage, StorageRecord};
 use crate::system::iocost::{self, IoCostKnobs, IoCostQos};

@@ -5,8 +5,8 @@
 use super::plan::configs;
 use super::props::IocostQosProps;
 use super::record::{AdaptiveLog, IoCostQosResult, QosRecord, QosRun, RunResult};
-use crate::bench::api::FormatOpts;
-use crate::bench::headline::{self, num, Row};
+use crate::bench::contract::api::FormatOpts;
+use crate::bench::contract::headline::{self, num, Row};
 use crate::bench::protection::{
     self, MemHogResult, MemHogTuneRecord, ScenarioRecord, ScenarioResult,
 };

@@ -15,9 +15,9 @@ mod study;
 pub use format::format;
 use props::IocostQosProps;
 
-use crate::bench::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError, Stored};
-use crate::bench::needs;
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::api::{Bench, BenchDesc, DocPage, FormatOpts, SpecError, Stored};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::needs;
 use crate::spec::JobSpec;
 use anyhow::Result;
 
@@ -87,7 +87,10 @@ impl Bench for IocostQos {
         format(out, stored.entry, &stored.result, rec, &props, opts)
     }
 
-    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+    fn headline(
+        &self,
+        stored: &Stored<Self>,
+    ) -> Result<Vec<crate::bench::contract::headline::Row>> {
         let (rec, props) = (stored.record()?, stored.props()?);
         format::headline(stored.entry, &stored.result, rec, &props)
     }

@@ -1,7 +1,9 @@
 //! The iocost-qos properties: the vrate grid and judging knobs of the first group (plus
 //! `storage-*` forwarded to storage), one explicit QoS configuration per later group.
 
-use crate::bench::api::{prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS};
+use crate::bench::contract::api::{
+    prop, Forward, PropDesc, Shape, SpecError, ValueKind, PCT_LABELS,
+};
 use crate::bench::iocost_tune::adaptive::{Adaptive, DFL_ADAPTIVE};
 use crate::bench::storage::props::{StorageProps, PROPS as STORAGE_PROPS};
 use crate::spec::{Group, JobSpec};

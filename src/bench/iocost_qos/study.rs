@@ -3,9 +3,9 @@
 //! over the configuration's whole period the vrate distribution and the IO latencies.
 
 use super::record::{IoCostQosResult, QosRecord, QosRun, RunResult};
-use crate::bench::api::Bench;
+use crate::bench::contract::api::Bench;
+use crate::bench::contract::ctx::StudyCtx;
 use crate::bench::protection::{Protection, ScenarioRecord};
-use crate::bench::runner::ctx::StudyCtx;
 use crate::bench::storage::Storage;
 use crate::study::dist::MeanPcts;
 use crate::study::iolat_study::IoLatStudy;

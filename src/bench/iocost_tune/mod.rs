@@ -17,12 +17,12 @@ pub mod sel;
 pub mod solve;
 pub mod study;
 
-use crate::bench::api::{
+use crate::bench::contract::api::{
     prop, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, ValueKind,
 };
-use crate::bench::headline::Row;
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::headline::Row;
 use crate::bench::iocost_qos::{IoCostQosResult, QosRecord};
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
 use crate::format::header::HeaderSysInfo;
 use crate::spec::JobSpec;
 use anyhow::Result;
@@ -150,7 +150,7 @@ impl IocostTuneProps {
 
 /// Rule groups: a name and one target (see [`rules`]); the latency targets (`rlat-P`,
 /// `wlat-P`) are open keys.
-const RULE_PROPS: [crate::bench::api::PropDesc; 8] = [
+const RULE_PROPS: [crate::bench::contract::api::PropDesc; 8] = [
     prop("name", ValueKind::Str, "the rule's name"),
     prop("vrate", ValueKind::Str, "target: a vrate range A-B"),
     prop(
@@ -195,7 +195,7 @@ type SpreadMap = std::collections::BTreeMap<String, interval::SolutionSpread>;
 
 /// A solution's vrate range (% of the measured model) and its intervals as summary cells.
 fn interval_cells(s: &model::QosSolution, spread: Option<&interval::SolutionSpread>) -> Row {
-    use crate::bench::headline::num;
+    use crate::bench::contract::headline::num;
     use serde_json::{json, Value};
     let vrate = |v: f64| num(v * s.scale_factor);
     let b = |f: fn(&interval::SolutionSpread) -> Option<interval::Bounds>, hi: bool| {
@@ -317,8 +317,8 @@ impl Bench for IocostTune {
     }
 
     /// Merged per device model and firmware, as upstream.
-    fn merging(&self) -> Option<crate::bench::merge_src::Merging> {
-        Some(crate::bench::merge_src::Merging {
+    fn merging(&self) -> Option<crate::bench::contract::merge_src::Merging> {
+        Some(crate::bench::contract::merge_src::Merging {
             by_storage_model: true,
             by_storage_fwrev: true,
         })
@@ -332,7 +332,7 @@ impl Bench for IocostTune {
     fn merge_classifier(
         &self,
         entry: &crate::result::Entry,
-        opts: &crate::bench::merge_src::MergeOpts,
+        opts: &crate::bench::contract::merge_src::MergeOpts,
     ) -> Option<String> {
         let rec: IocostTuneRecord = crate::format::parse_record(entry).ok()??;
         let savers = rec.time_savers;
@@ -366,14 +366,17 @@ impl Bench for IocostTune {
 
     fn merge(
         &self,
-        srcs: &mut [crate::bench::merge_src::MergeSrc],
+        srcs: &mut [crate::bench::contract::merge_src::MergeSrc],
     ) -> Result<crate::result::Entry> {
         merge::merge(srcs)
     }
 
     /// One record per solution: the rule, its scale, MOF and aMOF there, the model and QoS.
-    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
-        use crate::bench::headline::num;
+    fn headline(
+        &self,
+        stored: &Stored<Self>,
+    ) -> Result<Vec<crate::bench::contract::headline::Row>> {
+        use crate::bench::contract::headline::num;
         use serde_json::json;
         let res = &stored.result;
         let spreads = spreads_of(stored.entry, res);
@@ -389,7 +392,9 @@ impl Bench for IocostTune {
                     ("amof_delta", num(s.adjusted_mem_offload_delta)),
                     ("isol", num(s.isol)),
                 ];
-                row.extend(crate::bench::headline::model_qos_row(&s.model, &s.qos));
+                row.extend(crate::bench::contract::headline::model_qos_row(
+                    &s.model, &s.qos,
+                ));
                 row.extend(interval_cells(s, spreads.get(name)));
                 row
             })
@@ -397,7 +402,7 @@ impl Bench for IocostTune {
     }
 
     /// One SVG per series and a page with them all and the solutions.
-    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::api::PlotFile>> {
+    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::contract::api::PlotFile>> {
         let rules = stored_rules(&stored.entry.spec)?;
         let sys = HeaderSysInfo::parse(stored.entry)?;
         let device = sys

@@ -7,7 +7,7 @@ use super::interval::SolutionSpread;
 use super::model::{DataSeries, IocostTuneResult, QosSolution};
 use super::report;
 use super::sel::DataSel;
-use crate::bench::api::PlotFile;
+use crate::bench::contract::api::PlotFile;
 use crate::units::format_pct;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;

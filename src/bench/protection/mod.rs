@@ -3,11 +3,11 @@
 //! text reports, used standalone and nested in `iocost-qos` runs; `props` holds the scenario
 //! properties. Running it comes with the memory hog.
 
-use crate::bench::api::{
+use crate::bench::contract::api::{
     Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored, PCT_LABELS,
 };
-use crate::bench::needs;
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::needs;
 use crate::format::rstat_section;
 use crate::format::text::{double_underline, pct_table_header, pct_table_row, underline};
 use crate::spec::{Group, JobSpec};
@@ -130,20 +130,23 @@ impl Bench for Protection {
         Ok(())
     }
 
-    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+    fn headline(
+        &self,
+        stored: &Stored<Self>,
+    ) -> Result<Vec<crate::bench::contract::headline::Row>> {
         headline(stored)
     }
 }
 
 /// One record per scenario and one for the mem-hog summary: isolation, latency impact, work
 /// conservation, failures and missing reports; a tune adds the size it found.
-pub fn headline(stored: &Stored<Protection>) -> Result<Vec<crate::bench::headline::Row>> {
-    use crate::bench::headline::num;
+pub fn headline(stored: &Stored<Protection>) -> Result<Vec<crate::bench::contract::headline::Row>> {
+    use crate::bench::contract::headline::num;
     use serde_json::{json, Value};
     let res = &stored.result;
     let rec = stored.record()?.unwrap_or_default();
     let row = |scenario: Value, kind: &str, r: Option<&MemHogResult>| {
-        let mut row: crate::bench::headline::Row =
+        let mut row: crate::bench::contract::headline::Row =
             vec![("scenario", scenario), ("scenario_kind", json!(kind))];
         let get = |f: &dyn Fn(&MemHogResult) -> f64| r.map_or(Value::Null, |r| num(f(r)));
         row.extend([
@@ -399,9 +402,9 @@ mod tests {
             incomplete: false,
             unknown: Default::default(),
         };
-        let rows = crate::bench::AnyBench::headline(&Protection, &entry).unwrap();
-        let missing = crate::bench::headline::missing_keys(
-            <Protection as crate::bench::Bench>::KEY_NUMBERS,
+        let rows = crate::bench::contract::api::AnyBench::headline(&Protection, &entry).unwrap();
+        let missing = crate::bench::contract::headline::missing_keys(
+            <Protection as crate::bench::contract::api::Bench>::KEY_NUMBERS,
             &rows,
         );
         assert!(missing.is_empty(), "{:?}", missing);

@@ -3,7 +3,7 @@
 
 use super::record::{DFL_ISOL_PCT, DFL_ISOL_THR};
 use super::search::Search;
-use crate::bench::api::{prop, PropDesc, SpecError, ValueKind, PCT_LABELS};
+use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind, PCT_LABELS};
 use crate::spec::{Group, JobSpec};
 
 pub const DFL_LOAD: f64 = 1.0;

@@ -13,8 +13,8 @@ use super::record::{
 use super::search::{self, Next};
 use super::study::study_mem_hog;
 use super::workload::Workload;
-use crate::bench::hashd_bench;
-use crate::bench::runner::ctx::RunCtx;
+use crate::bench::contract::ctx::RunCtx;
+use crate::bench::hashd_sizing;
 use crate::logging::progress;
 use crate::study::dist::label_quantile;
 use crate::system::bench_json::HashdKnobs;
@@ -100,7 +100,7 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
     let (mut host, reporter) = ctx.host().context("protection needs the host session")?;
     log::info!("protection: bench.json has no hashd parameters; running hashd-params first");
     progress::phase("hashd-params (nested)");
-    hashd_bench::ensure_mem_avail(&mut host)?;
+    hashd_sizing::ensure_mem_avail(&mut host)?;
     let mem = host
         .mem()
         .cloned()
@@ -120,7 +120,7 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
     let cfg = props.bench_cfg(mem.share, quick);
     let balloon = crate::system::mem::balloon_size(&mem);
     host.set_balloon(crate::system::mem::hashd_balloon_size(&mem))?;
-    let run = hashd_bench::run_sizing(&mut host, reporter, &dir, &cfg, None)?;
+    let run = hashd_sizing::run_sizing(&mut host, reporter, &dir, &cfg, None)?;
     host.set_balloon(balloon)?;
     log::info!(
         "protection: hashd-params: {}",

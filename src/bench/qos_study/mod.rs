@@ -17,11 +17,11 @@ pub mod report;
 pub mod run;
 pub mod study;
 
-use crate::bench::api::{
+use crate::bench::contract::api::{
     Bench, BenchDesc, DocPage, FormatOpts, PlotFile, Shape, SpecError, Stored,
 };
-use crate::bench::needs;
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::needs;
 use crate::spec::JobSpec;
 use anyhow::Result;
 use props::QosStudyProps;
@@ -95,7 +95,10 @@ impl Bench for QosStudy {
         Ok(())
     }
 
-    fn headline(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::headline::Row>> {
+    fn headline(
+        &self,
+        stored: &Stored<Self>,
+    ) -> Result<Vec<crate::bench::contract::headline::Row>> {
         Ok(report::headline(&stored.result))
     }
 

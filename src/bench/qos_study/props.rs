@@ -1,7 +1,7 @@
 //! `qos-study`'s properties: which profiles, how often, and each service's IO job.
 
 use super::profiles::{self, Profile, Service};
-use crate::bench::api::{prop, PropDesc, SpecError, ValueKind};
+use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind};
 use crate::spec::{Group, JobSpec};
 use crate::workload::ioengine::job::{IoJob, Pattern, Rate, Stop};
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 use super::profiles::Service;
 use super::record::{QosStudyRecord, ServiceOut};
 use super::study::{ProfileRow, QosStudyResult, Stat};
-use crate::bench::headline::Row;
+use crate::bench::contract::headline::Row;
 use crate::workload::ioengine::result::si;
 use serde_json::json;
 use std::fmt::Write;
@@ -255,8 +255,8 @@ mod tests {
         assert_eq!(get(&rows[2], "client_iops_sd"), Some(json!(300.0)));
         assert_eq!(get(&rows[2], "bg_done"), Some(json!(2)));
         assert_eq!(get(&rows[2], "client_lat_p99.5_us"), Some(json!(25170.0)));
-        let missing = crate::bench::headline::missing_keys(
-            <super::super::QosStudy as crate::bench::Bench>::KEY_NUMBERS,
+        let missing = crate::bench::contract::headline::missing_keys(
+            <super::super::QosStudy as crate::bench::contract::api::Bench>::KEY_NUMBERS,
             &rows,
         );
         assert!(missing.is_empty(), "{:?}", missing);

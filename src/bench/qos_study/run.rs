@@ -7,7 +7,7 @@
 use super::profiles::{self, Baseline, Capacity, Control, Knobs, Profile, Service};
 use super::props::{job_for, QosStudyProps};
 use super::record::{MixedRun, QosStudyRecord, ServiceOut};
-use crate::bench::runner::ctx::RunCtx;
+use crate::bench::contract::ctx::RunCtx;
 use crate::logging::progress;
 use crate::system::cgroup::{write_file, CgroupFs};
 use crate::system::iocost::IoCostKnobs;

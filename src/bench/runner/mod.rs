@@ -51,13 +51,10 @@ pub struct RunConfig {
     pub quick: bool,
 }
 
-pub mod ctx;
-mod host;
-mod workdir;
-pub use crate::util::now;
-use ctx::SysinfoSrc;
-pub use ctx::{RunCtx, StudyCtx};
-pub use host::RunHost;
+use crate::bench::contract::ctx::{RunCtx, StudyCtx, SysinfoSrc};
+use crate::bench::contract::host::RunHost;
+use crate::bench::contract::workdir;
+use crate::util::now;
 
 /// Whether every job's bench can take this mode, checked before anything runs so a bad spec
 /// late in the list doesn't fail after hours of work. Every bench can `solve` what it stored.
@@ -608,7 +605,7 @@ fn summary_of(entry: &Entry) -> Result<String> {
         ..Default::default()
     };
     let mut out = String::new();
-    if !crate::bench::show::format_entry(&mut out, entry, &opts)? {
+    if !crate::bench::results::show::format_entry(&mut out, entry, &opts)? {
         // Can't happen for a bench that just ran (it has a formatter), but don't print a
         // header-less body if it ever does.
         log::warn!(

@@ -111,7 +111,7 @@ fn ctx_of<'a>(
         file,
         idx,
         period_start: 1,
-        sysinfo: ctx::SysinfoSrc::Fixed(to_raw(&serde_json::json!({})).unwrap()),
+        sysinfo: SysinfoSrc::Fixed(to_raw(&serde_json::json!({})).unwrap()),
         revert_knobs: false,
         quick: false,
         nest: None,

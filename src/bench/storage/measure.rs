@@ -4,9 +4,9 @@
 
 use super::props::StorageProps;
 use super::record::{LoopInfo, StorageRecord, StorageResult};
-use crate::bench::api::Apply;
-use crate::bench::hashd_bench::{self, dfl_rps_max, HashdBenchCfg};
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::api::Apply;
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
+use crate::bench::hashd_sizing::{self, dfl_rps_max, HashdBenchCfg};
 use crate::result::sysinfo::MemProfile;
 use crate::study::dist::mean_stdev;
 use crate::study::iolat_study::IoLatStudy;
@@ -185,7 +185,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &StorageProps) -> Result<StorageRecor
         let seen = Arc::new(Mutex::new(Seen::default()));
         let w = watch(seen.clone(), mem.target, props.err_max);
         show_loop(props, &rec);
-        let run = hashd_bench::run_sizing(&mut session, reporter, &dir, &cfg, Some(w));
+        let run = hashd_sizing::run_sizing(&mut session, reporter, &dir, &cfg, Some(w));
         let (usage, swap) = {
             let s = seen.lock().unwrap_or_else(|e| e.into_inner());
             (s.usage(), s.swap())
@@ -256,7 +256,7 @@ fn resume(ctx: &mut RunCtx, props: &StorageProps) -> Result<(StorageRecord, MemP
     if session.mem_avail_unmeasured() && rec.mem.avail > 0 && Some(rec.mem.profile) == profile {
         session.update_mem_avail(rec.mem.avail)?;
     }
-    hashd_bench::ensure_mem_avail(&mut session)?;
+    hashd_sizing::ensure_mem_avail(&mut session)?;
     let mem = session
         .mem()
         .cloned()
@@ -370,7 +370,7 @@ fn show_loop(props: &StorageProps, rec: &StorageRecord) {
 /// A loop that measured the footprint: its numbers into the record.
 fn record_loop(
     rec: &mut StorageRecord,
-    run: hashd_bench::HashdBenchRun,
+    run: hashd_sizing::HashdBenchRun,
     usage: u64,
     err: f64,
     hint: Option<f64>,
@@ -512,7 +512,7 @@ mod tests {
         ] {
             let spec = JobSpec::parse(spec).unwrap();
             assert_eq!(
-                crate::bench::AnyBench::progress(&Storage, &spec, &raw).as_deref(),
+                crate::bench::contract::api::AnyBench::progress(&Storage, &spec, &raw).as_deref(),
                 Some(want)
             );
         }
@@ -536,7 +536,7 @@ mod tests {
         };
         let raw = serde_json::value::to_raw_value(&rec).unwrap();
         let applies = |spec: &str| {
-            crate::bench::AnyBench::job(&Storage, &JobSpec::parse(spec).unwrap())
+            crate::bench::contract::api::AnyBench::job(&Storage, &JobSpec::parse(spec).unwrap())
                 .unwrap()
                 .stored(&raw)
                 .and_then(|r| r.applies())
@@ -563,7 +563,7 @@ mod tests {
         );
         let empty = serde_json::value::to_raw_value(&StorageRecord::default()).unwrap();
         let spec = JobSpec::parse("storage:apply").unwrap();
-        let job = crate::bench::AnyBench::job(&Storage, &spec).unwrap();
+        let job = crate::bench::contract::api::AnyBench::job(&Storage, &spec).unwrap();
         assert!(job.stored(&empty).and_then(|r| r.applies()).is_err());
     }
 

@@ -2,10 +2,12 @@
 //! holds the descriptor, the typed record/result models and the text report, used standalone
 //! and nested in `iocost-qos` runs; `props` the properties, `run` the run and study.
 
-use crate::bench::api::{Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored};
-use crate::bench::headline::{self, num, Row};
-use crate::bench::needs;
-use crate::bench::runner::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::api::{
+    Apply, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored,
+};
+use crate::bench::contract::ctx::{RunCtx, StudyCtx};
+use crate::bench::contract::headline::{self, num, Row};
+use crate::bench::contract::needs;
 use crate::format::rstat_section;
 use crate::spec::JobSpec;
 use crate::study::reports::missing_ratio;
@@ -106,11 +108,11 @@ impl Bench for Storage {
         Ok(vec![headline_of(&stored.result, rec.mem.profile, loops)?])
     }
 
-    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::api::PlotFile>> {
+    fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::contract::api::PlotFile>> {
         let rec = stored.record()?.unwrap_or_default();
         let spec = stored.entry.spec.canonical();
         Ok(plot::svg(&rec, &spec, stored.result.mem_offload_factor)?
-            .map(|svg| crate::bench::api::PlotFile::svg("", svg))
+            .map(|svg| crate::bench::contract::api::PlotFile::svg("", svg))
             .into_iter()
             .collect())
     }

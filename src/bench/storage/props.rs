@@ -1,7 +1,7 @@
 //! The storage properties (benches-doc/storage.md): their shape, typed values and rules.
 
-use crate::bench::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
-use crate::bench::hashd_bench::{positive_knob, HASHD_KNOBS};
+use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
+use crate::bench::hashd_sizing::{positive_knob, HASHD_KNOBS};
 use crate::spec::JobSpec;
 
 pub const DFL_HASH_SIZE: f64 = 1258291.0;

@@ -8,10 +8,10 @@ pub use crate::format::FormatOpts;
 pub use crate::spec::{concat_props, prop, Forward, PropDesc, Shape, SpecError};
 pub use crate::units::{ValueKind, PCT_LABELS};
 
+use super::ctx::{RunCtx, StudyCtx};
 use super::headline::Row;
 use super::merge_src::{MergeOpts, MergeSrc, Merging};
 use super::needs::SystemNeeds;
-use super::runner::ctx::{RunCtx, StudyCtx};
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::Context;

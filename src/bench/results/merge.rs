@@ -7,9 +7,9 @@
 //! bench; without `--multiple` only the group with the most accepted sources per kind and id
 //! is kept. The output starts with a `merge-info` entry that says all of this.
 
-use super::merge_info::{MergeEntry, MergeId, MergeInfo};
-pub use super::merge_src::MergeOpts;
-use super::merge_src::MergeSrc;
+pub use crate::bench::contract::merge_src::MergeOpts;
+use crate::bench::contract::merge_src::MergeSrc;
+use crate::bench::merge_info::{MergeEntry, MergeId, MergeInfo};
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::{Context, Result};
@@ -62,12 +62,14 @@ fn facts(e: &Entry) -> Facts {
     }
 }
 
-fn merge_id(bench: &dyn super::AnyBench, e: &Entry, opts: &MergeOpts) -> MergeId {
+fn merge_id(bench: &dyn crate::bench::AnyBench, e: &Entry, opts: &MergeOpts) -> MergeId {
     let f = facts(e);
-    let how = bench.merging().unwrap_or(super::merge_src::Merging {
-        by_storage_model: false,
-        by_storage_fwrev: false,
-    });
+    let how = bench
+        .merging()
+        .unwrap_or(crate::bench::contract::merge_src::Merging {
+            by_storage_model: false,
+            by_storage_fwrev: false,
+        });
     MergeId {
         kind: e.spec.kind.clone(),
         id: if opts.by_id { e.spec.id.clone() } else { None },
@@ -123,7 +125,7 @@ fn group_sources(
     let mut dups: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (file, entries) in files {
         for e in entries {
-            let Some(bench) = super::find(&e.spec.kind) else {
+            let Some(bench) = crate::bench::find(&e.spec.kind) else {
                 continue;
             };
             if bench.merging().is_none() || e.result.is_none() {
@@ -164,7 +166,7 @@ fn group_sources(
         );
     }
     if sets.is_empty() {
-        let kinds: Vec<&str> = super::BENCHES
+        let kinds: Vec<&str> = crate::bench::BENCHES
             .iter()
             .filter(|b| b.merging().is_some())
             .map(|b| b.desc().kind)
@@ -185,7 +187,7 @@ pub fn merge(files: &[(String, Vec<Entry>)], opts: &MergeOpts, now: u64) -> Resu
     let mut sets = group_sources(files, opts)?;
     let mut merged: BTreeMap<MergeId, (Entry, BTreeSet<MergeId>)> = BTreeMap::new();
     for (mid, srcs) in sets.iter_mut() {
-        let bench = super::find(&mid.kind).context("a merged bench vanished")?;
+        let bench = crate::bench::find(&mid.kind).context("a merged bench vanished")?;
         let entry = bench.merge(srcs).with_context(|| {
             // The sources are a table: logged before the error, which stays one line.
             let mut dump = String::new();

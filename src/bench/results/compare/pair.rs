@@ -1,7 +1,7 @@
 //! How `compare` pairs what two result files hold: entries by bench, id and spec, and the
 //! records inside a pair of entries by what they are (see `mod.rs`).
 
-use crate::bench::headline::Row;
+use crate::bench::contract::headline::Row;
 use serde_json::Value;
 
 /// A record's field, if it has it.

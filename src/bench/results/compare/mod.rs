@@ -9,7 +9,7 @@
 
 mod pair;
 
-use crate::bench::headline::Row;
+use crate::bench::contract::headline::Row;
 use crate::units::{format_duration, format_pct, format_size};
 use pair::{entries, get, name, naming, pair_by, pair_rows, text, Entry, Naming, PairIx};
 use std::fmt::Write;

@@ -7,7 +7,7 @@
 //! * [`ensure_mem_avail`] — measures how much memory a workload can really get on this host
 //!   (`avail` of the memory profile) when it was only estimated.
 
-use crate::bench::api::{prop, PropDesc, SpecError, ValueKind};
+use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind};
 use crate::report::model::{HashdReport, RunnerState};
 use crate::report::reporter::{ReporterHandle, SharedReport};
 use crate::spec::Group;

@@ -19,43 +19,43 @@ use std::path::{Path, PathBuf};
 /// from it), checkpointing into the result file, and — for benches that touch the system — the
 /// host session (balloon, running reporter).
 pub struct RunCtx<'a> {
-    pub(super) spec: JobSpec,
-    pub(super) prev_record: Option<Box<RawValue>>,
-    pub(super) dir: PathBuf,
-    pub(super) file: &'a mut ResultFile,
-    pub(super) idx: usize,
-    pub(super) period_start: u64,
-    pub(super) sysinfo: SysinfoSrc<'a>,
+    pub(in crate::bench) spec: JobSpec,
+    pub(in crate::bench) prev_record: Option<Box<RawValue>>,
+    pub(in crate::bench) dir: PathBuf,
+    pub(in crate::bench) file: &'a mut ResultFile,
+    pub(in crate::bench) idx: usize,
+    pub(in crate::bench) period_start: u64,
+    pub(in crate::bench) sysinfo: SysinfoSrc<'a>,
     /// Set by [`RunCtx::revert_knobs_at_end`].
-    pub(super) revert_knobs: bool,
-    pub(super) quick: bool,
+    pub(in crate::bench) revert_knobs: bool,
+    pub(in crate::bench) quick: bool,
     /// Set while a sub-bench runs inside this job ([`RunCtx::nested`]).
-    pub(super) nest: Option<Nest>,
+    pub(in crate::bench) nest: Option<Nest>,
     /// The work directory claimed by [`RunCtx::scratch_dir`] for a job without the host session.
-    pub(super) dir_lock: Option<crate::util::lockfile::LockFile>,
+    pub(in crate::bench) dir_lock: Option<crate::util::lockfile::LockFile>,
 }
 
 /// Where a sub-bench's checkpoints go: into `outer` (the job's own record) at the JSON
 /// pointer `at`.
-pub(super) struct Nest {
+pub(in crate::bench) struct Nest {
     outer: serde_json::Value,
     at: String,
 }
 
 /// Where an entry's sysinfo comes from: fixed (benches that don't touch the system), or read
 /// from the host session whenever it is stored, so the header shows the host as the job left it.
-pub(super) enum SysinfoSrc<'a> {
+pub(in crate::bench) enum SysinfoSrc<'a> {
     Fixed(Box<RawValue>),
     Session {
         host: &'a mut RunHost,
         /// The job's own part: our version, its options, its quick mark.
         base: Box<Sysinfo>,
-        needs: &'static crate::bench::needs::SystemNeeds,
+        needs: &'static crate::bench::contract::needs::SystemNeeds,
     },
 }
 
 impl SysinfoSrc<'_> {
-    pub(super) fn current(&self) -> Result<Box<RawValue>> {
+    pub(in crate::bench) fn current(&self) -> Result<Box<RawValue>> {
         match self {
             SysinfoSrc::Fixed(raw) => Ok(raw.clone()),
             SysinfoSrc::Session { host, base, needs } => to_raw(&host.session.sysinfo(

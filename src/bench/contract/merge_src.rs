@@ -1,5 +1,5 @@
 //! What `merge` hands a bench: one entry of one source file, and whether the merge rejected it
-//! (with the reason `merge-info` shows). The procedure itself is `bench::merge`.
+//! (with the reason `merge-info` shows). The procedure itself is `bench::results::merge`.
 
 use crate::result::Entry;
 

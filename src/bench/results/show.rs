@@ -9,7 +9,7 @@ use anyhow::Result;
 /// Renders the body of one entry with its bench's formatter. `Ok(false)` if this version
 /// can't render the entry's bench.
 fn format_body(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Result<bool> {
-    match super::find(&entry.spec.kind) {
+    match crate::bench::find(&entry.spec.kind) {
         Some(bench) => bench.format(out, entry, opts).map(|()| true),
         None => Ok(false),
     }
@@ -39,7 +39,7 @@ pub fn format_entry(out: &mut String, entry: &Entry, opts: &FormatOpts) -> Resul
 /// What `summary`/`format` print for an entry without a result: how far it got and how to go
 /// on, instead of nothing.
 fn incomplete_body(out: &mut String, entry: &Entry) {
-    let progress = match (&entry.record, super::find(&entry.spec.kind)) {
+    let progress = match (&entry.record, crate::bench::find(&entry.spec.kind)) {
         (Some(rec), Some(bench)) => bench.progress(&entry.spec, rec),
         _ => None,
     };
@@ -130,7 +130,7 @@ pub fn plot_entries(
     let mut written: Vec<std::path::PathBuf> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for (entry, _) in select(entries, specs)? {
-        let files = match super::find(&entry.spec.kind) {
+        let files = match crate::bench::find(&entry.spec.kind) {
             Some(bench) if has_result(entry) => bench.plot(entry)?,
             _ => Vec::new(),
         };

@@ -1,11 +1,11 @@
 //! `summary --output-format json|yaml|csv`: each entry's headline numbers as flat records a fleet can
 //! collect with `jq` or a spreadsheet. Every record starts with the entry's identity (`kind`,
-//! `id`, `spec`, `start`, `end`, `complete`); the bench adds its numbers ([`super::Bench::
+//! `id`, `spec`, `start`, `end`, `complete`); the bench adds its numbers ([`crate::bench::Bench::
 //! headline`]), one record per entry, or one per configuration for `iocost-qos`. The keys are
 //! documented in `doc results` and only ever added to; `export_version` changes if one changes
 //! meaning or goes away.
 
-use super::headline::Row;
+use crate::bench::contract::headline::Row;
 use crate::format::{has_result, select};
 use crate::result::Entry;
 use crate::spec::JobSpec;
@@ -185,7 +185,7 @@ pub fn append_csv(path: &std::path::Path, records: &[Row]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::headline::num;
+    use crate::bench::contract::headline::num;
 
     #[test]
     fn csv_quotes_only_what_needs_it_and_fills_missing_keys() {
