@@ -580,7 +580,8 @@ fn execute<'j>(
     let unchanged = ctx
         .prev_record
         .as_deref()
-        .is_some_and(|prev| value(prev).is_some() && value(prev) == value(&raw));
+        .and_then(value)
+        .is_some_and(|prev| value(&raw) == Some(prev));
     let e: &mut Entry = &mut file.entries[idx];
     if unchanged && !e.incomplete {
         // Nothing left to do: keep the entry (period, sysinfo) as it was.
