@@ -940,6 +940,65 @@ fn merge_keeps_time_saver_runs_apart_unless_told() {
     );
 }
 
+/// A run of ours whose hashd made lean requests (the default) stays out of a merge with
+/// upstream's runs, and one made with `storage-requests=upstream` goes in, unless
+/// `--merge-lean-requests` is given.
+#[test]
+fn merge_keeps_lean_request_runs_apart_unless_told() {
+    let (dir, names) = merge_sources();
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, n) in names.iter().enumerate() {
+        let mut all = gz_entries(&dir.join(n));
+        for e in all.as_array_mut().unwrap() {
+            if i > 0 && e["spec"]["kind"] == "iocost-tune" {
+                // Ours: the options in sysinfo.
+                e["sysinfo"]["bench_args"] = serde_json::json!({"dir": "/var/lib/resctl-bench"});
+                if i == 1 {
+                    e["record"]["qos_props"][0]["storage-requests"] = "upstream".into();
+                }
+            }
+        }
+        std::fs::write(tmp.path().join(format!("src{}.json", i)), all.to_string()).unwrap();
+    }
+    let merge = |extra: &[&str]| -> String {
+        let out = Command::cargo_bin("resctl-bench")
+            .unwrap()
+            .current_dir(tmp.path())
+            .args(["-r", "merged.json", "merge", "src0.json", "src1.json"])
+            .arg("src2.json")
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_has_lines(
+        &merge(&[]),
+        &[
+            "  classifier: dither,vrate-max=125",
+            "    + src0.json",
+            "    + src1.json",
+            "[-] iocost-tune",
+            "  classifier: dither,vrate-max=125 (lean hashd requests)",
+            "    + src2.json",
+        ],
+    );
+    let together = merge(&["--merge-lean-requests"]);
+    assert!(
+        !together.contains("lean") && !together.contains("[-]"),
+        "{}",
+        together
+    );
+    assert_has_lines(
+        &together,
+        &["    + src0.json", "    + src1.json", "    + src2.json"],
+    );
+}
+
 /// An adaptive grid's points pool with full grids': how many vrates were measured is not what
 /// a merge keeps apart.
 #[test]

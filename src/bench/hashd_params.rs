@@ -14,7 +14,9 @@ use crate::bench::contract::api::{
 use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::bench::contract::needs;
 use crate::bench::hashd_sizing::dfl_rps_max;
-use crate::bench::hashd_sizing::{self, positive_knob, HashdBenchCfg, HASHD_KNOBS};
+use crate::bench::hashd_sizing::{
+    self, positive_knob, upstream_requests, HashdBenchCfg, HASHD_KNOBS,
+};
 use crate::result::sysinfo::MemProfile;
 use crate::spec::JobSpec;
 use crate::system::bench_json::HashdKnobs;
@@ -54,6 +56,7 @@ pub static DESC: BenchDesc = BenchDesc {
             HASHD_KNOBS[1],
             HASHD_KNOBS[2],
             HASHD_KNOBS[3],
+            HASHD_KNOBS[4],
         ],
         forward: &[],
         group_props: None,
@@ -79,6 +82,8 @@ pub struct HashdParamsProps {
     pub hash_size: Option<u64>,
     pub chunk_pages: Option<u32>,
     pub log_bps: Option<u64>,
+    /// hashd makes its requests as upstream's rd-hashd does (`requests=upstream`).
+    pub upstream_requests: bool,
 }
 
 impl HashdParamsProps {
@@ -106,6 +111,7 @@ impl HashdParamsProps {
             hash_size: positive("hash-size", ValueKind::Size)?,
             chunk_pages: positive("chunk-pages", ValueKind::Int)?.map(clamp),
             log_bps: g.u64("log-bps", ValueKind::Size)?,
+            upstream_requests: upstream_requests(&g, "requests")?,
         })
     }
 
@@ -131,6 +137,7 @@ impl HashdParamsProps {
             hash_size: self.hash_size,
             chunk_pages: self.chunk_pages,
             log_bps: self.log_bps,
+            upstream_requests: self.upstream_requests,
             preload: share / 2,
             total_memory: Some(share),
             quick,
@@ -284,16 +291,22 @@ pub fn mem_actual(k: &HashdKnobs) -> f64 {
     (k.mem_size as f64 * k.mem_frac).ceil()
 }
 
-/// `Result: hash_size=… rps_max=… mem_actual=… chunk_pages=…[ fake_cpu_load]`.
+/// `Result: hash_size=… rps_max=… mem_actual=… chunk_pages=…[ fake_cpu_load]`, and ours
+/// ` upstream_requests` when hashd made its requests as upstream's does.
 pub fn result_line(k: &HashdKnobs) -> String {
     format!(
-        "Result: hash_size={} rps_max={} mem_actual={} chunk_pages={}{}",
+        "Result: hash_size={} rps_max={} mem_actual={} chunk_pages={}{}{}",
         format_size(k.hash_size as f64),
         k.rps_max,
         format_size(mem_actual(k)),
         k.chunk_pages,
         if k.fake_cpu_load {
             " fake_cpu_load"
+        } else {
+            ""
+        },
+        if k.upstream_requests {
+            " upstream_requests"
         } else {
             ""
         }
@@ -392,6 +405,7 @@ mod tests {
                 hash_size: None,
                 chunk_pages: None,
                 log_bps: None,
+                upstream_requests: false,
             }
         );
         let p = props("hashd-params:commit=false").unwrap();
@@ -489,6 +503,7 @@ mod tests {
             mem_frac: 0.33625,
             chunk_pages: 25,
             fake_cpu_load: false,
+            upstream_requests: false,
         }
     }
 
@@ -562,6 +577,9 @@ mod tests {
         let mut rec = record();
         rec.knobs.fake_cpu_load = true;
         assert!(render(&entry(&rec), false).contains("chunk_pages=25 fake_cpu_load\n"));
+        rec.knobs.upstream_requests = true;
+        assert!(render(&entry(&rec), false)
+            .contains("chunk_pages=25 fake_cpu_load upstream_requests\n"));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::system::bench_json::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
 use crate::system::session::BenchHost;
 use crate::units::format_size;
+use crate::units::parse::ParsedValue;
 use crate::workload::hashd::sizing::{self, HashdTarget, MemSource, SizingOpts, SizingResult};
 use crate::workload::hashd::{Hashd, HashdOpts, Params};
 use anyhow::{Context, Result};
@@ -39,6 +40,8 @@ pub struct HashdBenchCfg {
     pub hash_size: Option<u64>,
     pub chunk_pages: Option<u32>,
     pub log_bps: Option<u64>,
+    /// Requests made as upstream's rd-hashd makes them (the `requests` knob).
+    pub upstream_requests: bool,
     /// Page cache to load before the first request, bytes.
     pub preload: u64,
     /// hashd's idea of the machine's memory (the profile's share).
@@ -59,8 +62,11 @@ pub struct HashdBenchRun {
     pub knobs: HashdKnobs,
 }
 
+/// The values of the `requests` knob: ours (the default) or upstream's way of making a request.
+pub const REQUESTS: &[&str] = &["lean", "upstream"];
+
 /// The hashd knobs `storage` and `hashd-params` take.
-pub const HASHD_KNOBS: [PropDesc; 4] = [
+pub const HASHD_KNOBS: [PropDesc; 5] = [
     prop("rps-max", ValueKind::Int, "maximum requests per second"),
     prop(
         "hash-size",
@@ -73,7 +79,19 @@ pub const HASHD_KNOBS: [PropDesc; 4] = [
         ValueKind::Size,
         "log write bandwidth in bytes per second",
     ),
+    prop(
+        "requests",
+        ValueKind::Enum(REQUESTS),
+        "how hashd makes a request: lean (ours), or as upstream's rd-hashd",
+    ),
 ];
+
+/// Whether `key` (the `requests` knob, or as a parent bench forwards it) asks for requests
+/// made as upstream's rd-hashd makes them.
+pub fn upstream_requests(g: &Group, key: &str) -> Result<bool, SpecError> {
+    let v = g.value(key, ValueKind::Enum(REQUESTS))?;
+    Ok(matches!(v, Some(ParsedValue::Enum(v)) if v == "upstream"))
+}
 
 /// A hashd knob (`rps-max`, `hash-size`, `chunk-pages`) must be positive when given: 0 is an
 /// error naming what is accepted and what leaving it out does (`otherwise`).
@@ -120,6 +138,7 @@ fn base_params(cfg: &HashdBenchCfg) -> Params {
     if let Some(l) = cfg.log_bps {
         p.log_bps = l;
     }
+    p.upstream_requests = cfg.upstream_requests;
     p
 }
 
@@ -231,6 +250,7 @@ pub fn run_sizing(
         mem_frac: sizing.mem_frac,
         chunk_pages: st.base.chunk_pages as u64,
         fake_cpu_load: cfg.fake_cpu,
+        upstream_requests: cfg.upstream_requests,
     };
     Ok(HashdBenchRun { sizing, knobs })
 }
@@ -247,6 +267,7 @@ pub fn given_knobs(cfg: &HashdBenchCfg) -> Option<HashdKnobs> {
         mem_frac,
         chunk_pages: base.chunk_pages as u64,
         fake_cpu_load: cfg.fake_cpu,
+        upstream_requests: cfg.upstream_requests,
     })
 }
 
@@ -366,6 +387,7 @@ mod tests {
             hash_size: Some(4096),
             chunk_pages: Some(8),
             log_bps: Some(1000),
+            upstream_requests: true,
             preload: 0,
             total_memory: None,
             quick: true,
@@ -377,12 +399,16 @@ mod tests {
             (p.file_size_mean, p.chunk_pages, p.log_bps, p.fake_cpu_load),
             (4096, 8, 1000, true)
         );
+        assert!(p.upstream_requests);
         let k = given_knobs(&cfg).unwrap();
         assert_eq!(
             (k.hash_size, k.rps_max, k.mem_size, k.mem_frac),
             (4096, 100, 1 << 30, 0.25)
         );
-        assert_eq!((k.chunk_pages, k.fake_cpu_load), (8, true));
+        assert_eq!(
+            (k.chunk_pages, k.fake_cpu_load, k.upstream_requests),
+            (8, true, true)
+        );
         let measure_rps = HashdBenchCfg {
             rps_max: None,
             fake_cpu: false,

@@ -28,6 +28,11 @@ pub struct Args {
     /// the others) with upstream-faithful ones; kept apart otherwise
     #[arg(long = "merge-time-savers")]
     pub merge_time_savers: bool,
+    /// Merge results whose hashd made lean requests (this tool's default) with results
+    /// whose hashd made them as upstream's does (upstream's, or `storage-requests=upstream`);
+    /// kept apart otherwise
+    #[arg(long = "merge-lean-requests")]
+    pub merge_lean_requests: bool,
 }
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
@@ -50,6 +55,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
         ignore_sysreqs: a.ignore_sysreqs,
         multiple: a.multiple,
         merge_time_savers: a.merge_time_savers,
+        merge_lean_requests: a.merge_lean_requests,
     };
     let entries = crate::bench::results::merge::merge(&files, &opts, crate::util::now())?;
     crate::result::save::save_entries_over(&out, expect, &entries)?;

@@ -30,6 +30,10 @@ pub struct HashdKnobs {
     pub mem_frac: f64,
     pub chunk_pages: u64,
     pub fake_cpu_load: bool,
+    /// Ours: hashd made its requests as upstream's rd-hashd does (`requests=upstream`); left
+    /// out when off, so the section reads as upstream's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_requests: bool,
 }
 
 /// `--hashd-size` and `--hashd-cpu-load`: hashd parameters fixed by the user over the

@@ -12,6 +12,9 @@ pub struct MergeOpts {
     pub multiple: bool,
     /// Merge runs that used our time-savers with upstream-faithful ones.
     pub merge_time_savers: bool,
+    /// Merge runs whose hashd made lean requests (ours, the default) with runs whose hashd
+    /// made them as upstream's does.
+    pub merge_lean_requests: bool,
 }
 
 /// Which host facts keep results apart besides kind, versions and memory profile.

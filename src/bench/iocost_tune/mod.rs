@@ -327,8 +327,9 @@ impl Bench for IocostTune {
     /// The iocost-qos properties behind the data, but how many vrates were measured
     /// (`vrate-intvs`, an adaptive grid's `auto-budget` and `auto-target`: runs with more
     /// configurations merge with fewer, an adaptive grid's with full ones), written as in a
-    /// spec; then the time-savers the data was measured with, unless told to merge them with
-    /// upstream-faithful runs.
+    /// spec; then the time-savers the data was measured with, and whether hashd made lean
+    /// requests (ours: this tool's runs without `storage-requests=upstream`), unless told to
+    /// merge them with upstream-faithful runs.
     fn merge_classifier(
         &self,
         entry: &crate::result::Entry,
@@ -337,11 +338,17 @@ impl Bench for IocostTune {
         let rec: IocostTuneRecord = crate::format::parse_record(entry).ok()??;
         let savers = rec.time_savers;
         let mut props = rec.qos_props;
+        let mut upstream_requests = false;
         if let Some(g) = props.first_mut() {
             for k in ["vrate-intvs", "auto-budget", "auto-target"] {
                 g.remove(k);
             }
+            upstream_requests = g.remove("storage-requests").as_deref() == Some("upstream");
         }
+        // This tool's runs carry their options in sysinfo; upstream's hashd is upstream's.
+        let ours = serde_json::from_str::<serde_json::Value>(entry.sysinfo.get())
+            .is_ok_and(|si| !si["bench_args"].is_null());
+        let lean = ours && !upstream_requests;
         let groups: Vec<String> = props
             .iter()
             .map(|g| {
@@ -360,6 +367,9 @@ impl Bench for IocostTune {
         let mut c = groups.join(":");
         if !savers.is_empty() && !opts.merge_time_savers {
             c += &format!(" (time-savers: {})", savers.join(", "));
+        }
+        if lean && !opts.merge_lean_requests {
+            c += " (lean hashd requests)";
         }
         Some(c)
     }

@@ -11,6 +11,7 @@ fn knobs() -> HashdKnobs {
         mem_frac: 0.375,
         chunk_pages: 25,
         fake_cpu_load: true,
+        upstream_requests: false,
     }
 }
 

@@ -342,6 +342,7 @@ fn loop_cfg(
         hash_size: Some(props.hash_size),
         chunk_pages: Some(props.chunk_pages),
         log_bps: Some(props.log_bps),
+        upstream_requests: props.upstream_requests,
         preload: mem.share / 2,
         total_memory: Some(mem.share),
         quick,
@@ -527,6 +528,7 @@ mod tests {
             mem_frac: 0.375,
             chunk_pages: 25,
             fake_cpu_load: true,
+            upstream_requests: false,
         };
         let rec = StorageRecord {
             base_hashd_knobs: base.clone(),

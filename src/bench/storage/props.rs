@@ -1,14 +1,14 @@
 //! The storage properties (benches-doc/storage.md): their shape, typed values and rules.
 
 use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
-use crate::bench::hashd_sizing::{positive_knob, HASHD_KNOBS};
+use crate::bench::hashd_sizing::{positive_knob, upstream_requests, HASHD_KNOBS};
 use crate::spec::JobSpec;
 
 pub const DFL_HASH_SIZE: f64 = 1258291.0;
 pub const DFL_LOG_BPS: f64 = 1100794.0;
 pub const DFL_LOOPS: u32 = 3;
 
-pub const PROPS: [PropDesc; 10] = [
+pub const PROPS: [PropDesc; 11] = [
     APPLY_COMMIT[0],
     APPLY_COMMIT[1],
     prop("loops", ValueKind::Int, "number of measurements to average"),
@@ -16,6 +16,7 @@ pub const PROPS: [PropDesc; 10] = [
     HASHD_KNOBS[1],
     HASHD_KNOBS[2],
     HASHD_KNOBS[3],
+    HASHD_KNOBS[4],
     prop(
         "mem-avail-err-max",
         ValueKind::Frac,
@@ -43,6 +44,8 @@ pub struct StorageProps {
     pub hash_size: u64,
     pub chunk_pages: u32,
     pub log_bps: u64,
+    /// hashd makes its requests as upstream's rd-hashd does (`requests=upstream`).
+    pub upstream_requests: bool,
     pub err_max: f64,
     pub inner_retries: u32,
     pub outer_retries: u32,
@@ -80,6 +83,7 @@ impl StorageProps {
             hash_size: size("hash-size")?.unwrap_or(DFL_HASH_SIZE as u64),
             chunk_pages: int("chunk-pages")?.map_or(25, clamp_u32),
             log_bps: size("log-bps")?.unwrap_or(DFL_LOG_BPS as u64),
+            upstream_requests: upstream_requests(&g, &key("requests"))?,
             err_max: g
                 .f64(&key("mem-avail-err-max"), ValueKind::Frac)?
                 .unwrap_or(0.1),

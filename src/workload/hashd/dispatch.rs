@@ -153,7 +153,11 @@ impl Pool {
         let mut ws = Workspace::default();
         while let Some(mut job) = self.wait_job() {
             loop {
-                let out = request::run(&job.req, &job.cfg, &self.files, &self.area, &mut ws);
+                let run = match job.cfg.upstream_requests {
+                    true => request::upstream::run,
+                    false => request::run,
+                };
+                let out = run(&job.req, &job.cfg, &self.files, &self.area, &mut ws);
                 let lat = job.req.start.elapsed().as_secs_f64();
                 let (next, extra, padding) = {
                     let mut fl = lock(&self.flow);

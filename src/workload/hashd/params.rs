@@ -62,6 +62,10 @@ pub struct Params {
     pub log_bps: u64,
     /// Sleep instead of hashing.
     pub fake_cpu_load: bool,
+    /// Ours: make each request as upstream's rd-hashd does (a fresh buffer per request, a
+    /// seek and read per file page); left out of the file when off, so it stays upstream's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_requests: bool,
     /// Slots of the per-page access histograms in the status file (0 = off; see `accdist`).
     pub acc_dist_slots: usize,
     pub lat_pid: PidParams,
@@ -95,6 +99,7 @@ impl Default for Params {
             cpu_ratio: 0.93,
             log_bps: 1100794,
             fake_cpu_load: false,
+            upstream_requests: false,
             acc_dist_slots: 0,
             lat_pid: PidParams {
                 kp: 0.1,
@@ -324,6 +329,20 @@ mod tests {
         assert_eq!(p.lat_pid.kp, 0.2);
         assert_eq!(p.file_frac, FILE_FRAC_MIN);
         assert_eq!(p.mem_frac, 0.8);
+        assert!(!p.upstream_requests);
+    }
+
+    #[test]
+    fn upstream_requests_are_written_only_when_on() {
+        let off = serde_json::to_string(&Params::default()).unwrap();
+        assert!(!off.contains("upstream_requests"), "{off}");
+        let on = Params {
+            upstream_requests: true,
+            ..Params::default()
+        };
+        let text = serde_json::to_string(&on).unwrap();
+        assert!(text.contains("\"upstream_requests\":true"), "{text}");
+        assert_eq!(Params::parse(&text).unwrap(), on);
     }
 
     #[test]

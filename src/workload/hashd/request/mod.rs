@@ -58,6 +58,8 @@ pub struct ReqConfig {
     pub anon_write_frac: f64,
     pub cpu_ratio: f64,
     pub fake_cpu_load: bool,
+    /// Requests made as upstream's rd-hashd makes them (the `upstream` module).
+    pub upstream_requests: bool,
     /// Fake-CPU seconds per byte of buffer × cpu_ratio.
     pub fake_tpb: f64,
     /// Pages of testfiles in the footprint.
@@ -102,6 +104,7 @@ impl ReqConfig {
             anon_write_frac: p.anon_write_frac,
             cpu_ratio: p.cpu_ratio,
             fake_cpu_load: p.fake_cpu_load,
+            upstream_requests: p.upstream_requests,
             fake_tpb: if denom > 0.0 {
                 FAKE_CPU_LAT / denom
             } else {
@@ -272,8 +275,9 @@ struct Early {
     more: bool,
 }
 
-/// Runs `req`: file phase, sleep, anon phase, sleep, hash, sleep. Adjacent sleeps are slept
-/// as one: with fake CPU load the last three, and the last two when the phases did all the
+/// Runs `req` as a lean request (with `cfg.upstream_requests` the worker runs the `upstream`
+/// module's request instead): file phase, sleep, anon phase, sleep, hash, sleep. Adjacent
+/// sleeps are slept as one: with fake CPU load the last three, and the last two when the phases did all the
 /// hashing.
 ///
 /// With real hashing the first hash pass takes each file chunk right after its read, while it
@@ -291,6 +295,10 @@ pub fn run(
     area: &AnonArea,
     ws: &mut Workspace,
 ) -> Outcome {
+    debug_assert!(
+        !cfg.upstream_requests,
+        "upstream's requests have their own run"
+    );
     ws.buf_base = 0;
     ws.file_len = 0;
     ws.anon_len = 0;
@@ -619,3 +627,4 @@ fn anon_phase(
 
 #[cfg(test)]
 mod tests;
+pub mod upstream;

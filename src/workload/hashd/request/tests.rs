@@ -350,3 +350,111 @@ fn a_request_reads_files_and_fills_anon_pages() {
     });
     assert!(touched > 0);
 }
+
+type RunFn = fn(&Request, &ReqConfig, &TestFiles, &AnonArea, &mut Workspace) -> Outcome;
+
+/// Every page of the area filled, so that requests draw from their rng only for positions
+/// and write chances, and two runs of one seed take the same pages.
+fn fill_area(area: &AnonArea) {
+    let mut rng = Rng::seeded(3);
+    area.with_pages(|pages| {
+        for i in 0..pages.nr_pages() {
+            anon::fill_if_new(pages.page(i), &mut rng);
+        }
+    });
+}
+
+#[test]
+fn upstream_requests_touch_and_hash_what_lean_ones_do() {
+    let (_dir, tf, area) = fixture(64);
+    fill_area(&area);
+    for fake in [false, true] {
+        for ratio in [0.5, 0.93, 2.5] {
+            let p = Params {
+                file_size_mean: 12 * PAGE as usize,
+                chunk_pages: 3,
+                sleep_mean: 0.0,
+                file_write_frac: 0.0,
+                anon_write_frac: 0.0,
+                cpu_ratio: ratio,
+                fake_cpu_load: fake,
+                acc_dist_slots: 64,
+                ..Params::default()
+            };
+            let lean = ReqConfig::new(&p, 64, 64 * PAGE);
+            let up = ReqConfig::new(
+                &Params {
+                    upstream_requests: true,
+                    ..p.clone()
+                },
+                64,
+                64 * PAGE,
+            );
+            assert!(up.upstream_requests && !lean.upstream_requests);
+            let mut draw = Rng::seeded(9);
+            for seed in 0..4 {
+                let req = Request::draw(&lean, &mut draw, 1.0, 0.8);
+                let mut outs = Vec::new();
+                for (cfg, run) in [(&lean, run as RunFn), (&up, upstream::run)] {
+                    let mut ws = Workspace {
+                        rng: Rng::seeded(seed),
+                        ..Workspace::default()
+                    };
+                    let out = run(&req, cfg, &tf, &area, &mut ws);
+                    assert_eq!(out.io_errors, 0);
+                    outs.push((out.digest, out.hashed, out.hash_cpu.is_some()));
+                }
+                assert_eq!(outs[0], outs[1], "fake {fake}, cpu_ratio {ratio}");
+            }
+            let counts = |c: &ReqConfig| {
+                let f = c.file_dist.as_ref().unwrap().counts();
+                let a = c.anon_dist.as_ref().unwrap().counts();
+                (f, a)
+            };
+            let (lf, la) = counts(&lean);
+            assert!(lf.iter().sum::<u64>() > 0 && la.iter().sum::<u64>() > 0);
+            assert_eq!((lf, la), counts(&up), "fake {fake}: the same pages");
+        }
+    }
+}
+
+#[test]
+fn an_upstream_request_writes_back_each_page_it_reads() {
+    let (_dir, tf, area) = fixture(64);
+    let first_words = || -> Vec<u64> {
+        (0..tf.nr_files())
+            .flat_map(|i| {
+                let bytes = std::fs::read(tf.path(i)).unwrap();
+                bytes
+                    .chunks(PAGE as usize)
+                    .map(|pg| u64::from_ne_bytes(pg[..8].try_into().unwrap()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    for fake in [false, true] {
+        let p = Params {
+            file_size_mean: 8 * PAGE as usize,
+            chunk_pages: 4,
+            sleep_mean: 0.0,
+            file_write_frac: 1.0,
+            fake_cpu_load: fake,
+            upstream_requests: true,
+            acc_dist_slots: 64,
+            ..Params::default()
+        };
+        let cfg = ReqConfig::new(&p, 64, 64 * PAGE);
+        let before = first_words();
+        let mut ws = Workspace::default();
+        let req = Request::draw(&cfg, &mut ws.rng, 1.0, 1.0);
+        assert_eq!(upstream::run(&req, &cfg, &tf, &area, &mut ws).io_errors, 0);
+        let bumps: u64 = before
+            .iter()
+            .zip(first_words())
+            .map(|(b, a)| a.wrapping_sub(*b))
+            .sum();
+        let read: u64 = cfg.file_dist.as_ref().unwrap().counts().iter().sum();
+        assert!(read >= 4, "fake {fake}: {read} pages read");
+        assert_eq!(bumps, read, "fake {fake}: one bump per page read");
+    }
+}
