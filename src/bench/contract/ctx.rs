@@ -19,20 +19,42 @@ use std::path::{Path, PathBuf};
 /// from it), checkpointing into the result file, and — for benches that touch the system — the
 /// host session (balloon, running reporter).
 pub struct RunCtx<'a> {
-    pub(in crate::bench) spec: JobSpec,
-    pub(in crate::bench) prev_record: Option<Box<RawValue>>,
-    pub(in crate::bench) dir: PathBuf,
-    pub(in crate::bench) file: &'a mut ResultFile,
-    pub(in crate::bench) idx: usize,
-    pub(in crate::bench) period_start: u64,
-    pub(in crate::bench) sysinfo: SysinfoSrc<'a>,
+    spec: JobSpec,
+    prev_record: Option<Box<RawValue>>,
+    dir: PathBuf,
+    file: &'a mut ResultFile,
+    idx: usize,
+    period_start: u64,
+    sysinfo: SysinfoSrc<'a>,
     /// Set by [`RunCtx::revert_knobs_at_end`].
-    pub(in crate::bench) revert_knobs: bool,
-    pub(in crate::bench) quick: bool,
+    revert_knobs: bool,
+    quick: bool,
     /// Set while a sub-bench runs inside this job ([`RunCtx::nested`]).
-    pub(in crate::bench) nest: Option<Nest>,
+    nest: Option<Nest>,
     /// The work directory claimed by [`RunCtx::scratch_dir`] for a job without the host session.
-    pub(in crate::bench) dir_lock: Option<crate::util::lockfile::LockFile>,
+    dir_lock: Option<crate::util::lockfile::LockFile>,
+}
+
+/// Where a job's run starts: what the runner hands [`RunCtx::new`].
+pub(in crate::bench) struct JobStart<'a> {
+    pub spec: JobSpec,
+    /// The job's record in the result file from an earlier run, if any.
+    pub prev_record: Option<Box<RawValue>>,
+    pub dir: PathBuf,
+    pub file: &'a mut ResultFile,
+    /// The job's entry in `file`.
+    pub idx: usize,
+    pub period_start: u64,
+    pub sysinfo: SysinfoSrc<'a>,
+    pub quick: bool,
+}
+
+/// What the runner gets back when the bench's run has returned ([`RunCtx::finish`]).
+pub(in crate::bench) struct JobEnd<'a> {
+    pub file: &'a mut ResultFile,
+    pub prev_record: Option<Box<RawValue>>,
+    /// The entry's sysinfo, as the job left the host (or as the job forwarded it).
+    pub sysinfo: SysinfoSrc<'a>,
 }
 
 /// Where a sub-bench's checkpoints go: into `outer` (the job's own record) at the JSON
@@ -64,6 +86,52 @@ impl SysinfoSrc<'_> {
                 needs.mem_profile,
             )?),
         }
+    }
+}
+
+impl<'a> RunCtx<'a> {
+    pub(in crate::bench) fn new(start: JobStart<'a>) -> Self {
+        RunCtx {
+            spec: start.spec,
+            prev_record: start.prev_record,
+            dir: start.dir,
+            file: start.file,
+            idx: start.idx,
+            period_start: start.period_start,
+            sysinfo: start.sysinfo,
+            revert_knobs: false,
+            quick: start.quick,
+            nest: None,
+            dir_lock: None,
+        }
+    }
+
+    /// Ends the run: puts back the host parameters the job asked to
+    /// ([`RunCtx::revert_knobs_at_end`]); a revert that fails fails a run that went well
+    /// (after a failed run it is only logged). Releases the work directory's claim.
+    pub(in crate::bench) fn finish(self, run_ok: bool) -> Result<JobEnd<'a>> {
+        let name = job_name(&self.spec);
+        let RunCtx {
+            file,
+            prev_record,
+            mut sysinfo,
+            revert_knobs,
+            ..
+        } = self;
+        if let (true, SysinfoSrc::Session { host, .. }) = (revert_knobs, &mut sysinfo) {
+            match host.session.revert_knobs() {
+                Err(e) if run_ok => {
+                    return Err(e.context(format!("{}: reverting the parameters", name)))
+                }
+                Err(e) => log::warn!("{}: reverting the parameters: {:#}", name, e),
+                Ok(()) => log::debug!("{}: parameters reverted to the job's start", name),
+            }
+        }
+        Ok(JobEnd {
+            file,
+            prev_record,
+            sysinfo,
+        })
     }
 }
 

@@ -51,7 +51,7 @@ pub struct RunConfig {
     pub quick: bool,
 }
 
-use crate::bench::contract::ctx::{RunCtx, StudyCtx, SysinfoSrc};
+use crate::bench::contract::ctx::{JobStart, RunCtx, StudyCtx, SysinfoSrc};
 use crate::bench::contract::host::RunHost;
 use crate::bench::contract::workdir;
 use crate::util::now;
@@ -539,7 +539,7 @@ fn execute<'j>(
             name
         ),
     }
-    let mut ctx = RunCtx {
+    let mut ctx = RunCtx::new(JobStart {
         spec: spec.clone(),
         prev_record: prev,
         dir: cfg.dir.clone(),
@@ -547,37 +547,24 @@ fn execute<'j>(
         idx,
         period_start,
         sysinfo,
-        revert_knobs: false,
         quick: cfg.quick,
-        nest: None,
-        dir_lock: None,
-    };
+    });
     let display = crate::logging::progress::job(&format_spec_of(spec));
     let run = job.run(&mut ctx);
     drop(display);
-    if ctx.revert_knobs {
-        if let SysinfoSrc::Session { host, .. } = &mut ctx.sysinfo {
-            match host.session.revert_knobs() {
-                Err(e) if run.is_ok() => {
-                    return Err(e.context(format!("{}: reverting the parameters", name)))
-                }
-                Err(e) => log::warn!("{}: reverting the parameters: {:#}", name, e),
-                Ok(()) => log::debug!("{}: parameters reverted to the job's start", name),
-            }
-        }
-    }
+    let end = ctx.finish(run.is_ok())?;
     let record = run.with_context(|| format!("{} failed", name))?;
     // Sampled at the job's end, as upstream does: the iocost state, swappiness and zswap the
     // job left are what its numbers were measured under.
-    let sysinfo = ctx
+    let sysinfo = end
         .sysinfo
         .current()
         .with_context(|| format!("{}: reading the host's sysinfo", name))?;
-    let file = ctx.file;
+    let file = end.file;
     let raw = record.to_raw()?;
     // Compared as JSON values: the stored record may be laid out otherwise (an older version's).
     let value = |r: &RawValue| serde_json::from_str::<serde_json::Value>(r.get()).ok();
-    let unchanged = ctx
+    let unchanged = end
         .prev_record
         .as_deref()
         .and_then(value)

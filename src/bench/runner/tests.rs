@@ -105,7 +105,7 @@ fn ctx_of<'a>(
     file: &'a mut ResultFile,
     idx: usize,
 ) -> RunCtx<'a> {
-    RunCtx {
+    RunCtx::new(JobStart {
         spec,
         prev_record: Some(to_raw(&prev).unwrap()),
         dir: dir.to_path_buf(),
@@ -113,11 +113,8 @@ fn ctx_of<'a>(
         idx,
         period_start: 1,
         sysinfo: SysinfoSrc::Fixed(to_raw(&serde_json::json!({})).unwrap()),
-        revert_knobs: false,
         quick: false,
-        nest: None,
-        dir_lock: None,
-    }
+    })
 }
 
 #[test]
