@@ -679,10 +679,14 @@ fn bench_modules() -> BTreeSet<String> {
 }
 
 /// The bench a file under `src/bench/` belongs to, if any (`src/bench/storage/props.rs` →
-/// `storage`, `src/bench/io.rs` → `io`).
+/// `storage`, `src/bench/io.rs` → `io`). In `bench/merge/` only `info.rs` is a bench (the
+/// hidden `merge-info`); its other files are the contract's and the procedure's.
 fn bench_of(file: &Path, benches: &BTreeSet<String>) -> Option<String> {
     let rest = file.strip_prefix("src/bench").ok()?;
     let first = rest.components().next()?.as_os_str().to_string_lossy();
+    if first == "merge" && rest.file_name()? != "info.rs" {
+        return None;
+    }
     let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
     benches.contains(&name).then_some(name)
 }
@@ -740,6 +744,12 @@ fn bench_part(file: &Path, benches: &BTreeSet<String>) -> Option<(u8, &'static s
         .to_string();
     Some(match first.as_str() {
         "contract" => (0, "contract"),
+        // One capability's files at their three ranks.
+        "merge" => match rest.file_name()?.to_str()? {
+            "src.rs" => (0, "contract"),
+            "info.rs" => (1, "benches"),
+            _ => (3, "runner and result-file commands"),
+        },
         "hashd_sizing.rs" => (1, "benches"),
         _ if bench_of(file, benches).is_some() => (1, "benches"),
         "mod.rs" => (2, "registry"),

@@ -17,7 +17,7 @@ pub mod io;
 pub mod iocost_params;
 pub mod iocost_qos;
 pub mod iocost_tune;
-pub mod merge_info;
+pub mod merge;
 pub mod protection;
 pub mod qos_study;
 // The benches only tests drive: not in the binary users install.
@@ -52,7 +52,7 @@ pub static BENCHES: &[&dyn AnyBench] = &[
     &io::Io,
     &curve::Curve,
     &qos_study::QosStudy,
-    &merge_info::MergeInfoBench,
+    &merge::info::MergeInfoBench,
     #[cfg(any(test, feature = "testaid"))]
     &selftest::SelfTest,
     #[cfg(any(test, feature = "testaid"))]

@@ -49,7 +49,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
     for src in &a.sources {
         files.push((src.display().to_string(), crate::result::load_existing(src)?));
     }
-    let opts = crate::bench::results::merge::MergeOpts {
+    let opts = crate::bench::merge::MergeOpts {
         by_id: a.by_id,
         ignore_versions: a.ignore_versions,
         ignore_sysreqs: a.ignore_sysreqs,
@@ -57,7 +57,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
         merge_time_savers: a.merge_time_savers,
         merge_lean_requests: a.merge_lean_requests,
     };
-    let entries = crate::bench::results::merge::merge(&files, &opts, crate::util::now())?;
+    let entries = crate::bench::merge::merge(&files, &opts, crate::util::now())?;
     crate::result::save::save_entries_over(&out, expect, &entries)?;
     let mut text = String::new();
     let opts = crate::format::FormatOpts {

@@ -10,8 +10,8 @@ pub use crate::units::{ValueKind, PCT_LABELS};
 
 use super::ctx::{RunCtx, StudyCtx};
 use super::headline::Row;
-use super::merge_src::{MergeOpts, MergeSrc, Merging};
 use super::needs::SystemNeeds;
+use crate::bench::merge::src::{MergeOpts, MergeSrc, Merging};
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::Context;

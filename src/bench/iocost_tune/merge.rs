@@ -9,7 +9,7 @@ use super::fit::{mean, stdev};
 use super::model::{IocostTuneRecord, IocostTuneResult};
 use super::rules;
 use super::solve::{solve, DFL_SCALE};
-use crate::bench::contract::merge_src::MergeSrc;
+use crate::bench::merge::src::MergeSrc;
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::{bail, Result};

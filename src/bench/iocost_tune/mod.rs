@@ -182,13 +182,9 @@ fn open_key(group: usize, key: &str) -> bool {
     }
 }
 
-/// The solutions' intervals (see [`interval`]) under the stored spec's rules and scale;
-/// none when the spec can't be read.
-fn spreads_of(entry: &crate::result::Entry, res: &IocostTuneResult) -> SpreadMap {
-    match IocostTuneProps::read(&entry.spec) {
-        Ok(p) => interval::spreads(res, &p.rules, p.scale, interval::DFL_BOOT),
-        Err(_) => SpreadMap::new(),
-    }
+/// The solutions' intervals (see [`interval`]) under the spec's rules and scale.
+fn spreads_of(props: &IocostTuneProps, res: &IocostTuneResult) -> SpreadMap {
+    interval::spreads(res, &props.rules, props.scale, interval::DFL_BOOT)
 }
 
 type SpreadMap = std::collections::BTreeMap<String, interval::SolutionSpread>;
@@ -219,19 +215,6 @@ fn interval_cells(s: &model::QosSolution, spread: Option<&interval::SolutionSpre
             spread.map_or(Value::Null, |s| json!(s.unstable())),
         ),
     ]
-}
-
-/// The rules of a stored spec (its groups 2+, or the defaults).
-fn stored_rules(spec: &JobSpec) -> Result<Vec<QosRule>> {
-    rules::rules(spec.props.get(1..).unwrap_or(&[])).map_err(|(i, e)| {
-        crate::error::UsageError::new(format!(
-            "{}: rule {} of the stored spec can't be read: {}",
-            crate::format::job_name(spec),
-            i + 1,
-            e
-        ))
-        .into()
-    })
 }
 
 impl Bench for IocostTune {
@@ -317,8 +300,8 @@ impl Bench for IocostTune {
     }
 
     /// Merged per device model and firmware, as upstream.
-    fn merging(&self) -> Option<crate::bench::contract::merge_src::Merging> {
-        Some(crate::bench::contract::merge_src::Merging {
+    fn merging(&self) -> Option<crate::bench::merge::src::Merging> {
+        Some(crate::bench::merge::src::Merging {
             by_storage_model: true,
             by_storage_fwrev: true,
         })
@@ -333,7 +316,7 @@ impl Bench for IocostTune {
     fn merge_classifier(
         &self,
         entry: &crate::result::Entry,
-        opts: &crate::bench::contract::merge_src::MergeOpts,
+        opts: &crate::bench::merge::src::MergeOpts,
     ) -> Option<String> {
         let rec: IocostTuneRecord = crate::format::parse_record(entry).ok()??;
         let savers = rec.time_savers;
@@ -376,7 +359,7 @@ impl Bench for IocostTune {
 
     fn merge(
         &self,
-        srcs: &mut [crate::bench::contract::merge_src::MergeSrc],
+        srcs: &mut [crate::bench::merge::src::MergeSrc],
     ) -> Result<crate::result::Entry> {
         merge::merge(srcs)
     }
@@ -389,7 +372,7 @@ impl Bench for IocostTune {
         use crate::bench::contract::headline::num;
         use serde_json::json;
         let res = &stored.result;
-        let spreads = spreads_of(stored.entry, res);
+        let spreads = spreads_of(&stored.props()?, res);
         Ok(res
             .solutions
             .iter()
@@ -413,15 +396,15 @@ impl Bench for IocostTune {
 
     /// One SVG per series and a page with them all and the solutions.
     fn plot(&self, stored: &Stored<Self>) -> Result<Vec<crate::bench::contract::api::PlotFile>> {
-        let rules = stored_rules(&stored.entry.spec)?;
+        let props = stored.props()?;
         let sys = HeaderSysInfo::parse(stored.entry)?;
         let device = sys
             .sysreqs_report
             .map(|r| r.scr_dev_model.trim().to_string())
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| "unknown device".into());
-        let spreads = spreads_of(stored.entry, &stored.result);
-        plot::files(&stored.result, &rules, &spreads, &device)
+        let spreads = spreads_of(&props, &stored.result);
+        plot::files(&stored.result, &props.rules, &spreads, &device)
     }
 
     /// Refits every series from its points and solves the rules again.
@@ -431,7 +414,8 @@ impl Bench for IocostTune {
 
     fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
         let res = &stored.result;
-        let rules = stored_rules(&stored.entry.spec)?;
+        let props = stored.props()?;
+        let rules = &props.rules;
         let (hwdb, hwdb_fwrev) = (opts.flag("hwdb"), opts.flag("hwdb-fwrev"));
         if hwdb || hwdb_fwrev {
             let sys = HeaderSysInfo::parse(stored.entry)?;
@@ -441,18 +425,18 @@ impl Bench for IocostTune {
             return Ok(());
         }
         if opts.flag("high-level") {
-            report::high_level(out, res, &rules);
+            report::high_level(out, res, rules);
             return Ok(());
         }
         if opts.full {
             report::graphs(out, res);
         }
-        report::solutions(out, res, &rules);
+        report::solutions(out, res, rules);
         report::remarks(out, res);
         out.push('\n');
         if opts.flag("intervals") {
-            let spreads = spreads_of(stored.entry, res);
-            report::intervals(out, &rules, &spreads, interval::configs(&res.data).len());
+            let spreads = spreads_of(&props, res);
+            report::intervals(out, rules, &spreads, interval::configs(&res.data).len());
         }
         Ok(())
     }

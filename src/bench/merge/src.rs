@@ -1,5 +1,6 @@
 //! What `merge` hands a bench: one entry of one source file, and whether the merge rejected it
-//! (with the reason `merge-info` shows). The procedure itself is `bench::results::merge`.
+//! (with the reason `merge-info` shows). The procedure itself is this
+//! folder's `mod.rs`.
 
 use crate::result::Entry;
 

@@ -6,13 +6,21 @@
 //! system requirements are rejected (unless `--ignore-sysreqs`). Each group is merged by its
 //! bench; without `--multiple` only the group with the most accepted sources per kind and id
 //! is kept. The output starts with a `merge-info` entry that says all of this.
+//!
+//! The folder's files are of three ranks of `bench/` (ARCHITECTURE.md): `src.rs`, what a
+//! bench's own merge gets, is part of the contract; `info.rs`, the hidden `merge-info` bench
+//! that owns the record written first, is a bench; this procedure, over the registry, sits
+//! with the runner.
 
-pub use crate::bench::contract::merge_src::MergeOpts;
-use crate::bench::contract::merge_src::MergeSrc;
-use crate::bench::merge_info::{MergeEntry, MergeId, MergeInfo};
+pub mod info;
+pub mod src;
+
 use crate::result::Entry;
 use crate::spec::JobSpec;
 use anyhow::{Context, Result};
+use info::{MergeEntry, MergeId, MergeInfo};
+pub use src::MergeOpts;
+use src::MergeSrc;
 use std::collections::btree_map::Entry as Entry_;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -66,7 +74,7 @@ fn merge_id(bench: &dyn crate::bench::AnyBench, e: &Entry, opts: &MergeOpts) -> 
     let f = facts(e);
     let how = bench
         .merging()
-        .unwrap_or(crate::bench::contract::merge_src::Merging {
+        .unwrap_or(crate::bench::merge::src::Merging {
             by_storage_model: false,
             by_storage_fwrev: false,
         });

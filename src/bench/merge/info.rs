@@ -1,9 +1,10 @@
 //! `merge-info`: the entry `merge` puts first in its output, saying which sources each merged
 //! result came from, which were rejected and why, and which groups lost to it. Hidden: it is
-//! never run, only printed. Its record is the model below, which `bench::results::merge` fills.
+//! never run, only printed. Its record is the model below, which `merge`'s procedure
+//! (this folder's `mod.rs`) fills.
 
-use super::contract::api::{Bench, BenchDesc, FormatOpts, SpecError, Stored, NO_PROPS};
-use super::contract::merge_src::MergeSrc;
+use super::src::MergeSrc;
+use crate::bench::contract::api::{Bench, BenchDesc, FormatOpts, SpecError, Stored, NO_PROPS};
 use crate::spec::JobSpec;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
