@@ -890,6 +890,31 @@ fn tuned_merge_sources(which: usize, change: &dyn Fn(&mut serde_json::Value)) ->
     tmp
 }
 
+/// What `merge src0.json src1.json src2.json EXTRA...` into `merged.json` in `dir` prints (it
+/// must succeed).
+fn merge_three(dir: &std::path::Path, extra: &[&str]) -> String {
+    let out = Command::cargo_bin("resctl-bench")
+        .unwrap()
+        .current_dir(dir)
+        .args([
+            "-r",
+            "merged.json",
+            "merge",
+            "src0.json",
+            "src1.json",
+            "src2.json",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// A result measured with our time-savers stays out of a merge with upstream-faithful ones
 /// (merge-info says which) unless `--merge-time-savers` is given.
 #[test]
@@ -897,28 +922,7 @@ fn merge_keeps_time_saver_runs_apart_unless_told() {
     let tmp = tuned_merge_sources(2, &|e| {
         e["record"]["time_savers"] = serde_json::json!(["mof-hint", "tune-hint"]);
     });
-    let merge = |extra: &[&str]| -> String {
-        let out = Command::cargo_bin("resctl-bench")
-            .unwrap()
-            .current_dir(tmp.path())
-            .args([
-                "-r",
-                "merged.json",
-                "merge",
-                "src0.json",
-                "src1.json",
-                "src2.json",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let merge = |extra: &[&str]| merge_three(tmp.path(), extra);
     let apart = merge(&[]);
     assert_has_lines(
         &apart,
@@ -960,22 +964,7 @@ fn merge_keeps_lean_request_runs_apart_unless_told() {
         }
         std::fs::write(tmp.path().join(format!("src{}.json", i)), all.to_string()).unwrap();
     }
-    let merge = |extra: &[&str]| -> String {
-        let out = Command::cargo_bin("resctl-bench")
-            .unwrap()
-            .current_dir(tmp.path())
-            .args(["-r", "merged.json", "merge", "src0.json", "src1.json"])
-            .arg("src2.json")
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let merge = |extra: &[&str]| merge_three(tmp.path(), extra);
     assert_has_lines(
         &merge(&[]),
         &[
