@@ -944,11 +944,12 @@ fn merge_keeps_time_saver_runs_apart_unless_told() {
     );
 }
 
-/// A run of ours whose hashd made lean requests (the default) stays out of a merge with
-/// upstream's runs, and one made with `storage-requests=upstream` goes in, unless
-/// `--merge-lean-requests` is given.
+/// A run of ours whose hashd made lean requests and whose footprints our memory search found
+/// (the defaults) stays out of a merge with upstream's runs, and one made with
+/// `storage-requests=upstream,storage-search=upstream` goes in, unless `--merge-lean-requests`
+/// and `--merge-our-search` are given (each pools only its own difference).
 #[test]
-fn merge_keeps_lean_request_runs_apart_unless_told() {
+fn merge_keeps_lean_request_and_our_search_runs_apart_unless_told() {
     let (dir, names) = merge_sources();
     let tmp = tempfile::tempdir().unwrap();
     for (i, n) in names.iter().enumerate() {
@@ -959,6 +960,7 @@ fn merge_keeps_lean_request_runs_apart_unless_told() {
                 e["sysinfo"]["bench_args"] = serde_json::json!({"dir": "/var/lib/resctl-bench"});
                 if i == 1 {
                     e["record"]["qos_props"][0]["storage-requests"] = "upstream".into();
+                    e["record"]["qos_props"][0]["storage-search"] = "upstream".into();
                 }
             }
         }
@@ -972,13 +974,27 @@ fn merge_keeps_lean_request_runs_apart_unless_told() {
             "    + src0.json",
             "    + src1.json",
             "[-] iocost-tune",
+            "  classifier: dither,vrate-max=125 (lean hashd requests, our memory search)",
+            "    + src2.json",
+        ],
+    );
+    assert_has_lines(
+        &merge(&["--merge-lean-requests"]),
+        &[
+            "  classifier: dither,vrate-max=125 (our memory search)",
+            "    + src2.json",
+        ],
+    );
+    assert_has_lines(
+        &merge(&["--merge-our-search"]),
+        &[
             "  classifier: dither,vrate-max=125 (lean hashd requests)",
             "    + src2.json",
         ],
     );
-    let together = merge(&["--merge-lean-requests"]);
+    let together = merge(&["--merge-lean-requests", "--merge-our-search"]);
     assert!(
-        !together.contains("lean") && !together.contains("[-]"),
+        !together.contains("lean") && !together.contains("search") && !together.contains("[-]"),
         "{}",
         together
     );

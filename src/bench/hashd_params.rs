@@ -15,7 +15,7 @@ use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::bench::contract::needs;
 use crate::bench::hashd_sizing::dfl_rps_max;
 use crate::bench::hashd_sizing::{
-    self, positive_knob, upstream_requests, HashdBenchCfg, HASHD_KNOBS,
+    self, positive_knob, upstream_requests, upstream_search, HashdBenchCfg, HASHD_KNOBS, SEARCH,
 };
 use crate::result::sysinfo::MemProfile;
 use crate::spec::JobSpec;
@@ -57,6 +57,7 @@ pub static DESC: BenchDesc = BenchDesc {
             HASHD_KNOBS[2],
             HASHD_KNOBS[3],
             HASHD_KNOBS[4],
+            SEARCH,
         ],
         forward: &[],
         group_props: None,
@@ -84,6 +85,8 @@ pub struct HashdParamsProps {
     pub log_bps: Option<u64>,
     /// hashd makes its requests as upstream's rd-hashd does (`requests=upstream`).
     pub upstream_requests: bool,
+    /// The footprint is searched as upstream's rd-hashd searches it (`search=upstream`).
+    pub upstream_search: bool,
 }
 
 impl HashdParamsProps {
@@ -112,6 +115,7 @@ impl HashdParamsProps {
             chunk_pages: positive("chunk-pages", ValueKind::Int)?.map(clamp),
             log_bps: g.u64("log-bps", ValueKind::Size)?,
             upstream_requests: upstream_requests(&g, "requests")?,
+            upstream_search: upstream_search(&g, "search")?,
         })
     }
 
@@ -138,6 +142,7 @@ impl HashdParamsProps {
             chunk_pages: self.chunk_pages,
             log_bps: self.log_bps,
             upstream_requests: self.upstream_requests,
+            upstream_search: self.upstream_search,
             preload: share / 2,
             total_memory: Some(share),
             quick,
@@ -406,6 +411,7 @@ mod tests {
                 chunk_pages: None,
                 log_bps: None,
                 upstream_requests: false,
+                upstream_search: false,
             }
         );
         let p = props("hashd-params:commit=false").unwrap();

@@ -42,6 +42,8 @@ pub struct HashdBenchCfg {
     pub log_bps: Option<u64>,
     /// Requests made as upstream's rd-hashd makes them (the `requests` knob).
     pub upstream_requests: bool,
+    /// The memory search is upstream's (the `search` property; takes no `mem_prior`).
+    pub upstream_search: bool,
     /// Page cache to load before the first request, bytes.
     pub preload: u64,
     /// hashd's idea of the machine's memory (the profile's share).
@@ -85,6 +87,23 @@ pub const HASHD_KNOBS: [PropDesc; 5] = [
         "how hashd makes a request: lean (ours), or as upstream's rd-hashd",
     ),
 ];
+
+/// The values of the `search` property: our memory search (the default) or upstream's.
+pub const SEARCHES: &[&str] = &["ours", "upstream"];
+
+/// How `storage` and `hashd-params` search for the footprint.
+pub const SEARCH: PropDesc = prop(
+    "search",
+    ValueKind::Enum(SEARCHES),
+    "how the memory footprint is searched: ours, or as upstream's rd-hashd (up, bisect, refine)",
+);
+
+/// Whether `key` (the `search` property, or as a parent bench forwards it) asks for
+/// upstream's memory search.
+pub fn upstream_search(g: &Group, key: &str) -> Result<bool, SpecError> {
+    let v = g.value(key, ValueKind::Enum(SEARCHES))?;
+    Ok(matches!(v, Some(ParsedValue::Enum(v)) if v == "upstream"))
+}
 
 /// Whether `key` (the `requests` knob, or as a parent bench forwards it) asks for requests
 /// made as upstream's rd-hashd makes them.
@@ -238,6 +257,7 @@ pub fn run_sizing(
     let opts = SizingOpts {
         mem_prior: cfg.mem_prior,
         mem_frac: cfg.mem_frac,
+        upstream_search: cfg.upstream_search,
         ..SizingOpts::new(cfg.rps_max, cfg.fake_cpu, cfg.quick)
     };
     let res = sizing::run(&mut target, &opts);
@@ -388,6 +408,7 @@ mod tests {
             chunk_pages: Some(8),
             log_bps: Some(1000),
             upstream_requests: true,
+            upstream_search: false,
             preload: 0,
             total_memory: None,
             quick: true,

@@ -33,6 +33,11 @@ pub struct Args {
     /// kept apart otherwise
     #[arg(long = "merge-lean-requests")]
     pub merge_lean_requests: bool,
+    /// Merge results whose footprints our memory search found (this tool's default) with
+    /// results whose footprints upstream's search found (upstream's, or
+    /// `storage-search=upstream`); kept apart otherwise
+    #[arg(long = "merge-our-search")]
+    pub merge_our_search: bool,
 }
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
@@ -56,6 +61,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
         multiple: a.multiple,
         merge_time_savers: a.merge_time_savers,
         merge_lean_requests: a.merge_lean_requests,
+        merge_our_search: a.merge_our_search,
     };
     let entries = crate::bench::merge::merge(&files, &opts, crate::util::now())?;
     crate::result::save::save_entries_over(&out, expect, &entries)?;

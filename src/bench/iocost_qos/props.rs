@@ -177,11 +177,13 @@ pub struct IocostQosProps {
     pub tune_bisect: bool,
     /// Time-saver: each storage search starts at the footprint the previous configuration's
     /// found, a loop after the first at the one the loops before it found (`mof-hint=false`:
-    /// from the bottom, as upstream).
+    /// from the bottom, as upstream). Off by default with `storage-search=upstream`, whose
+    /// search takes no hint.
     pub mof_hint: bool,
     /// Time-saver: a configuration's storage search takes the lowest footprint the
     /// baseline's (io.cost off, so at least as capable) found failing as its bracket's upper
-    /// end, unprobed (`mof-ceiling=false`: every search finds its own, as upstream).
+    /// end, unprobed (`mof-ceiling=false`: every search finds its own, as upstream). Off by
+    /// default with `storage-search=upstream`.
     pub mof_ceiling: bool,
     /// Time-saver: a configuration's storage loops end once the last two found footprints
     /// within this fraction of each other ([`EARLY_STOP_TOL`] by default; `early-stop=false`,
@@ -269,6 +271,8 @@ impl IocostQosProps {
             Ok(g.u64(k, ValueKind::Int)?
                 .map_or(dfl, |v| v.min(u32::MAX as u64) as u32))
         };
+        // Upstream's memory search starts from the bottom every time: no hint, no ceiling.
+        let upstream_search = StorageProps::read_prefixed(spec, "storage-")?.upstream_search;
         let mut props = IocostQosProps {
             vrate_min: g.f64("vrate-min", ValueKind::Float)?.unwrap_or(0.0),
             vrate_max: g
@@ -289,8 +293,8 @@ impl IocostQosProps {
             ignore_min_perf: g.flag("ignore-min-perf")?.unwrap_or(false),
             tune_hint: g.flag("tune-hint")?.unwrap_or(true),
             tune_bisect: g.flag("tune-bisect")?.unwrap_or(false),
-            mof_hint: g.flag("mof-hint")?.unwrap_or(true),
-            mof_ceiling: g.flag("mof-ceiling")?.unwrap_or(true),
+            mof_hint: g.flag("mof-hint")?.unwrap_or(!upstream_search),
+            mof_ceiling: g.flag("mof-ceiling")?.unwrap_or(!upstream_search),
             early_stop: match g.value("early-stop", ValueKind::BoolOrFrac)? {
                 None | Some(ParsedValue::Bool(true)) => Some(EARLY_STOP_TOL),
                 Some(ParsedValue::Frac(f)) => Some(f),
@@ -391,6 +395,20 @@ pub fn check(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
             }
         }
     }
+    if props.storage.upstream_search {
+        if let Some(k) = [
+            ("mof-hint", props.mof_hint),
+            ("mof-ceiling", props.mof_ceiling),
+        ]
+        .into_iter()
+        .find_map(|(k, on)| on.then_some(k))
+        {
+            return Err(g.err(format!(
+                "{} needs our memory search, and storage-search=upstream asks for upstream's                  (accepted: {}=false, or leave it out)",
+                k, k
+            )));
+        }
+    }
     for (key, v) in [
         ("storage-base-loops", props.storage_base_loops),
         ("storage-loops", props.storage_loops),
@@ -470,5 +488,23 @@ mod saver_tests {
             Vec::<&str>::new()
         );
         assert_eq!(savers("iocost-qos:early-stop=false,tune-bisect").len(), 4);
+    }
+
+    #[test]
+    fn upstreams_search_turns_the_search_savers_off() {
+        // Its search takes no hint or ceiling: off unless asked for, and asking is an error.
+        assert_eq!(
+            savers("iocost-qos:storage-search=upstream"),
+            ["tune-hint", "early-stop"]
+        );
+        let p = check(&JobSpec::parse("iocost-qos:storage-search=upstream").unwrap()).unwrap();
+        assert!(p.storage.upstream_search && !p.mof_hint && !p.mof_ceiling);
+        for k in ["mof-hint", "mof-ceiling"] {
+            let spec =
+                JobSpec::parse(&format!("iocost-qos:storage-search=upstream,{}", k)).unwrap();
+            let e = spec.error(check(&spec).unwrap_err()).to_string();
+            assert!(e.contains(&format!("{}=false", k)), "{}", e);
+        }
+        assert!(check(&JobSpec::parse("iocost-qos:storage-search=ours,mof-hint").unwrap()).is_ok());
     }
 }

@@ -310,9 +310,10 @@ impl Bench for IocostTune {
     /// The iocost-qos properties behind the data, but how many vrates were measured
     /// (`vrate-intvs`, an adaptive grid's `auto-budget` and `auto-target`: runs with more
     /// configurations merge with fewer, an adaptive grid's with full ones), written as in a
-    /// spec; then the time-savers the data was measured with, and whether hashd made lean
-    /// requests (ours: this tool's runs without `storage-requests=upstream`), unless told to
-    /// merge them with upstream-faithful runs.
+    /// spec; then the time-savers the data was measured with, whether hashd made lean
+    /// requests (this tool's runs without `storage-requests=upstream`) and whether the
+    /// footprint was found by our memory search (this tool's runs without
+    /// `storage-search=upstream`), each unless told to merge them with upstream-faithful runs.
     fn merge_classifier(
         &self,
         entry: &crate::result::Entry,
@@ -321,17 +322,17 @@ impl Bench for IocostTune {
         let rec: IocostTuneRecord = crate::format::parse_record(entry).ok()??;
         let savers = rec.time_savers;
         let mut props = rec.qos_props;
-        let mut upstream_requests = false;
+        let (mut upstream_requests, mut upstream_search) = (false, false);
         if let Some(g) = props.first_mut() {
             for k in ["vrate-intvs", "auto-budget", "auto-target"] {
                 g.remove(k);
             }
             upstream_requests = g.remove("storage-requests").as_deref() == Some("upstream");
+            upstream_search = g.remove("storage-search").as_deref() == Some("upstream");
         }
         // This tool's runs carry their options in sysinfo; upstream's hashd is upstream's.
         let ours = serde_json::from_str::<serde_json::Value>(entry.sysinfo.get())
             .is_ok_and(|si| !si["bench_args"].is_null());
-        let lean = ours && !upstream_requests;
         let groups: Vec<String> = props
             .iter()
             .map(|g| {
@@ -351,8 +352,21 @@ impl Bench for IocostTune {
         if !savers.is_empty() && !opts.merge_time_savers {
             c += &format!(" (time-savers: {})", savers.join(", "));
         }
-        if lean && !opts.merge_lean_requests {
-            c += " (lean hashd requests)";
+        let differs: Vec<&str> = [
+            (
+                !upstream_requests && !opts.merge_lean_requests,
+                "lean hashd requests",
+            ),
+            (
+                !upstream_search && !opts.merge_our_search,
+                "our memory search",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(on, what)| (ours && on).then_some(what))
+        .collect();
+        if !differs.is_empty() {
+            c += &format!(" ({})", differs.join(", "));
         }
         Some(c)
     }

@@ -67,8 +67,13 @@ fn watch(seen: Arc<Mutex<Seen>>, target: u64, err_max: f64) -> Watch {
             format_size(target as f64),
             err * 100.0,
         ));
-        // Only the final probes end early: earlier ones may well overshoot on the way.
-        if matches!(t.phase, Phase::MemConfirm | Phase::MemCeiling) && err > err_max {
+        // Only the final probes end early (ours, or upstream's refine): earlier ones may well
+        // overshoot on the way.
+        if matches!(
+            t.phase,
+            Phase::MemConfirm | Phase::MemCeiling | Phase::MemRefine
+        ) && err > err_max
+        {
             return Err(OverUse { usage, err }.into());
         }
         Ok(())
@@ -343,6 +348,7 @@ fn loop_cfg(
         chunk_pages: Some(props.chunk_pages),
         log_bps: Some(props.log_bps),
         upstream_requests: props.upstream_requests,
+        upstream_search: props.upstream_search,
         preload: mem.share / 2,
         total_memory: Some(mem.share),
         quick,
@@ -589,6 +595,22 @@ mod tests {
             (1, Some(300), true, true)
         );
         assert_eq!(p.hash_size, 2 << 20);
+        assert!(!p.upstream_search);
+        for (spec, want) in [
+            ("storage:search=upstream", true),
+            ("storage:search=ours", false),
+        ] {
+            let s = crate::spec::JobSpec::parse(spec).unwrap();
+            assert_eq!(
+                StorageProps::check(&s).unwrap().upstream_search,
+                want,
+                "{}",
+                spec
+            );
+        }
+        let s = crate::spec::JobSpec::parse("storage:search=fast").unwrap();
+        let e = s.error(StorageProps::check(&s).unwrap_err()).to_string();
+        assert!(e.contains("ours") && e.contains("upstream"), "{}", e);
         assert!(
             StorageProps::check(&crate::spec::JobSpec::parse("storage:loops=0").unwrap()).is_err()
         );

@@ -1,14 +1,16 @@
 //! The storage properties (benches-doc/storage.md): their shape, typed values and rules.
 
 use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
-use crate::bench::hashd_sizing::{positive_knob, upstream_requests, HASHD_KNOBS};
+use crate::bench::hashd_sizing::{
+    positive_knob, upstream_requests, upstream_search, HASHD_KNOBS, SEARCH,
+};
 use crate::spec::JobSpec;
 
 pub const DFL_HASH_SIZE: f64 = 1258291.0;
 pub const DFL_LOG_BPS: f64 = 1100794.0;
 pub const DFL_LOOPS: u32 = 3;
 
-pub const PROPS: [PropDesc; 11] = [
+pub const PROPS: [PropDesc; 12] = [
     APPLY_COMMIT[0],
     APPLY_COMMIT[1],
     prop("loops", ValueKind::Int, "number of measurements to average"),
@@ -17,6 +19,7 @@ pub const PROPS: [PropDesc; 11] = [
     HASHD_KNOBS[2],
     HASHD_KNOBS[3],
     HASHD_KNOBS[4],
+    SEARCH,
     prop(
         "mem-avail-err-max",
         ValueKind::Frac,
@@ -46,6 +49,8 @@ pub struct StorageProps {
     pub log_bps: u64,
     /// hashd makes its requests as upstream's rd-hashd does (`requests=upstream`).
     pub upstream_requests: bool,
+    /// The footprint is searched as upstream's rd-hashd searches it (`search=upstream`).
+    pub upstream_search: bool,
     pub err_max: f64,
     pub inner_retries: u32,
     pub outer_retries: u32,
@@ -84,6 +89,7 @@ impl StorageProps {
             chunk_pages: int("chunk-pages")?.map_or(25, clamp_u32),
             log_bps: size("log-bps")?.unwrap_or(DFL_LOG_BPS as u64),
             upstream_requests: upstream_requests(&g, &key("requests"))?,
+            upstream_search: upstream_search(&g, &key("search"))?,
             err_max: g
                 .f64(&key("mem-avail-err-max"), ValueKind::Frac)?
                 .unwrap_or(0.1),

@@ -9,6 +9,7 @@
 //! * [`probe`] — one measurement and its record
 //! * [`cpu`] — CPU saturation
 //! * [`mem`] — the memory-footprint search
+//! * [`upstream`] — upstream's memory-footprint search, on request (`search=upstream`)
 //! * the hidden `__hashd-bench` command that drives it from the tests lives in `crate::testaid`
 
 pub mod converge;
@@ -19,8 +20,8 @@ pub mod probe;
 pub mod target;
 pub mod timing;
 
-#[cfg(test)]
-pub(crate) mod oracle;
+pub mod upstream;
+
 #[cfg(test)]
 mod prior_tests;
 #[cfg(test)]
@@ -51,6 +52,8 @@ pub struct SizingOpts {
     pub mem_prior: mem::Prior,
     /// Given mem_frac: no memory search (as a given rps_max skips CPU saturation).
     pub mem_frac: Option<f64>,
+    /// The memory search is upstream's ([`upstream`]), which takes no prior.
+    pub upstream_search: bool,
 }
 
 impl SizingOpts {
@@ -63,6 +66,7 @@ impl SizingOpts {
             thresholds: Thresholds::default(),
             mem_prior: mem::Prior::default(),
             mem_frac: None,
+            upstream_search: false,
         }
     }
 }
@@ -108,8 +112,14 @@ pub fn run(target: &mut dyn SizingTarget, opts: &SizingOpts) -> Result<SizingRes
         }
     };
     let mut mem_history = Vec::new();
+    if opts.upstream_search && opts.mem_prior != mem::Prior::default() {
+        bail!("upstream's memory search takes no hint or ceiling");
+    }
     let mem_frac = match opts.mem_frac {
         Some(f) => f,
+        None if opts.upstream_search => {
+            upstream::search(target, rps_max, &opts.timing, &mut mem_history)?
+        }
         None => mem::search_near(
             target,
             rps_max,

@@ -16,7 +16,8 @@ pub enum Phase {
     MemConfirm,
     /// The long first probe one tolerance below a ceiling (see `mem`).
     MemCeiling,
-    /// Upstream's phases, only in the test oracle.
+    /// Upstream's phases (its search, `search=upstream`): bisection's re-probe of the
+    /// opposite end, and the long probes stepping down to the result.
     MemVerify,
     MemRefine,
 }

@@ -2,7 +2,6 @@
 //! upstream's procedure, orders devices by speed; CPU saturation and the fake-CPU skip.
 
 use super::mem::Prior;
-use super::oracle::upstream_search;
 use super::phase::Phase;
 use super::sim::SimDevice;
 use super::*;
@@ -91,7 +90,8 @@ fn search_agrees_with_upstreams_procedure() {
             let ours = run(&mut sim, &fake(false)).unwrap().mem_frac;
             let ours_secs = sim.secs;
             let mut sim = SimDevice::new(0.25, io, noise, seed);
-            let theirs = upstream_search(&mut sim, RPS_MAX).unwrap();
+            let theirs =
+                upstream::search(&mut sim, RPS_MAX, &Timing::NORMAL, &mut Vec::new()).unwrap();
             assert!(
                 rel(ours, theirs) <= 0.05,
                 "io {} noise {}: ours {:.4}, upstream {:.4}",
