@@ -404,7 +404,8 @@ pub fn check(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
         .find_map(|(k, on)| on.then_some(k))
         {
             return Err(g.err(format!(
-                "{} needs our memory search, and storage-search=upstream asks for upstream's                  (accepted: {}=false, or leave it out)",
+                "{} needs our memory search, and storage-search=upstream asks for upstream's \
+                 (accepted: {}=false, or leave it out)",
                 k, k
             )));
         }
@@ -503,7 +504,11 @@ mod saver_tests {
             let spec =
                 JobSpec::parse(&format!("iocost-qos:storage-search=upstream,{}", k)).unwrap();
             let e = spec.error(check(&spec).unwrap_err()).to_string();
-            assert!(e.contains(&format!("{}=false", k)), "{}", e);
+            assert!(
+                e.contains(&format!("{}=false", k)) && !e.contains("  "),
+                "{}",
+                e
+            );
         }
         assert!(check(&JobSpec::parse("iocost-qos:storage-search=ours,mof-hint").unwrap()).is_ok());
     }
