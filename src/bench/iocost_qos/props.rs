@@ -272,7 +272,8 @@ impl IocostQosProps {
                 .map_or(dfl, |v| v.min(u32::MAX as u64) as u32))
         };
         // Upstream's memory search starts from the bottom every time: no hint, no ceiling.
-        let upstream_search = StorageProps::read_prefixed(spec, "storage-")?.upstream_search;
+        let storage = StorageProps::read_prefixed(spec, "storage-")?;
+        let upstream_search = storage.upstream_search;
         let mut props = IocostQosProps {
             vrate_min: g.f64("vrate-min", ValueKind::Float)?.unwrap_or(0.0),
             vrate_max: g
@@ -285,7 +286,7 @@ impl IocostQosProps {
             isol_thr: g
                 .f64("isol-thr", ValueKind::Frac)?
                 .unwrap_or(crate::bench::protection::DFL_ISOL_THR),
-            storage: StorageProps::read_prefixed(spec, "storage-")?,
+            storage,
             storage_base_loops: count("storage-base-loops", DFL_STOR_BASE_LOOPS)?,
             storage_loops: count("storage-loops", DFL_STOR_LOOPS)?,
             retries: count("retries", DFL_RETRIES)?,
