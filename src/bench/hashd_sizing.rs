@@ -101,14 +101,22 @@ pub const SEARCH: PropDesc = prop(
 /// Whether `key` (the `search` property, or as a parent bench forwards it) asks for
 /// upstream's memory search.
 pub fn upstream_search(g: &Group, key: &str) -> Result<bool, SpecError> {
-    let v = g.value(key, ValueKind::Enum(SEARCHES))?;
-    Ok(matches!(v, Some(ParsedValue::Enum(v)) if v == "upstream"))
+    chose_upstream(g, key, SEARCHES)
 }
 
 /// Whether `key` (the `requests` knob, or as a parent bench forwards it) asks for requests
 /// made as upstream's rd-hashd makes them.
 pub fn upstream_requests(g: &Group, key: &str) -> Result<bool, SpecError> {
-    let v = g.value(key, ValueKind::Enum(REQUESTS))?;
+    chose_upstream(g, key, REQUESTS)
+}
+
+/// Whether the enum property `key` (accepting `values`) is given as `upstream`.
+fn chose_upstream(
+    g: &Group,
+    key: &str,
+    values: &'static [&'static str],
+) -> Result<bool, SpecError> {
+    let v = g.value(key, ValueKind::Enum(values))?;
     Ok(matches!(v, Some(ParsedValue::Enum(v)) if v == "upstream"))
 }
 
