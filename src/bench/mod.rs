@@ -220,20 +220,35 @@ mod tests {
             let spec = JobSpec::parse(text).unwrap();
             Bench::props(&iocost_params::IocostParams, &spec).map_err(|e| spec.error(e).to_string())
         };
+        let ours = iocost_params::measure::Jobs::Ours;
         assert_eq!(
             ac("iocost-params"),
-            Ok(ApplyCommit {
-                apply: true,
-                commit: true
+            Ok(iocost_params::IocostParamsProps {
+                ac: ApplyCommit {
+                    apply: true,
+                    commit: true
+                },
+                jobs: ours
             })
         );
         assert_eq!(
             ac("iocost-params:commit=false"),
-            Ok(ApplyCommit {
-                apply: true,
-                commit: false
+            Ok(iocost_params::IocostParamsProps {
+                ac: ApplyCommit {
+                    apply: true,
+                    commit: false
+                },
+                jobs: ours
             })
         );
+        assert_eq!(
+            ac("iocost-params:jobs=upstream").map(|p| p.jobs),
+            Ok(iocost_params::measure::Jobs::Upstream)
+        );
+        assert_eq!(ac("iocost-params:jobs=ours").map(|p| p.jobs), Ok(ours));
+        assert!(ac("iocost-params:jobs=fio")
+            .unwrap_err()
+            .contains("jobs=\"fio\" is not one of ours, upstream"));
         assert!(ac("iocost-params:apply=false,commit")
             .unwrap_err()
             .contains("committing implies applying"));

@@ -41,6 +41,30 @@ pub const STEPS: [Step; 8] = [
 pub const BPS_BS: u64 = 1 << 20;
 pub const IOPS_BS: u64 = 4096;
 
+/// Whose job shapes the runs have: ours (the default), or those of upstream's fio script
+/// (`jobs=upstream`, benches-doc/iocost-params.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Jobs {
+    #[default]
+    Ours,
+    Upstream,
+}
+
+impl Jobs {
+    pub fn is_ours(&self) -> bool {
+        *self == Jobs::Ours
+    }
+}
+
+/// The values of the `jobs` property.
+pub const JOBS: &[&str] = &["ours", "upstream"];
+
+/// Upstream's bandwidth runs: 128 MiB blocks, one in flight per job.
+pub const UPSTREAM_BPS_BS: u64 = 128 << 20;
+/// Upstream's IOPS and latency runs: 256 in flight per job.
+pub const UPSTREAM_QD: u32 = 256;
+
 /// How long and how wide the runs are.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
@@ -80,7 +104,21 @@ impl Step {
 
     /// The engine job on `target`: `rand_iops` is the random IOPS measured before (for the
     /// latency runs' rate).
-    pub fn job(self, target: &Path, rotational: bool, t: &Timing, rand_iops: u64) -> IoJob {
+    pub fn job(
+        self,
+        target: &Path,
+        rotational: bool,
+        t: &Timing,
+        rand_iops: u64,
+        jobs: Jobs,
+    ) -> IoJob {
+        match jobs {
+            Jobs::Ours => self.our_job(target, rotational, t, rand_iops),
+            Jobs::Upstream => self.upstream_job(target, rotational, t, rand_iops),
+        }
+    }
+
+    fn our_job(self, target: &Path, rotational: bool, t: &Timing, rand_iops: u64) -> IoJob {
         let mut j = IoJob::new(target.to_path_buf());
         j.read_pct = if self.write() { 0 } else { 100 };
         j.stop = Stop::Time(t.dur);
@@ -118,6 +156,42 @@ impl Step {
                 j.rate = Some(Rate::Iops((rand_iops as f64 * 0.9).max(1.0)));
                 j.arrivals = Arrivals::Linear;
             }
+        }
+        j
+    }
+
+    /// The fio run upstream's script makes for this step (libaio there, our engine here): 8 jobs
+    /// (1 on a rotational disk), no ramp; bandwidth with 128 MiB blocks one at a time per job;
+    /// the 4 KiB runs at depth 256 handed over 16 at a time (fio's `iodepth_batch_submit` of
+    /// depth / 16); the latency runs' rate 90 % of the random IOPS (rounded down) *per job*.
+    fn upstream_job(self, target: &Path, rotational: bool, t: &Timing, rand_iops: u64) -> IoJob {
+        let mut j = IoJob::new(target.to_path_buf());
+        j.read_pct = if self.write() { 0 } else { 100 };
+        j.stop = Stop::Time(t.dur);
+        j.ramp = Duration::ZERO;
+        j.direct = true;
+        j.workers = if rotational { 1 } else { 8 };
+        match self {
+            Step::Rbps | Step::Wbps => {
+                j.pattern = Pattern::Seq;
+                j.bs = UPSTREAM_BPS_BS;
+                j.qd = 1;
+            }
+            _ => {
+                j.pattern = match self {
+                    Step::Rseqiops | Step::Wseqiops => Pattern::Seq,
+                    _ => Pattern::Rand,
+                };
+                j.bs = IOPS_BS;
+                j.qd = UPSTREAM_QD;
+                j.batch = UPSTREAM_QD.div_ceil(16);
+            }
+        }
+        if matches!(self, Step::Rlat | Step::Wlat) {
+            // Ours splits a job's rate over its workers: the per-job rate times the jobs.
+            let per_job = (rand_iops as f64 * 0.9).floor().max(1.0);
+            j.rate = Some(Rate::Iops(per_job * j.workers as f64));
+            j.arrivals = Arrivals::Linear;
         }
         j
     }
@@ -206,18 +280,53 @@ mod tests {
     fn jobs_follow_the_device_kind() {
         let t = &FULL;
         let p = Path::new("/x");
-        let j = Step::Wbps.job(p, false, t, 0);
+        let j = Step::Wbps.job(p, false, t, 0, Jobs::Ours);
         assert_eq!(
             (j.read_pct, j.bs, j.pattern, j.qd),
             (0, 1 << 20, Pattern::Seq, 16)
         );
-        let j = Step::Rrandiops.job(p, true, t, 0);
+        let j = Step::Rrandiops.job(p, true, t, 0, Jobs::Ours);
         assert_eq!((j.read_pct, j.bs, j.workers, j.qd), (100, 4096, 1, 64));
-        let j = Step::Wlat.job(p, false, t, 10_000);
+        let j = Step::Wlat.job(p, false, t, 10_000, Jobs::Ours);
         assert_eq!(j.rate, Some(Rate::Iops(9000.0)));
         assert_eq!((j.read_pct, j.pattern, j.workers), (0, Pattern::Rand, 4));
         assert!(j.check().is_ok());
         assert_eq!(j.stop, Stop::Time(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn upstream_jobs_are_the_fio_runs_of_upstreams_script() {
+        let t = &FULL;
+        let p = Path::new("/x");
+        let up = |s: Step, rot: bool, r: u64| s.job(p, rot, t, r, Jobs::Upstream);
+        // Bandwidth: one 128 MiB block in flight per job; 8 jobs on an SSD, 1 rotational.
+        let j = up(Step::Rbps, false, 0);
+        assert_eq!(
+            (j.read_pct, j.bs, j.pattern, j.qd, j.workers),
+            (100, 128 << 20, Pattern::Seq, 1, 8)
+        );
+        assert_eq!(up(Step::Wbps, true, 0).workers, 1);
+        // 4 KiB runs: depth 256, handed over 16 at a time (fio's iodepth_batch_submit).
+        let j = up(Step::Wseqiops, true, 0);
+        assert_eq!(
+            (j.read_pct, j.bs, j.pattern, j.qd, j.batch, j.workers),
+            (0, 4096, Pattern::Seq, 256, 16, 1)
+        );
+        assert_eq!(up(Step::Rrandiops, false, 0).pattern, Pattern::Rand);
+        // Latency: 90 % of the random IOPS, rounded down, per job: 8 × that on an SSD.
+        let j = up(Step::Rlat, false, 10_001);
+        assert_eq!(j.rate, Some(Rate::Iops(8.0 * 9000.0)));
+        assert_eq!(j.worker_iops(), Some(9000.0));
+        assert_eq!(up(Step::Wlat, true, 151).rate, Some(Rate::Iops(135.0)));
+        // No ramp: fio measured from the start; every job passes the engine's checks.
+        for s in STEPS {
+            for rot in [false, true] {
+                let j = up(s, rot, 1000);
+                assert_eq!(j.ramp, Duration::ZERO);
+                assert_eq!(j.stop, Stop::Time(Duration::from_secs(60)));
+                assert!(j.check().is_ok(), "{:?}: {:?}", s, j.check());
+            }
+        }
     }
 
     #[test]

@@ -9,21 +9,40 @@ pub mod run;
 pub use run::ensure_model;
 
 use crate::bench::contract::api::{
-    Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, Shape, SpecError, Stored,
-    APPLY_COMMIT,
+    prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, PropDesc, Shape, SpecError,
+    Stored, ValueKind, APPLY_COMMIT,
 };
 use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::bench::contract::headline::Row;
 use crate::bench::contract::needs;
 use crate::spec::JobSpec;
 use crate::system::iocost::IoCostKnobs;
+use crate::units::parse::ParsedValue;
 use anyhow::Result;
+use measure::{Jobs, JOBS};
 use run::IocostParamsRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::fmt::Write;
 
 pub struct IocostParams;
+
+const PROPS: [PropDesc; 3] = [
+    APPLY_COMMIT[0],
+    APPLY_COMMIT[1],
+    prop(
+        "jobs",
+        ValueKind::Enum(JOBS),
+        "the runs' job shapes: ours, or those of upstream's fio script",
+    ),
+];
+
+/// The properties: what to do with the parameters, and whose job shapes measure them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IocostParamsProps {
+    pub ac: ApplyCommit,
+    pub jobs: Jobs,
+}
 
 pub static DESC: BenchDesc = BenchDesc {
     kind: "iocost-params",
@@ -33,7 +52,7 @@ pub static DESC: BenchDesc = BenchDesc {
     runnable: true,
     runs_first: None,
     shape: Shape {
-        props: &APPLY_COMMIT,
+        props: &PROPS,
         forward: &[],
         group_props: None,
         open_keys: None,
@@ -47,7 +66,7 @@ pub static DESC: BenchDesc = BenchDesc {
 };
 
 impl Bench for IocostParams {
-    type Props = ApplyCommit;
+    type Props = IocostParamsProps;
     type Record = IocostParamsRecord;
     type Result = IocostParamsResult;
     const RESULT_KEYS: &'static [&'static str] = &["model", "qos"];
@@ -66,15 +85,28 @@ impl Bench for IocostParams {
         &DESC
     }
 
-    fn props(&self, spec: &JobSpec) -> Result<ApplyCommit, SpecError> {
-        ApplyCommit::check(&spec.group(0))
+    fn props(&self, spec: &JobSpec) -> Result<IocostParamsProps, SpecError> {
+        let g = spec.group(0);
+        let jobs = match g.value("jobs", ValueKind::Enum(JOBS))? {
+            Some(ParsedValue::Enum(v)) if v == "upstream" => Jobs::Upstream,
+            _ => Jobs::Ours,
+        };
+        Ok(IocostParamsProps {
+            ac: ApplyCommit::check(&g)?,
+            jobs,
+        })
     }
 
-    fn run(&self, ctx: &mut RunCtx, _props: &ApplyCommit) -> Result<IocostParamsRecord> {
-        run::run(ctx)
+    fn run(&self, ctx: &mut RunCtx, props: &IocostParamsProps) -> Result<IocostParamsRecord> {
+        run::run(ctx, props.jobs)
     }
 
-    fn applies(&self, props: &ApplyCommit, rec: &IocostParamsRecord) -> Result<Option<Apply>> {
+    fn applies(
+        &self,
+        props: &IocostParamsProps,
+        rec: &IocostParamsRecord,
+    ) -> Result<Option<Apply>> {
+        let props = props.ac;
         if !props.apply {
             return Ok(None);
         }

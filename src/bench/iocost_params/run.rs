@@ -3,7 +3,7 @@
 //! `measure` one after another on the IO engine. `measure_on` is also what benches needing a
 //! model run nested.
 
-use super::measure::{self, Step, STEPS};
+use super::measure::{self, Jobs, Step, STEPS};
 use crate::bench::contract::ctx::RunCtx;
 use crate::logging::progress;
 use crate::system::iocost::IoCostKnobs;
@@ -52,6 +52,9 @@ pub struct IocostParamsRecord {
     pub testfile_size: u64,
     #[serde(default)]
     pub steps: Vec<StepOut>,
+    /// Whose job shapes measured it (absent: ours).
+    #[serde(default, skip_serializing_if = "Jobs::is_ours")]
+    pub jobs: Jobs,
 }
 
 fn step_out(step: Step, r: &IoResult, value: u64) -> StepOut {
@@ -83,11 +86,11 @@ fn step_out(step: Step, r: &IoResult, value: u64) -> StepOut {
     }
 }
 
-pub fn run(ctx: &mut RunCtx) -> Result<IocostParamsRecord> {
+pub fn run(ctx: &mut RunCtx, jobs: Jobs) -> Result<IocostParamsRecord> {
     let quick = ctx.quick();
     let dir = ctx.dir().to_path_buf();
     let (mut host, _) = ctx.host().context("iocost-params needs the host session")?;
-    measure_on(&mut host, &dir, quick)
+    measure_on(&mut host, &dir, quick, jobs)
 }
 
 /// bench.json's io.cost parameters; without a measured model, a nested `iocost-params`
@@ -107,7 +110,7 @@ pub fn ensure_model(
         who
     );
     crate::logging::progress::phase("iocost-params (nested)");
-    let rec = measure_on(host, dir, quick)
+    let rec = measure_on(host, dir, quick, Jobs::Ours)
         .with_context(|| format!("{}: the nested iocost-params", who))?;
     if rec.knobs.model.wbps == 0 {
         anyhow::bail!("the nested iocost-params measured wbps=0");
@@ -128,7 +131,12 @@ pub fn ensure_model(
 /// The measurements on the scratch device of `host` (also nested, from a bench that needs a
 /// model): io.cost stays off for the rest of the job unless the caller applies the result;
 /// request merging is put back afterwards.
-pub fn measure_on(host: &mut BenchHost, dir: &Path, quick: bool) -> Result<IocostParamsRecord> {
+pub fn measure_on(
+    host: &mut BenchHost,
+    dir: &Path,
+    quick: bool,
+    jobs: Jobs,
+) -> Result<IocostParamsRecord> {
     let start = now();
     let dev = host
         .scratch_dev()
@@ -143,7 +151,7 @@ pub fn measure_on(host: &mut BenchHost, dir: &Path, quick: bool) -> Result<Iocos
         .and_then(|t| crate::report::usage::parse_meminfo(&meminfo, &t).ok())
         .map_or(u64::MAX / 4, |m| m.mem_total);
     let nomerges = host.set_scratch_queue_knob("nomerges", "1")?;
-    let r = measure_dev(dir, quick, mem, &dev, start);
+    let r = measure_dev(dir, quick, mem, &dev, start, jobs);
     host.set_scratch_queue_knob("nomerges", &nomerges)?;
     r
 }
@@ -154,6 +162,7 @@ fn measure_dev(
     mem: u64,
     dev: &crate::system::blockdev::DevInfo,
     start: u64,
+    jobs: Jobs,
 ) -> Result<IocostParamsRecord> {
     let t = if quick { measure::QUICK } else { measure::FULL };
 
@@ -179,18 +188,23 @@ fn measure_dev(
 
     let each = (t.ramp + t.dur).as_secs_f64();
     log::info!(
-        "iocost-params: {} on {} ({}), {} runs of {}",
+        "iocost-params: {} on {} ({}), {} runs of {}{}",
         dev.name,
         path.display(),
         if dev.rotational { "rotational" } else { "SSD" },
         STEPS.len(),
-        format_duration(each)
+        format_duration(each),
+        if jobs.is_ours() {
+            ""
+        } else {
+            ", jobs as upstream's fio script"
+        }
     );
     let pct = measure::qos_pct(dev.rotational);
     let (mut values, mut steps, mut lat) = ([0u64; 6], Vec::new(), [0u64; 2]);
     for (i, &step) in STEPS.iter().enumerate() {
         let rand_iops = if step.write() { values[5] } else { values[4] };
-        let job = step.job(&path, dev.rotational, &t, rand_iops);
+        let job = step.job(&path, dev.rotational, &t, rand_iops, jobs);
         progress::phase(format!(
             "{} ({} {}, {}×{} in flight) · {} of {}",
             step.name(),
@@ -222,7 +236,7 @@ fn measure_dev(
                 Step::Rlat | Step::Wlat => format!(
                     " µs (1.5 × clat p{} at {:.0} IOPS)",
                     pct,
-                    rand_iops as f64 * 0.9
+                    job.worker_iops().unwrap_or(0.0) * job.workers as f64
                 ),
                 Step::Rbps | Step::Wbps => format!(" ({}/s)", format_size(v as f64)),
                 _ => String::new(),
@@ -241,5 +255,6 @@ fn measure_dev(
         rotational: dev.rotational,
         testfile_size: size,
         steps,
+        jobs,
     })
 }

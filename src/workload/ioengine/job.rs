@@ -218,8 +218,9 @@ impl IoJob {
                 self.read_pct
             ));
         }
-        if self.bs == 0 || self.bs > 64 << 20 {
-            return Err(format!("bs={} is not from 1 byte to 64M", self.bs));
+        // Up to the 128 MiB blocks of upstream's bandwidth runs (`iocost-params:jobs=upstream`).
+        if self.bs == 0 || self.bs > 128 << 20 {
+            return Err(format!("bs={} is not from 1 byte to 128M", self.bs));
         }
         let align = self.alignment();
         if self.direct && (self.bs % 512 != 0 || align % 512 != 0) {
