@@ -156,6 +156,24 @@ pub fn measure_on(
     r
 }
 
+/// A step's number as it is logged: the unit, and for a latency target how it was found.
+fn log_step(step: Step, v: u64, pct: f64, job: &crate::workload::ioengine::job::IoJob) {
+    log::info!(
+        "iocost-params: {} = {}{}",
+        step.name(),
+        v,
+        match step {
+            Step::Rlat | Step::Wlat => format!(
+                " µs (1.5 × clat p{} at {:.0} IOPS)",
+                pct,
+                job.worker_iops().unwrap_or(0.0) * job.workers as f64
+            ),
+            Step::Rbps | Step::Wbps => format!(" ({}/s)", format_size(v as f64)),
+            _ => String::new(),
+        }
+    );
+}
+
 fn measure_dev(
     dir: &Path,
     quick: bool,
@@ -228,20 +246,7 @@ fn measure_dev(
             Step::Wlat => lat[1] = v,
             _ => values[i] = v,
         }
-        log::info!(
-            "iocost-params: {} = {}{}",
-            step.name(),
-            v,
-            match step {
-                Step::Rlat | Step::Wlat => format!(
-                    " µs (1.5 × clat p{} at {:.0} IOPS)",
-                    pct,
-                    job.worker_iops().unwrap_or(0.0) * job.workers as f64
-                ),
-                Step::Rbps | Step::Wbps => format!(" ({}/s)", format_size(v as f64)),
-                _ => String::new(),
-            }
-        );
+        log_step(step, v, pct, &job);
         steps.push(step_out(step, &r, v));
     }
     let knobs = IoCostKnobs {
