@@ -112,18 +112,19 @@ impl Step {
         rand_iops: u64,
         jobs: Jobs,
     ) -> IoJob {
-        match jobs {
-            Jobs::Ours => self.our_job(target, rotational, t, rand_iops),
-            Jobs::Upstream => self.upstream_job(target, rotational, t, rand_iops),
-        }
-    }
-
-    fn our_job(self, target: &Path, rotational: bool, t: &Timing, rand_iops: u64) -> IoJob {
+        // What both shapes share: the direction, O_DIRECT, the measured time.
         let mut j = IoJob::new(target.to_path_buf());
         j.read_pct = if self.write() { 0 } else { 100 };
         j.stop = Stop::Time(t.dur);
-        j.ramp = t.ramp;
         j.direct = true;
+        match jobs {
+            Jobs::Ours => self.our_job(j, rotational, t, rand_iops),
+            Jobs::Upstream => self.upstream_job(j, rotational, rand_iops),
+        }
+    }
+
+    fn our_job(self, mut j: IoJob, rotational: bool, t: &Timing, rand_iops: u64) -> IoJob {
+        j.ramp = t.ramp;
         // Enough in flight to saturate the device: upstream's 8 jobs (1 on a rotational disk)
         // at depth 256 is more than the block layer takes, so a quarter of the jobs.
         let (workers, qd) = if rotational { (1, 64) } else { (4, 64) };
@@ -164,12 +165,8 @@ impl Step {
     /// (1 on a rotational disk), no ramp; bandwidth with 128 MiB blocks one at a time per job;
     /// the 4 KiB runs at depth 256 handed over 16 at a time (fio's `iodepth_batch_submit` of
     /// depth / 16); the latency runs' rate 90 % of the random IOPS (rounded down) *per job*.
-    fn upstream_job(self, target: &Path, rotational: bool, t: &Timing, rand_iops: u64) -> IoJob {
-        let mut j = IoJob::new(target.to_path_buf());
-        j.read_pct = if self.write() { 0 } else { 100 };
-        j.stop = Stop::Time(t.dur);
+    fn upstream_job(self, mut j: IoJob, rotational: bool, rand_iops: u64) -> IoJob {
         j.ramp = Duration::ZERO;
-        j.direct = true;
         j.workers = if rotational { 1 } else { 8 };
         match self {
             Step::Rbps | Step::Wbps => {

@@ -8,7 +8,7 @@ use crate::bench::contract::ctx::RunCtx;
 use crate::logging::progress;
 use crate::system::iocost::IoCostKnobs;
 use crate::system::session::BenchHost;
-use crate::units::{format_duration, format_size};
+use crate::units::format_size;
 use crate::util::now;
 use crate::workload::ioengine::result::IoResult;
 use anyhow::{Context, Result};
@@ -211,7 +211,7 @@ fn measure_dev(
         path.display(),
         if dev.rotational { "rotational" } else { "SSD" },
         STEPS.len(),
-        format_duration(each),
+        progress::format_secs(each),
         if jobs.is_ours() {
             ""
         } else {
