@@ -7,7 +7,7 @@
 //! * [`ensure_mem_avail`] — measures how much memory a workload can really get on this host
 //!   (`avail` of the memory profile) when it was only estimated.
 
-use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind};
+use crate::bench::contract::api::{chose_upstream, prop, PropDesc, SpecError, ValueKind};
 use crate::report::model::{HashdReport, RunnerState};
 use crate::report::reporter::{ReporterHandle, SharedReport};
 use crate::spec::Group;
@@ -15,7 +15,6 @@ use crate::system::bench_json::HashdKnobs;
 use crate::system::cgroup::CgroupFs;
 use crate::system::session::BenchHost;
 use crate::units::format_size;
-use crate::units::parse::ParsedValue;
 use crate::workload::hashd::sizing::{self, HashdTarget, MemSource, SizingOpts, SizingResult};
 use crate::workload::hashd::{Hashd, HashdOpts, Params};
 use anyhow::{Context, Result};
@@ -108,16 +107,6 @@ pub fn upstream_search(g: &Group, key: &str) -> Result<bool, SpecError> {
 /// made as upstream's rd-hashd makes them.
 pub fn upstream_requests(g: &Group, key: &str) -> Result<bool, SpecError> {
     chose_upstream(g, key, REQUESTS)
-}
-
-/// Whether the enum property `key` (accepting `values`) is given as `upstream`.
-fn chose_upstream(
-    g: &Group,
-    key: &str,
-    values: &'static [&'static str],
-) -> Result<bool, SpecError> {
-    let v = g.value(key, ValueKind::Enum(values))?;
-    Ok(matches!(v, Some(ParsedValue::Enum(v)) if v == "upstream"))
 }
 
 /// A hashd knob (`rps-max`, `hash-size`, `chunk-pages`) must be positive when given: 0 is an

@@ -76,6 +76,17 @@ pub const APPLY_COMMIT: [PropDesc; 2] = [
     ),
 ];
 
+/// Whether the enum property `key` (accepting `values`) is given as `upstream`: the
+/// properties that restore upstream's behaviour (`requests`, `search`, `jobs`).
+pub fn chose_upstream(
+    g: &crate::spec::Group,
+    key: &str,
+    values: &'static [&'static str],
+) -> Result<bool, SpecError> {
+    let v = g.value(key, ValueKind::Enum(values))?;
+    Ok(matches!(v, Some(crate::units::parse::ParsedValue::Enum(v)) if v == "upstream"))
+}
+
 /// What a bench whose result parameterizes later ones does with it, both on by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApplyCommit {

@@ -9,15 +9,14 @@ pub mod run;
 pub use run::ensure_model;
 
 use crate::bench::contract::api::{
-    prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, PropDesc, Shape, SpecError,
-    Stored, ValueKind, APPLY_COMMIT,
+    chose_upstream, prop, Apply, ApplyCommit, Bench, BenchDesc, DocPage, FormatOpts, PropDesc,
+    Shape, SpecError, Stored, ValueKind, APPLY_COMMIT,
 };
 use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::bench::contract::headline::Row;
 use crate::bench::contract::needs;
 use crate::spec::JobSpec;
 use crate::system::iocost::IoCostKnobs;
-use crate::units::parse::ParsedValue;
 use anyhow::Result;
 use measure::{Jobs, JOBS};
 use run::IocostParamsRecord;
@@ -87,9 +86,10 @@ impl Bench for IocostParams {
 
     fn props(&self, spec: &JobSpec) -> Result<IocostParamsProps, SpecError> {
         let g = spec.group(0);
-        let jobs = match g.value("jobs", ValueKind::Enum(JOBS))? {
-            Some(ParsedValue::Enum(v)) if v == "upstream" => Jobs::Upstream,
-            _ => Jobs::Ours,
+        let jobs = if chose_upstream(&g, "jobs", JOBS)? {
+            Jobs::Upstream
+        } else {
+            Jobs::Ours
         };
         Ok(IocostParamsProps {
             ac: ApplyCommit::check(&g)?,
