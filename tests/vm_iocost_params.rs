@@ -4,7 +4,9 @@
 //! bandwidth within ±15 % of its bandwidth cap — and the QoS must watch p50 on the rotational
 //! profile and p95 on the SSD. The parameters are committed to bench.json.
 //!
-//! The hdd guest then runs a quick `curve` (its max run and 10/90/100 %, 10 s each: at full
+//! The hdd guest then measures again with `jobs=upstream` (upstream's fio shapes on our engine):
+//! the same limits, 128 MiB blocks one job deep, and the model committed to bench.json with
+//! `"upstream_jobs": true` (what iocost-qos records and merge keeps apart). Then a quick `curve` (its max run and 10/90/100 %, 10 s each: at full
 //! load a queue needs that long to build from random arrivals): the open-loop points up to
 //! 90 % keep their rates within 2 %, the 100 % point's p99 is at least three times the 10 %
 //! point's, and the knee is reported.
@@ -56,6 +58,8 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
     // In the working directory: the only one the guest shares.
     let then_result = cwd.path().join("then.json");
     let dev_result = cwd.path().join("devtime.json");
+    let up_result = cwd.path().join("upstream-jobs.json");
+    let up_bench = cwd.path().join("bench-upstream-jobs.json");
     let then_cmd = then.map(|t| {
         let spec = match t {
             Then::Curve => "curve:points=10/90/100,dur=10s,file-size=128M",
@@ -78,6 +82,20 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
             "--cmd",
             &format!("--quick -r {} run iocost-params", result.display()),
         ]);
+        if then == Some(Then::Curve) {
+            c.args([
+                "--cmd",
+                &format!(
+                    "--quick -r {} run iocost-params:jobs=upstream",
+                    up_result.display()
+                ),
+                "--cmd",
+                &format!(
+                    "@cp /var/lib/resctl-demo/scenario/bench.json {}",
+                    up_bench.display()
+                ),
+            ]);
+        }
         if let Some(cmd) = &then_cmd {
             c.args(["--cmd", cmd]);
         }
@@ -137,6 +155,7 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
     common::keep_result(&result, &format!("iocost-params-{}", profile));
     match then {
         Some(Then::Curve) => {
+            upstream_jobs_find_the_limits(profile, &e, &up_result, &up_bench);
             hdd_curve_shows_its_knee(&then_result);
             hdd_device_time_is_the_disks(&dev_result);
         }
@@ -196,6 +215,60 @@ fn vm_iocost_params_finds_the_profiles_limits() {
         assert_eq!(rec["steps"].as_array().unwrap().len(), 8);
         assert!(rec["rotational"].as_bool() == Some(name == "hdd"));
     }
+}
+
+/// `iocost-params:jobs=upstream` on the rotational profile: one job, 128 MiB blocks for the
+/// bandwidth, 256 4 KiB IOs in flight for the IOPS; the caps found as with our jobs; the
+/// record and the committed bench.json say `upstream_jobs`, which our own run's record doesn't.
+fn upstream_jobs_find_the_limits(profile: &str, ours: &Value, result: &Path, bench: &Path) {
+    let p = PROFILES.iter().find(|p| p.name == profile).unwrap();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    let rec = &doc[0]["record"];
+    assert!(ours["record"].get("upstream_jobs").is_none(), "{}", ours);
+    assert_eq!(rec["upstream_jobs"], Value::Bool(true), "{}", rec);
+    let step = |name: &str| {
+        rec["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step"] == name)
+            .unwrap_or_else(|| panic!("no {} step in {}", name, rec))
+            .clone()
+    };
+    let (bps, iops) = (step("rbps"), step("rrandiops"));
+    assert_eq!(
+        (
+            bps["bs"].as_u64(),
+            bps["qd"].as_u64(),
+            bps["workers"].as_u64()
+        ),
+        (Some(128 << 20), Some(1), Some(1)),
+        "{}",
+        bps
+    );
+    assert_eq!(
+        (iops["bs"].as_u64(), iops["qd"].as_u64()),
+        (Some(4096), Some(256))
+    );
+    let m = &rec["model"];
+    let n = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("{} in {}", k, m));
+    eprintln!("{} jobs=upstream: {} / qos {}", profile, m, rec["qos"]);
+    within(
+        "jobs=upstream rrandiops",
+        n("rrandiops"),
+        p.iops.unwrap() as f64,
+    );
+    within(
+        "jobs=upstream wrandiops",
+        n("wrandiops"),
+        p.iops.unwrap() as f64,
+    );
+    within("jobs=upstream rbps", n("rbps"), p.bps.unwrap() as f64);
+    within("jobs=upstream wbps", n("wbps"), p.bps.unwrap() as f64);
+    let text = std::fs::read_to_string(bench).unwrap();
+    let b = resctl_bench::system::bench_json::parse_knobs(bench, &text).unwrap();
+    assert!(b.iocost.upstream_jobs, "{}", text);
+    assert_eq!(b.iocost.model.rbps, m["rbps"].as_u64().unwrap(), "{}", text);
 }
 
 /// The curve on `hdd`: a device of ~150 IOPS and 6 ms per IO, so the open-loop points below its

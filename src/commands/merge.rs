@@ -38,6 +38,11 @@ pub struct Args {
     /// `storage-search=upstream`); kept apart otherwise
     #[arg(long = "merge-our-search")]
     pub merge_our_search: bool,
+    /// Merge results whose io.cost model our iocost-params jobs measured (this tool's
+    /// default) with results whose model upstream's fio jobs measured (upstream's, or
+    /// `iocost-params:jobs=upstream`); kept apart otherwise
+    #[arg(long = "merge-our-jobs")]
+    pub merge_our_jobs: bool,
 }
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
@@ -62,6 +67,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
         merge_time_savers: a.merge_time_savers,
         merge_lean_requests: a.merge_lean_requests,
         merge_our_search: a.merge_our_search,
+        merge_our_jobs: a.merge_our_jobs,
     };
     let entries = crate::bench::merge::merge(&files, &opts, crate::util::now())?;
     crate::result::save::save_entries_over(&out, expect, &entries)?;

@@ -121,7 +121,7 @@ impl Bench for IocostParams {
     }
 
     fn study(&self, _ctx: &StudyCtx, rec: &IocostParamsRecord) -> Result<IocostParamsResult> {
-        Ok(IocostParamsResult::Knobs(rec.knobs.clone()))
+        Ok(IocostParamsResult::Knobs(Box::new(rec.knobs.clone())))
     }
 
     fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
@@ -148,7 +148,7 @@ impl Bench for IocostParams {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum IocostParamsResult {
-    Knobs(IoCostKnobs),
+    Knobs(Box<IoCostKnobs>),
     Upstream(bool),
 }
 

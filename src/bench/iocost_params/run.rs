@@ -39,7 +39,7 @@ pub struct StepOut {
 }
 
 /// The record: upstream's (`devnr`, `model`, `qos`) and how it was measured (ours; absent
-/// from upstream's records).
+/// from upstream's records): the knobs' `upstream_jobs` says whose job shapes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct IocostParamsRecord {
     #[serde(flatten)]
@@ -52,9 +52,6 @@ pub struct IocostParamsRecord {
     pub testfile_size: u64,
     #[serde(default)]
     pub steps: Vec<StepOut>,
-    /// Whose job shapes measured it (absent: ours).
-    #[serde(default, skip_serializing_if = "Jobs::is_ours")]
-    pub jobs: Jobs,
 }
 
 fn step_out(step: Step, r: &IoResult, value: u64) -> StepOut {
@@ -253,6 +250,7 @@ fn measure_dev(
         devnr: format!("{}:{}", dev.devnr.0, dev.devnr.1),
         model: measure::model(&values),
         qos: measure::qos(dev.rotational, lat[0], lat[1]),
+        upstream_jobs: !jobs.is_ours(),
     };
     Ok(IocostParamsRecord {
         knobs,
@@ -260,6 +258,5 @@ fn measure_dev(
         rotational: dev.rotational,
         testfile_size: size,
         steps,
-        jobs,
     })
 }

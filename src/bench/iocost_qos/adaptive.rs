@@ -105,6 +105,7 @@ pub(super) fn data_of(
             .collect(),
         base_model: rec.base_model.clone(),
         base_qos: rec.base_qos.clone(),
+        upstream_model_jobs: rec.upstream_model_jobs,
         mem_profile: rec.mem_profile,
         ..Default::default()
     };

@@ -319,6 +319,7 @@ fn apply_qos(ctx: &mut RunCtx, base: &Base, p: &Planned) -> Result<Option<IoCost
             devnr: base.knobs.devnr.clone(),
             model: base.knobs.model.clone(),
             qos: qos.clone(),
+            upstream_jobs: base.knobs.upstream_jobs,
         },
         false,
     )?;

@@ -50,6 +50,10 @@ pub struct QosFailure {
 pub struct QosRecord {
     pub base_model: IoCostModel,
     pub base_qos: IoCostQos,
+    /// Ours: the base model was measured with upstream's fio job shapes (bench.json's
+    /// `upstream_jobs`); left out when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_model_jobs: bool,
     pub mem_profile: u32,
     /// One per configuration of the spec, in order; `null` for skipped or failed ones.
     pub runs: Vec<Option<QosRun>>,

@@ -285,6 +285,7 @@ impl Bench for IocostTune {
             dfl_qos,
             collected: Some(collected),
             time_savers,
+            upstream_model_jobs: rec.upstream_model_jobs,
         })
     }
 
@@ -313,7 +314,9 @@ impl Bench for IocostTune {
     /// spec; then the time-savers the data was measured with, whether hashd made lean
     /// requests (this tool's runs without `storage-requests=upstream`) and whether the
     /// footprint was found by our memory search (this tool's runs without
-    /// `storage-search=upstream`), each unless told to merge them with upstream-faithful runs.
+    /// `storage-search=upstream`) and whether the base model came from our iocost-params jobs
+    /// (this tool's runs on a model not measured with `jobs=upstream`), each unless told to
+    /// merge them with upstream-faithful runs.
     fn merge_classifier(
         &self,
         entry: &crate::result::Entry,
@@ -321,6 +324,7 @@ impl Bench for IocostTune {
     ) -> Option<String> {
         let rec: IocostTuneRecord = crate::format::parse_record(entry).ok()??;
         let savers = rec.time_savers;
+        let upstream_jobs = rec.upstream_model_jobs;
         let mut props = rec.qos_props;
         let (mut upstream_requests, mut upstream_search) = (false, false);
         if let Some(g) = props.first_mut() {
@@ -361,6 +365,7 @@ impl Bench for IocostTune {
                 !upstream_search && !opts.merge_our_search,
                 "our memory search",
             ),
+            (!upstream_jobs && !opts.merge_our_jobs, "our io.cost jobs"),
         ]
         .into_iter()
         .filter_map(|(on, what)| (ours && on).then_some(what))

@@ -208,6 +208,10 @@ pub struct IocostTuneRecord {
     /// Ours: the iocost-qos time-savers the data was measured with (none for upstream's runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub time_savers: Vec<String>,
+    /// Ours: the iocost-qos base model was measured with upstream's fio job shapes
+    /// (`iocost-params:jobs=upstream`); left out when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_model_jobs: bool,
 }
 
 /// The result: the base model and QoS, the series and what was solved from them.

@@ -19,6 +19,9 @@ pub struct MergeOpts {
     /// Merge runs whose footprints our memory search found (the default) with runs whose
     /// footprints upstream's search found.
     pub merge_our_search: bool,
+    /// Merge runs whose io.cost model our iocost-params jobs measured (the default) with runs
+    /// whose model upstream's fio jobs measured.
+    pub merge_our_jobs: bool,
 }
 
 /// Which host facts keep results apart besides kind, versions and memory profile.

@@ -187,6 +187,10 @@ pub struct IoCostKnobs {
     pub model: IoCostModel,
     #[serde(with = "qos_params")]
     pub qos: IoCostQos,
+    /// Ours: the model was measured with upstream's fio job shapes (`iocost-params:
+    /// jobs=upstream`); left out when not, so the section reads as upstream's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_jobs: bool,
 }
 
 /// The kernel's io.cost state of a device, as reports and sysinfo carry it.
@@ -325,6 +329,7 @@ pub fn knobs_from_sys(paths: &HostPaths, devnr: DevNr) -> anyhow::Result<IoCostK
         devnr: devnr.to_string(),
         model: read_model(paths, devnr)?,
         qos: qos.rounded(),
+        upstream_jobs: false,
     })
 }
 

@@ -230,6 +230,7 @@ fn knobs_use_the_parameter_layout() {
             min: 60.004,
             max: 100.0,
         },
+        upstream_jobs: false,
     };
     let json = serde_json::to_string(&k).unwrap();
     assert_eq!(
@@ -240,6 +241,19 @@ fn knobs_use_the_parameter_layout() {
     assert_eq!(back.qos.min, 60.0);
     assert_eq!(back.model.rbps, 3235739592);
     assert!(back.model.ctrl.is_empty() && back.qos.ctrl.is_empty());
+    assert!(!back.upstream_jobs);
+    // Measured with upstream's job shapes: one key more, read back.
+    let up = IoCostKnobs {
+        upstream_jobs: true,
+        ..k.clone()
+    };
+    let text = serde_json::to_string(&up).unwrap();
+    assert!(text.ends_with(r#","upstream_jobs":true}"#), "{text}");
+    assert!(
+        serde_json::from_str::<IoCostKnobs>(&text)
+            .unwrap()
+            .upstream_jobs
+    );
 }
 
 #[test]
