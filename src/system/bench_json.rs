@@ -481,10 +481,16 @@ mod tests {
         let rb = read_knobs(&dir.join(RB_BENCH_FILENAME)).unwrap().unwrap();
         assert_eq!(rb.iocost.qos.rpct, 90.0);
 
-        // Commit: bench.json gets the new parameters, not the command-line overrides.
+        // Commit: bench.json gets the new parameters, not the command-line overrides, and
+        // how the model was measured (what iocost-qos records and merge keeps apart).
+        let new = IoCostKnobs {
+            upstream_jobs: true,
+            ..new
+        };
         bf.apply_iocost(new, true).unwrap();
         let stored = read_knobs(&dir.join(BENCH_FILENAME)).unwrap().unwrap();
         assert_eq!((stored.iocost.qos.rpct, stored.iocost_seq), (99.0, 3));
+        assert!(stored.iocost.upstream_jobs);
         assert_eq!(stored.iocost_dev_model, "Samsung SSD 970 PRO 512GB");
         assert_eq!(stored.hashd.mem_size, 10402988032);
         bf.apply_hashd(
