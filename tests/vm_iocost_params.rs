@@ -5,9 +5,10 @@
 //! profile and p95 on the SSD. The parameters are committed to bench.json.
 //!
 //! The hdd guest then measures again with `jobs=upstream` (upstream's fio shapes on our engine):
-//! the same limits, 128 MiB blocks one job deep, and the model committed with `"upstream_jobs":
-//! true` (what iocost-qos records and merge keeps apart). Then a quick `curve` (its max run and 10/90/100 %, 10 s each: at full
-//! load a queue needs that long to build from random arrivals): the open-loop points up to
+//! the same limits, 128 MiB blocks one job deep, a record that says `"upstream_jobs": true`
+//! (what iocost-qos records and merge keeps apart) and a committed model. Then a quick `curve`
+//! (its max run and 10/90/100 %, 10 s each: at full load a queue needs that long to build from
+//! random arrivals): the open-loop points up to
 //! 90 % keep their rates within 2 %, the 100 % point's p99 is at least three times the 10 %
 //! point's, and the knee is reported.
 //!
