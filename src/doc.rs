@@ -33,6 +33,11 @@ const TOPICS: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/merge.md"),
     ),
     (
+        "db",
+        "A database of results and the hwdb file systemd reads (`db import`, `db build`)",
+        include_str!("../benches-doc/db.md"),
+    ),
+    (
         "fidelity",
         "Our measurements beside upstream's on the same machine",
         include_str!("../benches-doc/fidelity.md"),

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod db;
 pub mod doc;
 pub mod error;
 pub mod format;

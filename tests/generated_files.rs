@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_resctl-bench");
 
-/// A command line (run in the test directory, `{src}` the merge sources) and the names it
+/// A command line (run in the test directory, `{src}` the merge sources, `{db}` a database of
+/// them made once) and the names it
 /// creates there (`TEMP`: the temporary names of its result file's saves).
 type Creates = (&'static [&'static str], &'static [&'static str]);
 
@@ -95,6 +96,25 @@ const CREATES: &[(&str, &[Creates])] = &[
         "format",
         &[(&["-r", "r.json", "format", "--plot", "plots"], &["plots"])],
     ),
+    (
+        "db",
+        &[
+            (
+                &["db", "import", "db", "{src}"],
+                &[
+                    "db",
+                    "db/2.2",
+                    "db/2.2/KINGSTON_SA2000M8250G",
+                    "db/2.2/KINGSTON_SA2000M8250G/result-379baf356ca0065c51ff132133a6ae8a.json.gz",
+                    "db/2.2/KINGSTON_SA2000M8250G/result-379baf356ca0065c51ff132133a6ae8a.json.metadata",
+                ],
+            ),
+            (
+                &["db", "build", "{db}", "--out", "out"],
+                &["out", ".out.db-build.lock"],
+            ),
+        ],
+    ),
     ("compare", &[]),
     ("deps", &[]),
     ("doc", &[]),
@@ -157,11 +177,30 @@ fn merge_sources() -> Vec<String> {
     v
 }
 
-/// The command line with `{src}` expanded.
+/// A database of the merge sources (`db import`), made once for the whole test run.
+fn database() -> String {
+    static DB: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DB.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let st = Command::new(BIN)
+            .current_dir(&dir)
+            .args(["db", "import", "db"])
+            .args(merge_sources())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        dir.join("db").to_str().unwrap().to_string()
+    })
+    .clone()
+}
+
+/// The command line with `{src}` and `{db}` expanded.
 fn cmdline(args: &[&str]) -> Vec<String> {
     args.iter()
         .flat_map(|a| match *a {
             "{src}" => merge_sources(),
+            "{db}" => vec![database()],
             a => vec![a.to_string()],
         })
         .collect()

@@ -34,7 +34,9 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
     )?)?;
     if let Some(dir) = &a.plot {
         let stem = crate::result::pack::stem(&path);
-        crate::bench::results::show::plot_entries(&entries, &specs, dir, &stem)?;
+        for path in crate::bench::results::show::plot_entries(&entries, &specs, dir, &stem)? {
+            log::info!("wrote {}", path.display());
+        }
     }
     Ok(())
 }

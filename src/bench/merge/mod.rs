@@ -24,40 +24,48 @@ use src::MergeSrc;
 use std::collections::btree_map::Entry as Entry_;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// `major.minor` of a version string such as `2.2.4-g6d013b1 x86_64-unknown-linux-gnu`.
+/// `major.minor` of a version string such as `2.2.4-g6d013b1 x86_64-unknown-linux-gnu`: the
+/// first word's numbers before any `-`/`+` suffix; `None` when they aren't numbers.
+pub fn major_minor(v: &str) -> Option<(u64, u64)> {
+    let sem = v.split_whitespace().next()?;
+    let core = sem.split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    Some((parts.next()??, parts.next().flatten().unwrap_or(0)))
+}
+
+/// [`major_minor`] as the merge id holds it (`0.0` when unreadable).
 fn maj_min(v: &str) -> String {
-    let sem = v.split_whitespace().next().unwrap_or("");
-    let core = sem.split(['-', '+']).next().unwrap_or("");
-    let mut parts = core.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
-    format!(
-        "{}.{}",
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0)
-    )
+    let (major, minor) = major_minor(v).unwrap_or((0, 0));
+    format!("{}.{}", major, minor)
 }
 
-/// The host facts of a source's sysinfo the merge id uses.
-struct Facts {
-    bench_version: String,
-    agent_version: String,
-    hashd_version: String,
-    mem_profile: u32,
-    model: String,
-    fwrev: String,
-    missed: usize,
+/// The host facts of a source's sysinfo the merge id uses (and `db import` files it by).
+pub struct Facts {
+    pub bench_version: String,
+    pub agent_version: String,
+    pub hashd_version: String,
+    pub mem_profile: u32,
+    pub model: String,
+    pub fwrev: String,
+    /// The system requirements the run missed, by name.
+    pub missed: Vec<String>,
 }
 
-fn facts(e: &Entry) -> Facts {
+pub fn facts(e: &Entry) -> Facts {
     let si: serde_json::Value = serde_json::from_str(e.sysinfo.get()).unwrap_or_default();
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
     let rep = &si["sysreqs_report"];
+    // Upstream wrote the misses as a map (older files: `{"map": {...}}`) or a list.
     let missed = match &si["sysreqs_missed"] {
-        serde_json::Value::Object(m) => m
-            .get("map")
-            .and_then(|m| m.as_object())
-            .map_or(m.len(), |m| m.len()),
-        serde_json::Value::Array(a) => a.len(),
-        _ => 0,
+        serde_json::Value::Object(m) => match m.get("map").and_then(|m| m.as_object()) {
+            Some(inner) => inner.keys().cloned().collect(),
+            None => m.keys().cloned().collect(),
+        },
+        serde_json::Value::Array(a) => a
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect(),
+        _ => Vec::new(),
     };
     Facts {
         bench_version: s(&si["bench_version"]),
@@ -154,8 +162,8 @@ fn group_sources(
                 rejected: None,
             };
             let f = facts(e);
-            if !opts.ignore_sysreqs && f.missed > 0 {
-                src.rejected = Some(format!("{} missed sysreqs", f.missed));
+            if !opts.ignore_sysreqs && !f.missed.is_empty() {
+                src.rejected = Some(format!("{} missed sysreqs", f.missed.len()));
             }
             sets.entry(merge_id(bench, e, opts)).or_default().push(src);
         }
@@ -275,5 +283,7 @@ mod tests {
         assert_eq!(maj_min("2.2.4-g6d013b1 x86_64-unknown-linux-gnu"), "2.2");
         assert_eq!(maj_min("0.1.0"), "0.1");
         assert_eq!(maj_min(""), "0.0");
+        assert_eq!(major_minor("2.1.2"), Some((2, 1)));
+        assert_eq!(major_minor("x.y"), None);
     }
 }

@@ -157,7 +157,6 @@ pub fn plot_entries(
         for f in files {
             let path = dir.join(format!("{}{}.{}", base, f.suffix, f.ext));
             crate::util::atomic::write_atomic(&path, |w| w.write_all(f.text.as_bytes()))?;
-            log::info!("wrote {}", path.display());
             written.push(path);
         }
     }
