@@ -356,3 +356,26 @@ fn build_refuses_what_is_no_database_and_goes_on_past_a_bad_model() {
     one_line(&o, "--pick INTEL_SSDPEKKA256G7=2.9");
     assert_eq!(std::fs::read(out.join("summary.txt")).unwrap(), before);
 }
+
+#[test]
+fn a_plain_file_is_stored_gzipped_under_the_md5_of_its_bytes() {
+    use md5::Digest;
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = edited(tmp.path(), "intel.json", |_| {});
+    let bytes = std::fs::read(&plain).unwrap();
+    let md5: String = md5::Md5::digest(&bytes)
+        .iter()
+        .map(|b| format!("{:02x}", b))
+        .collect();
+    let db = tmp.path().join("db");
+    assert!(import(&db, std::slice::from_ref(&plain)).status.success());
+    let stored = db.join(format!("2.2/INTEL_SSDPEKKA256G7/result-{}.json.gz", md5));
+    let mut back = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&stored).unwrap())
+        .read_to_end(&mut back)
+        .unwrap();
+    assert_eq!(back, bytes);
+    let again = import(&db, &[plain]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("0 imported, 1 already there"));
+}
