@@ -179,6 +179,32 @@ pub struct HashdParamsRecord {
     pub sizing: Option<SizingResult>,
 }
 
+/// The stored result: the knobs (ours), or upstream 2.2's `true`, whose knobs are in the record
+/// alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum HashdParamsResult {
+    Knobs(HashdKnobs),
+    InRecord(bool),
+}
+
+/// The knobs of a stored entry, wherever its layout keeps them.
+pub fn stored_knobs(stored: &Stored<HashdParams>) -> Result<HashdKnobs> {
+    match &stored.result {
+        HashdParamsResult::Knobs(k) => Ok(k.clone()),
+        HashdParamsResult::InRecord(_) => Ok(stored
+            .record()?
+            .with_context(|| {
+                format!(
+                    "{}: the result keeps hashd's parameters in the record (upstream's layout), \
+                     and there is no record",
+                    crate::format::job_name(&stored.entry.spec)
+                )
+            })?
+            .knobs),
+    }
+}
+
 /// The once-a-second status of the probe running: throughput and latency.
 fn watch() -> Watch {
     Box::new(move |t: &Tick| {
@@ -190,8 +216,8 @@ fn watch() -> Watch {
 impl Bench for HashdParams {
     type Props = HashdParamsProps;
     type Record = HashdParamsRecord;
-    /// The knobs alone, as upstream stores them.
-    type Result = HashdKnobs;
+    /// The knobs (upstream's own results say `true` and keep them in the record).
+    type Result = HashdParamsResult;
     const RESULT_KEYS: &'static [&'static str] = &["hash_size", "rps_max"];
     const KEY_NUMBERS: &'static [&'static str] = &["rps_max", "mem_actual", "hash_size"];
 
@@ -265,8 +291,8 @@ impl Bench for HashdParams {
         }))
     }
 
-    fn study(&self, _ctx: &StudyCtx, rec: &HashdParamsRecord) -> Result<HashdKnobs> {
-        Ok(rec.knobs.clone())
+    fn study(&self, _ctx: &StudyCtx, rec: &HashdParamsRecord) -> Result<HashdParamsResult> {
+        Ok(HashdParamsResult::Knobs(rec.knobs.clone()))
     }
 
     fn format(&self, out: &mut String, stored: &Stored<Self>, opts: &FormatOpts) -> Result<()> {
@@ -280,7 +306,7 @@ impl Bench for HashdParams {
         stored: &Stored<Self>,
     ) -> Result<Vec<crate::bench::contract::headline::Row>> {
         use serde_json::json;
-        let k = &stored.result;
+        let k = &stored_knobs(stored)?;
         Ok(vec![vec![
             ("hash_size", json!(k.hash_size)),
             ("rps_max", json!(k.rps_max)),
@@ -321,7 +347,7 @@ pub fn result_line(k: &HashdKnobs) -> String {
 /// A hashd-params entry: the result line; `format` adds how the sizing went when the record
 /// has it (ours; upstream records have only the knobs).
 pub fn format(out: &mut String, stored: &Stored<HashdParams>, opts: &FormatOpts) -> Result<()> {
-    let knobs = &stored.result;
+    let knobs = &stored_knobs(stored)?;
     let _ = writeln!(out, "{}", result_line(knobs));
     if opts.full {
         let extra = stored.record()?.unwrap_or_default();
@@ -541,6 +567,35 @@ mod tests {
             },
             sizing: Some(sizing()),
         }
+    }
+
+    /// Upstream 2.2.5's own hashd-params entry (from a run in the VM test host) keeps the knobs
+    /// in the record and stores `true` as the result; its summary prints this line.
+    #[test]
+    fn upstreams_result_of_true_reads_the_knobs_from_the_record() {
+        let rec = r#"{"chunk_pages":25,"fake_cpu_load":false,"hash_size":1258291,
+            "mem_frac":0.10260310283458857,"mem_size":16413163520,"rps_max":17}"#;
+        let mut e = entry(&record());
+        e.record = Some(serde_json::value::RawValue::from_string(rec.into()).unwrap());
+        e.result = Some(serde_json::value::RawValue::from_string("true".into()).unwrap());
+        assert_eq!(
+            render(&e, false),
+            "Result: hash_size=1.2M rps_max=17 mem_actual=1.6G chunk_pages=25\n\n"
+        );
+        e.record = None;
+        let mut out = String::new();
+        let err = crate::bench::contract::api::AnyBench::format(
+            &HashdParams,
+            &mut out,
+            &e,
+            &FormatOpts::default(),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{:#}", err).contains("there is no record"),
+            "{:#}",
+            err
+        );
     }
 
     #[test]
