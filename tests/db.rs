@@ -379,3 +379,58 @@ fn a_plain_file_is_stored_gzipped_under_the_md5_of_its_bytes() {
     let again = import(&db, &[plain]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("0 imported, 1 already there"));
 }
+
+/// A KINGSTON result relabelled to a newer firmware: the newest firmware's own merge has its
+/// points and fewer than the whole model's, so it is kept and its `hwdb-fwrev` lines follow.
+#[test]
+fn the_newest_firmwares_own_merge_is_kept_when_it_differs() {
+    use std::io::{Read, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    assert!(import(&db, &sources()[..3]).status.success());
+    let dir = db.join("2.2/KINGSTON_SA2000M8250G");
+    let first = dir.join("result-379baf356ca0065c51ff132133a6ae8a.json.gz");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&first).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let mut entries: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    for e in entries.iter_mut() {
+        e["sysinfo"]["sysreqs_report"]["scr_dev_fwrev"] = "S5Z42106".into();
+    }
+    std::fs::remove_file(&first).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&serde_json::to_vec(&entries).unwrap())
+        .unwrap();
+    std::fs::write(dir.join("result-newer.json.gz"), gz.finish().unwrap()).unwrap();
+    let out = tmp.path().join("out");
+    let o = build(&db, &out, None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("S5Z42106: ") && table.contains(" points, kept"),
+        "{}",
+        table
+    );
+    let input =
+        std::fs::read_to_string(out.join("hwdb-inputs/iocost-tune-2.2-KINGSTON_SA2000M8250G.hwdb"))
+            .unwrap();
+    let (whole, fw) = input
+        .split_once("\n\n")
+        .expect("a blank line before the firmware's lines");
+    assert!(
+        whole.contains("block:*:name:KINGSTON SA2000M8250G:fwrev:*:"),
+        "{}",
+        input
+    );
+    assert!(
+        fw.contains("block:*:name:KINGSTON SA2000M8250G:fwrev:S5Z42106:"),
+        "{}",
+        input
+    );
+    assert!(out
+        .join("merged-results/2.2-KINGSTON_SA2000M8250G-S5Z42106-merged-results.json.gz")
+        .is_file());
+    let hwdb = std::fs::read_to_string(out.join("90-iocost-tune.hwdb")).unwrap();
+    assert!(hwdb.contains(&input));
+}
