@@ -264,6 +264,35 @@ fn build_gives_upstreams_hwdb_lines_each_model_once_and_the_same_files_twice() {
         assert_eq!(hwdb.matches(&key).count(), 1, "{}:\n{}", m, hwdb);
         assert!(hwdb.contains(&input), "the pick's input whole");
     }
+    // Read back as udev would: one record per model, each device of those models finds its
+    // solutions.
+    let recs = resctl_bench::system::hwdb::parse(&hwdb).unwrap();
+    assert_eq!(recs.len(), 4);
+    for (m, fw) in [
+        ("KINGSTON SA2000M8250G", "S5Z42105"),
+        ("WD_BLACK SN850X 1000GB", "620361WD"),
+    ] {
+        let key = resctl_bench::system::hwdb::device_key("/devices/pci0/nvme/nvme0/nvme0n1", m, fw);
+        let props = resctl_bench::system::hwdb::lookup(&recs, &key);
+        let sols = props
+            .get("IOCOST_SOLUTIONS")
+            .unwrap_or_else(|| panic!("{}: {:?}", m, props));
+        for s in sols.split(' ') {
+            let k = s.to_uppercase().replace('-', "_");
+            assert!(
+                props.contains_key(&format!("IOCOST_MODEL_{}", k)),
+                "{} {}",
+                m,
+                s
+            );
+            assert!(
+                props.contains_key(&format!("IOCOST_QOS_{}", k)),
+                "{} {}",
+                m,
+                s
+            );
+        }
+    }
     let table = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         table

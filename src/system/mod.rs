@@ -12,6 +12,7 @@ pub mod blockdev;
 pub mod cgroup;
 pub mod change_journal;
 pub mod deps;
+pub mod hwdb;
 pub mod iocost;
 pub mod mem;
 pub mod restore;
