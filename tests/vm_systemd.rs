@@ -15,7 +15,9 @@
 //!   isolation numbers;
 //! * afterwards `systemctl list-units --all` lists none of our units or slices, system.slice's
 //!   properties are what they were, no runtime drop-in is left, systemd-oomd runs again — and
-//!   while the benches ran it did not.
+//!   while the benches ran it did not;
+//! * the guest's `systemd-hwdb update --strict` compiles the `90-iocost-tune.hwdb` that
+//!   `db build` made on the host from the community files in tests/fixtures.
 //!
 //! The measuring storage run is also the per-second reporter's test under load: hashd's CPU,
 //! reads, writes and swap for some minutes must leave a loadable report for at least 98 % of the
@@ -224,9 +226,27 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
         run_cmd("storage:loops=1,commit systest"),
         run_cmd("protection::scenario=mem-hog,loops=1"),
     );
-    let cmds = [deps, measure.clone(), reuse.clone(), protect.clone()];
+    // The hwdb file `db build` writes, compiled by the guest's own systemd-hwdb, strictly.
+    let hwdb_root = cwd.join("hwdb-root");
+    let hwdb = hwdb_build(&cwd, &hwdb_root.join("etc/udev/hwdb.d"));
+    let strict = format!(
+        "@systemd-hwdb --root {} update --strict",
+        hwdb_root.display()
+    );
+    let cmds = [
+        deps,
+        measure.clone(),
+        reuse.clone(),
+        protect.clone(),
+        strict,
+    ];
     let (out, secs) = run_vm(&cwd, &cmds);
     assert_ok(&out);
+    assert!(
+        hwdb_root.join("etc/udev/hwdb.bin").is_file(),
+        "systemd-hwdb compiled nothing from {}",
+        hwdb.display()
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     // No --force: deps' fix pass stops systemd-oomd for its check, as a run's does.
     assert_has_all(
@@ -244,6 +264,14 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
     assert!(
         !stderr.contains('\x1b'),
         "terminal sequences off a terminal"
+    );
+    // systemd 252's --strict still exits 0 on a line it ignores: it says so on stderr, naming
+    // the file and line.
+    assert!(
+        !log_of(&stderr, &cmds[4]).contains("90-iocost-tune.hwdb:"),
+        "systemd-hwdb found fault with {}:\n{}",
+        hwdb.display(),
+        log_of(&stderr, &cmds[4])
     );
     // The progress display, in plain lines: the loop, each probe with its footprint, and a
     // readable verdict per probe.
@@ -318,6 +346,38 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
     eprintln!("{}", report);
     save(&report);
     common::keep_result(&cwd.join("r.json"), "systemd-host");
+}
+
+/// A database of the community files in tests/fixtures (`db import`) built (`db build`) into
+/// `out`; returns its final hwdb file.
+fn hwdb_build(cwd: &Path, out: &Path) -> PathBuf {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut srcs: Vec<PathBuf> = Vec::new();
+    for dir in ["merge/KINGSTON_SA2000M8250G", "results"] {
+        for e in std::fs::read_dir(fx.join(dir)).unwrap().flatten() {
+            if e.path().to_string_lossy().ends_with(".json.gz") {
+                srcs.push(e.path());
+            }
+        }
+    }
+    let db = cwd.join("db");
+    let imp = Command::new(release_bin())
+        .args(["db", "import"])
+        .arg(&db)
+        .args(&srcs)
+        .output()
+        .unwrap();
+    assert_ok(&imp);
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let build = Command::new(release_bin())
+        .args(["db", "build"])
+        .arg(&db)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_ok(&build);
+    out.join("90-iocost-tune.hwdb")
 }
 
 /// The scenario's JSON: the last object on stdout (the commands' own output comes first).
