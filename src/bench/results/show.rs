@@ -162,3 +162,32 @@ pub fn plot_entries(
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upstream hashd-params entry holding only the knobs, as record and as result, prints
+    /// with the header and then the bench's result line.
+    #[test]
+    fn an_upstream_hashd_params_entry_prints_with_its_header() {
+        let knobs = serde_json::value::RawValue::from_string(
+            r#"{"hash_size":1258291,"rps_max":1029,"mem_size":51539607552,"mem_frac":0.33625,"chunk_pages":25,"fake_cpu_load":false}"#
+                .to_string(),
+        )
+        .unwrap();
+        let e = Entry {
+            spec: crate::spec::JobSpec::parse("hashd-params").unwrap(),
+            period: (1700000000, 1700001200),
+            sysinfo: serde_json::value::to_raw_value(&serde_json::json!({})).unwrap(),
+            record: Some(knobs.clone()),
+            result: Some(knobs),
+            incomplete: false,
+            unknown: Default::default(),
+        };
+        let mut out = String::new();
+        assert!(format_entry(&mut out, &e, &FormatOpts::default()).unwrap());
+        assert!(out.contains("[hashd-params "), "{}", out);
+        assert!(out.ends_with("chunk_pages=25\n\n"), "{}", out);
+    }
+}
