@@ -18,12 +18,17 @@ use super::model::{DataLines, DataPoint, DataSeries};
 use super::sel::FitShape;
 use statrs::distribution::{ContinuousCDF, Normal};
 
+mod bound;
+
 /// Each extra segment multiplies a candidate's error by this: simpler lines win close calls.
 const ERROR_MULTIPLIER: f64 = 1.025;
 /// Splits closer than this to the previous one tried are skipped.
 const MIN_DIV_DIST: f64 = 0.25;
 /// Every part of a line spans at least this much vrate.
 const MIN_SEG_DIST: f64 = 10.0;
+
+/// A series with more points than this sums its parts per candidate.
+const MAX_SUMS_POINTS: usize = 1500;
 
 /// Why a line can't be built from its vertices.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,6 +169,85 @@ pub fn line_error<'a>(pts: impl Iterator<Item = &'a DataPoint>, lines: &DataLine
     }
 }
 
+/// Whether `lines`' error over `pts` times `mult` is below `best`, and the error if so, to the
+/// bit as [`line_error`] computes it; given up on once a partial sum reaches `best` (exact:
+/// squares are never negative and rounding is monotone, so no partial sum exceeds the whole).
+fn error_below(pts: &[DataPoint], lines: &DataLines, mult: f64, best: f64) -> Option<f64> {
+    let n = pts.len() as f64;
+    let err = |sum: f64| sum.sqrt() / n * mult;
+    let mut sum = 0.0;
+    for chunk in pts.chunks(8) {
+        for p in chunk {
+            sum += (p.y - lines.eval(p.x)).powi(2);
+        }
+        if err(sum) >= best {
+            return None;
+        }
+    }
+    let e = err(sum);
+    (e < best).then_some(e)
+}
+
+/// One fit of a series' points (at least one, sorted): the candidates and what scores them.
+struct Fit<'a> {
+    data: &'a [DataPoint],
+    /// `sums[a * (n + 1) + b]`: the y of points `a..b` summed left to right, so that a part's
+    /// mean is [`height`]'s to the bit without a pass over the part per candidate (empty for
+    /// more than [`MAX_SUMS_POINTS`] points, whose table would be too large).
+    sums: Vec<f64>,
+    /// Refuses most candidates before their exact error is summed (see [`bound`]).
+    bound: Option<bound::Moments>,
+}
+
+impl<'a> Fit<'a> {
+    fn new(data: &'a [DataPoint]) -> Fit<'a> {
+        let n = data.len();
+        let table = n <= MAX_SUMS_POINTS;
+        let mut sums = vec![0.0; if table { (n + 1) * (n + 1) } else { 0 }];
+        for a in (0..n).filter(|_| table) {
+            let mut acc = 0.0;
+            for b in a..n {
+                acc += data[b].y;
+                sums[a * (n + 1) + b + 1] = acc;
+            }
+        }
+        Fit {
+            data,
+            sums,
+            bound: bound::Moments::new(data),
+        }
+    }
+
+    /// Whether the single-peak candidate of `idx` can't beat `best`, told without building
+    /// it where that is cheap: with every part present (`0 < ll < l < r < rr < n`) its line is
+    /// the three parts' means joined by two slopes (see [`Fit::fit_single_peak`]), of four or
+    /// five segments.
+    fn peak_loses(&self, idx: [usize; 4], best: f64) -> bool {
+        let [ll, l, r, rr] = idx;
+        let n = self.data.len();
+        let Some(b) = &self.bound else { return false };
+        if !(0 < ll && ll < l && l < r && r < rr && rr < n) {
+            return false;
+        }
+        let (h0, top, h3) = (self.height(0, ll), self.height(l, r), self.height(rr, n));
+        let v = [
+            DataPoint::new(self.div(ll), h0),
+            DataPoint::new(self.div(l), top),
+            DataPoint::new(self.div(r), top),
+            DataPoint::new(self.div(rr), h3),
+        ];
+        b.peak_refuses(idx, &v, ERROR_MULTIPLIER.powi(4), best)
+    }
+
+    /// The mean of points `a..b` (non-empty), as [`height`] of them.
+    fn height(&self, a: usize, b: usize) -> f64 {
+        match self.sums.get(a * (self.data.len() + 1) + b) {
+            Some(sum) => sum / (b - a) as f64,
+            None => height(&self.data[a..b]),
+        }
+    }
+}
+
 /// Sorts points by x, then y (NaN last, never a panic).
 pub fn sort_points(pts: &mut [DataPoint]) {
     pts.sort_by(|a, b| a.x.total_cmp(&b.x).then(a.y.total_cmp(&b.y)));
@@ -202,6 +286,138 @@ impl DataSeries {
         };
     }
 
+    /// Fits `lines` to `data` (see the module doc).
+    pub fn fit_lines(&mut self, shape: FitShape) {
+        if self.data.is_empty() {
+            return;
+        }
+        self.lines = Fit::new(&self.data).best(shape);
+    }
+}
+
+impl Fit<'_> {
+    /// The lowest-error candidate for `shape` (at least two points).
+    fn best(&self, shape: FitShape) -> DataLines {
+        let (start, end) = self.x_range();
+        let ys: Vec<f64> = self.data.iter().map(|p| p.y).collect();
+        let m = mean(&ys);
+        if self.data.len() == 1 {
+            return DataLines::new(&[DataPoint::new(start, m)]).unwrap_or_default();
+        }
+        let flat = DataLines::new(&[DataPoint::new(start, m), DataPoint::new(end, m)]);
+        let mut best = flat.unwrap_or_default();
+        let best_err = std::cell::Cell::new(line_error(self.data.iter(), &best));
+        let mut pick = |cand: Option<DataLines>| {
+            let Some(lines) = cand else { return };
+            if lines.min_max().0 <= 0.0 || !follows(shape, &lines) {
+                return;
+            }
+            let segs = lines.points.len() as i32 - 1;
+            let mult = ERROR_MULTIPLIER.powi(segs);
+            let n = self.data.len();
+            if let Some(b) = &self.bound {
+                if b.refuses(&lines.points, n, mult, best_err.get()) {
+                    return;
+                }
+            }
+            if let Some(err) = error_below(self.data, &lines, mult, best_err.get()) {
+                best = lines;
+                best_err.set(err);
+            }
+        };
+        let n = self.data.len();
+        if shape == FitShape::SinglePeak && n > 3 {
+            for idx in self.single_peak_splits(start, end) {
+                if !self.peak_loses(idx, best_err.get()) {
+                    pick(self.fit_single_peak(idx));
+                }
+            }
+        } else {
+            if n > 3 {
+                pick(self.fit_line());
+            }
+            let mut last = f64::MIN;
+            for i in 0..n {
+                let div = self.div(i);
+                if div < last + MIN_DIV_DIST
+                    || div < start + MIN_SEG_DIST
+                    || div > end - MIN_SEG_DIST
+                {
+                    continue;
+                }
+                last = div;
+                pick(self.fit_slope_with_left(i));
+                pick(self.fit_slope_with_right(i));
+            }
+            let mut last_l = f64::MIN;
+            for lidx in 0..n {
+                let ldiv = self.div(lidx);
+                if ldiv < last_l + MIN_DIV_DIST || ldiv < start + MIN_SEG_DIST {
+                    continue;
+                }
+                last_l = ldiv;
+                let mut last_r = f64::MIN;
+                for ridx in lidx..n {
+                    let rdiv = self.div(ridx);
+                    if rdiv < last_r + MIN_DIV_DIST
+                        || rdiv - ldiv < MIN_SEG_DIST
+                        || rdiv > end - MIN_SEG_DIST
+                    {
+                        continue;
+                    }
+                    last_r = rdiv;
+                    pick(self.fit_slope_with_left_and_right(lidx, ridx));
+                }
+            }
+        }
+        best
+    }
+
+    /// The split quadruples a single-peak fit tries, in upstream's order.
+    fn single_peak_splits(&self, start: f64, end: f64) -> Vec<[usize; 4]> {
+        let n = self.data.len();
+        let mut out = Vec::new();
+        let mut last_ll = f64::MIN;
+        for llidx in 0..=n {
+            let lldiv = self.div(llidx);
+            if llidx > 0 && (lldiv < last_ll + MIN_DIV_DIST || lldiv < start + MIN_SEG_DIST) {
+                continue;
+            }
+            last_ll = lldiv;
+            let mut last_l = f64::MIN;
+            for lidx in llidx..=n {
+                let ldiv = self.div(lidx);
+                if lidx > llidx && (ldiv < last_l + MIN_DIV_DIST || ldiv - lldiv < MIN_SEG_DIST) {
+                    continue;
+                }
+                last_l = ldiv;
+                let mut last_r = f64::MIN;
+                for ridx in lidx..=n {
+                    let rdiv = self.div(ridx);
+                    if ridx > lidx && (rdiv < last_r + MIN_DIV_DIST || rdiv - ldiv < MIN_SEG_DIST) {
+                        continue;
+                    }
+                    last_r = rdiv;
+                    let mut last_rr = f64::MIN;
+                    for rridx in ridx..=n {
+                        let rrdiv = self.div(rridx);
+                        if rridx > ridx
+                            && (rrdiv - rdiv < MIN_SEG_DIST
+                                || (rridx + 1 < n
+                                    && (rrdiv < last_rr + MIN_DIV_DIST
+                                        || rrdiv > end - MIN_SEG_DIST)))
+                        {
+                            continue;
+                        }
+                        last_rr = rrdiv;
+                        out.push([llidx, lidx, ridx, rridx]);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     fn x_range(&self) -> (f64, f64) {
         match (self.data.first(), self.data.last()) {
             (Some(a), Some(b)) => (a.x, b.x),
@@ -220,7 +436,7 @@ impl DataSeries {
     }
 
     fn fit_line(&self) -> Option<DataLines> {
-        let (slope, intcp) = linear_regression(&self.data)?;
+        let (slope, intcp) = linear_regression(self.data)?;
         let r = self.x_range();
         DataLines::new(&[
             DataPoint::new(r.0, slope * r.0 + intcp),
@@ -230,9 +446,8 @@ impl DataSeries {
     }
 
     fn fit_slope_with_left(&self, lidx: usize) -> Option<DataLines> {
-        let (pl, pr) = self.data.split_at(lidx);
-        let left = DataPoint::new(self.div(lidx), height(pl));
-        let slope = slope_through(pr, &left);
+        let left = DataPoint::new(self.div(lidx), self.height(0, lidx));
+        let slope = slope_through(&self.data[lidx..], &left);
         if slope == 0.0 {
             return None;
         }
@@ -246,9 +461,8 @@ impl DataSeries {
     }
 
     fn fit_slope_with_right(&self, ridx: usize) -> Option<DataLines> {
-        let (pl, pr) = self.data.split_at(ridx);
-        let right = DataPoint::new(self.div(ridx), height(pr));
-        let slope = slope_through(pl, &right);
+        let right = DataPoint::new(self.div(ridx), self.height(ridx, self.data.len()));
+        let slope = slope_through(&self.data[..ridx], &right);
         if slope == 0.0 {
             return None;
         }
@@ -262,10 +476,8 @@ impl DataSeries {
     }
 
     fn fit_slope_with_left_and_right(&self, lidx: usize, ridx: usize) -> Option<DataLines> {
-        let (pl, pm) = self.data.split_at(lidx);
-        let (_, pr) = pm.split_at(ridx - lidx);
-        let left = DataPoint::new(self.div(lidx), height(pl));
-        let right = DataPoint::new(self.div(ridx), height(pr));
+        let left = DataPoint::new(self.div(lidx), self.height(0, lidx));
+        let right = DataPoint::new(self.div(ridx), self.height(ridx, self.data.len()));
         let r = self.x_range();
         DataLines::new(&[
             DataPoint::new(r.0, left.y),
@@ -292,13 +504,13 @@ impl DataSeries {
         };
         let [llidx, lidx, ridx, rridx] = idx;
         if llidx > 0 {
-            set(0, height(&self.data[..llidx]), &mut pts);
+            set(0, self.height(0, llidx), &mut pts);
         }
         if rridx < n {
-            set(3, height(&self.data[rridx..]), &mut pts);
+            set(3, self.height(rridx, n), &mut pts);
         }
         if lidx < ridx {
-            let h = height(&self.data[lidx..ridx]);
+            let h = self.height(lidx, ridx);
             set(1, h, &mut pts);
             set(2, h, &mut pts);
         }
@@ -367,125 +579,9 @@ impl DataSeries {
         }
         DataLines::new(&out).ok()
     }
+}
 
-    /// Fits `lines` to `data` (see the module doc).
-    pub fn fit_lines(&mut self, shape: FitShape) {
-        if self.data.is_empty() {
-            return;
-        }
-        let (start, end) = self.x_range();
-        let ys: Vec<f64> = self.data.iter().map(|p| p.y).collect();
-        let m = mean(&ys);
-        if self.data.len() == 1 {
-            self.lines = DataLines::new(&[DataPoint::new(start, m)]).unwrap_or_default();
-            return;
-        }
-        let flat = DataLines::new(&[DataPoint::new(start, m), DataPoint::new(end, m)]);
-        let mut best = flat.unwrap_or_default();
-        let mut best_err = line_error(self.data.iter(), &best);
-        let mut pick = |cand: Option<DataLines>| {
-            let Some(lines) = cand else { return };
-            if lines.min_max().0 <= 0.0 || !follows(shape, &lines) {
-                return;
-            }
-            let segs = lines.points.len() as i32 - 1;
-            let err = line_error(self.data.iter(), &lines) * ERROR_MULTIPLIER.powi(segs);
-            if err < best_err {
-                best = lines;
-                best_err = err;
-            }
-        };
-        let n = self.data.len();
-        if shape == FitShape::SinglePeak && n > 3 {
-            for idx in self.single_peak_splits(start, end) {
-                pick(self.fit_single_peak(idx));
-            }
-        } else {
-            if n > 3 {
-                pick(self.fit_line());
-            }
-            let mut last = f64::MIN;
-            for i in 0..n {
-                let div = self.div(i);
-                if div < last + MIN_DIV_DIST
-                    || div < start + MIN_SEG_DIST
-                    || div > end - MIN_SEG_DIST
-                {
-                    continue;
-                }
-                last = div;
-                pick(self.fit_slope_with_left(i));
-                pick(self.fit_slope_with_right(i));
-            }
-            let mut last_l = f64::MIN;
-            for lidx in 0..n {
-                let ldiv = self.div(lidx);
-                if ldiv < last_l + MIN_DIV_DIST || ldiv < start + MIN_SEG_DIST {
-                    continue;
-                }
-                last_l = ldiv;
-                let mut last_r = f64::MIN;
-                for ridx in lidx..n {
-                    let rdiv = self.div(ridx);
-                    if rdiv < last_r + MIN_DIV_DIST
-                        || rdiv - ldiv < MIN_SEG_DIST
-                        || rdiv > end - MIN_SEG_DIST
-                    {
-                        continue;
-                    }
-                    last_r = rdiv;
-                    pick(self.fit_slope_with_left_and_right(lidx, ridx));
-                }
-            }
-        }
-        self.lines = best;
-    }
-
-    /// The split quadruples a single-peak fit tries, in upstream's order.
-    fn single_peak_splits(&self, start: f64, end: f64) -> Vec<[usize; 4]> {
-        let n = self.data.len();
-        let mut out = Vec::new();
-        let mut last_ll = f64::MIN;
-        for llidx in 0..=n {
-            let lldiv = self.div(llidx);
-            if llidx > 0 && (lldiv < last_ll + MIN_DIV_DIST || lldiv < start + MIN_SEG_DIST) {
-                continue;
-            }
-            last_ll = lldiv;
-            let mut last_l = f64::MIN;
-            for lidx in llidx..=n {
-                let ldiv = self.div(lidx);
-                if lidx > llidx && (ldiv < last_l + MIN_DIV_DIST || ldiv - lldiv < MIN_SEG_DIST) {
-                    continue;
-                }
-                last_l = ldiv;
-                let mut last_r = f64::MIN;
-                for ridx in lidx..=n {
-                    let rdiv = self.div(ridx);
-                    if ridx > lidx && (rdiv < last_r + MIN_DIV_DIST || rdiv - ldiv < MIN_SEG_DIST) {
-                        continue;
-                    }
-                    last_r = rdiv;
-                    let mut last_rr = f64::MIN;
-                    for rridx in ridx..=n {
-                        let rrdiv = self.div(rridx);
-                        if rridx > ridx
-                            && (rrdiv - rdiv < MIN_SEG_DIST
-                                || (rridx + 1 < n
-                                    && (rrdiv < last_rr + MIN_DIV_DIST
-                                        || rrdiv > end - MIN_SEG_DIST)))
-                        {
-                            continue;
-                        }
-                        last_rr = rrdiv;
-                        out.push([llidx, lidx, ridx, rridx]);
-                    }
-                }
-            }
-        }
-        out
-    }
-
+impl DataSeries {
     /// Moves the points beyond vrate `thr` to the rejected ones.
     pub fn filter_beyond(&mut self, thr: f64) {
         let (keep, beyond): (Vec<DataPoint>, Vec<DataPoint>) = std::mem::take(&mut self.data)
@@ -526,153 +622,4 @@ impl DataSeries {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn series(pts: &[(f64, f64)]) -> DataSeries {
-        DataSeries {
-            data: pts.iter().map(|&(x, y)| DataPoint::new(x, y)).collect(),
-            ..Default::default()
-        }
-    }
-
-    fn xy(l: &DataLines) -> Vec<(f64, f64)> {
-        l.points.iter().map(|p| (p.x, p.y)).collect()
-    }
-
-    #[test]
-    fn regression_and_means_by_hand() {
-        let s = series(&[(1.0, 2.0), (2.0, 4.0), (3.0, 5.0), (4.0, 4.0), (5.0, 5.0)]);
-        // x̄ = 3, ȳ = 4, Σ(x−x̄)(y−ȳ) = 6, Σ(x−x̄)² = 10.
-        let (m, b) = linear_regression(&s.data).unwrap();
-        assert!(
-            (m - 0.6).abs() < 1e-12 && (b - 2.2).abs() < 1e-12,
-            "{} {}",
-            m,
-            b
-        );
-        assert_eq!(
-            linear_regression(&series(&[(1.0, 1.0), (1.0, 2.0)]).data),
-            None
-        );
-        assert_eq!(stdev(&[1.0, 2.0, 3.0, 4.0]), (5.0f64 / 3.0).sqrt());
-        assert_eq!(height(&s.data), 4.0);
-        // Through (3, 4): Σ(x−3)(y−4) / Σ(x−3)² = 6 / 10.
-        assert_eq!(slope_through(&s.data, &DataPoint::new(3.0, 4.0)), 0.6);
-    }
-
-    #[test]
-    fn a_constant_series_is_one_flat_line() {
-        let mut s = series(&[
-            (10.0, 2.0),
-            (30.0, 2.0),
-            (50.0, 2.0),
-            (70.0, 2.0),
-            (90.0, 2.0),
-        ]);
-        s.fit_lines(FitShape::Inc);
-        assert_eq!(xy(&s.lines), vec![(10.0, 2.0), (90.0, 2.0)]);
-        let mut one = series(&[(40.0, 3.0)]);
-        one.fit_lines(FitShape::Inc);
-        assert_eq!(
-            (xy(&one.lines), one.lines.range),
-            (vec![(40.0, 3.0)], (40.0, 40.0))
-        );
-    }
-
-    #[test]
-    fn a_line_through_the_points_is_their_regression() {
-        let pts: Vec<(f64, f64)> = (0..8)
-            .map(|i| (10.0 + 10.0 * i as f64, 1.0 + 0.1 * i as f64))
-            .collect();
-        let mut s = series(&pts);
-        s.fit_lines(FitShape::Inc);
-        assert_eq!(s.lines.points.len(), 2);
-        assert!((s.lines.points[0].y - 1.0).abs() < 1e-12);
-        assert!((s.lines.points[1].y - 1.7).abs() < 1e-12);
-    }
-
-    #[test]
-    fn a_rise_then_a_plateau_gets_its_knee() {
-        // Rising 0.2 per 10 until x = 40, flat at 2.0 after: the knee sits halfway between the
-        // last rising point and the first flat one.
-        let pts = [
-            (0.0, 1.4),
-            (10.0, 1.6),
-            (20.0, 1.8),
-            (40.0, 2.0),
-            (60.0, 2.0),
-            (80.0, 2.0),
-            (100.0, 2.0),
-        ];
-        let mut s = series(&pts);
-        s.fit_lines(FitShape::Inc);
-        let p = xy(&s.lines);
-        assert_eq!(p.len(), 3, "{:?}", p);
-        assert_eq!(p[1], (30.0, 2.0), "{:?}", p);
-        assert_eq!(p[2], (100.0, 2.0));
-        // A falling series may not be fitted rising.
-        let mut d = series(&pts);
-        d.fit_lines(FitShape::Dec);
-        assert_eq!(
-            d.lines.min_max().0,
-            d.lines.min_max().1,
-            "{:?}",
-            xy(&d.lines)
-        );
-    }
-
-    #[test]
-    fn splits_leave_every_part_ten_vrate_points_wide() {
-        // 8 points within 14 vrate points: no split fits, only flat or regression.
-        let pts: Vec<(f64, f64)> = (0..8)
-            .map(|i| (50.0 + 2.0 * i as f64, if i < 4 { 1.0 } else { 2.0 }))
-            .collect();
-        let mut s = series(&pts);
-        s.fit_lines(FitShape::Inc);
-        assert_eq!(s.lines.points.len(), 2, "{:?}", xy(&s.lines));
-    }
-
-    #[test]
-    fn chauvenet_rejects_the_far_point_only() {
-        let mut pts: Vec<(f64, f64)> = (0..10)
-            .map(|i| (10.0 * i as f64, 1.0 + 0.01 * (i % 2) as f64))
-            .collect();
-        pts[6].1 = 5.0;
-        let mut s = series(&pts);
-        s.lines = DataLines::new(&[DataPoint::new(0.0, 1.0), DataPoint::new(90.0, 1.0)]).unwrap();
-        s.filter_outliers();
-        assert_eq!(s.outliers, vec![DataPoint::new(60.0, 5.0)]);
-        assert_eq!(s.data.len(), 9);
-        s.filter_beyond(45.0);
-        assert_eq!(s.data.len(), 5);
-        assert_eq!(s.outliers.first(), Some(&DataPoint::new(50.0, 1.01)));
-        s.reset();
-        assert_eq!((s.data.len(), s.outliers.len()), (10, 0));
-    }
-
-    #[test]
-    fn ranges_stretch_and_clamp() {
-        let l = DataLines::new(&[
-            DataPoint::new(10.0, 1.0),
-            DataPoint::new(50.0, 2.0),
-            DataPoint::new(90.0, 2.0),
-        ])
-        .unwrap();
-        assert_eq!(
-            xy(&l.with_range((0.0, 100.0)).unwrap()),
-            vec![(0.0, 0.75), (50.0, 2.0), (100.0, 2.0)]
-        );
-        assert_eq!(
-            xy(&l.with_range((60.0, 70.0)).unwrap()),
-            vec![(60.0, 2.0), (70.0, 2.0)]
-        );
-        assert_eq!(xy(&l.with_range((30.0, 30.0)).unwrap()), vec![(30.0, 1.5)]);
-        assert_eq!(l.clamped((95.0, 99.0)).unwrap(), None);
-        assert_eq!(
-            xy(&l.clamped((0.0, 30.0)).unwrap().unwrap()),
-            vec![(10.0, 1.0), (30.0, 1.5)]
-        );
-        assert!(DataLines::new(&[DataPoint::new(2.0, 1.0), DataPoint::new(1.0, 1.0)]).is_err());
-    }
-}
+mod tests;

@@ -1,0 +1,200 @@
+//! A lower bound of a candidate line's error from prefix sums of the points' moments, so that a
+//! fit refuses most of its candidates (a single-peak fit of a merged model tries tens of
+//! thousands) in a few operations instead of a pass over every point. A candidate the bound
+//! can't refuse gets the exact error, summed point by point in order as upstream does, so the
+//! chosen line is the same to the bit with or without the bound.
+//!
+//! The estimate of Σ residual² over a run of points comes from their count and sums of u, w,
+//! u², uw and w² (u, w: the points' x and y less their means, which keeps the terms small).
+//! Prefix sums lose precision to cancellation; the bound allows for a rounding error far above
+//! what summing n values can make (10⁻⁸ of the magnitudes involved, where n·ε is 10⁻¹³ for a
+//! thousand points), and series whose mean dwarfs their spread are left to the exact sum.
+
+use crate::bench::iocost_tune::model::DataPoint;
+
+/// The relative rounding allowance on the estimate's magnitudes.
+const TOLERANCE: f64 = 1e-8;
+/// Below this many points the exact error is as cheap as the bound.
+const MIN_POINTS: usize = 24;
+/// A mean this many times the spread (or more) leaves too few bits for the estimate.
+const MAX_MEAN_TO_SPREAD: f64 = 1e3;
+
+/// Prefix sums of the points' centred moments.
+pub(super) struct Moments {
+    xs: Vec<f64>,
+    cx: f64,
+    cy: f64,
+    /// Per prefix of i points: Σu, Σw, Σu², Σuw, Σw².
+    pre: Vec<[f64; 5]>,
+    /// Over all points: Σ|u|, Σ|w|, Σu², Σ|uw|, Σw² (what the rounding scales with).
+    abs: [f64; 5],
+}
+
+/// A run of points valued by one line, `w = a + b·u` in centred terms.
+struct Part {
+    from: usize,
+    to: usize,
+    a: f64,
+    b: f64,
+}
+
+impl Moments {
+    /// `None` when the bound can't be trusted or wouldn't pay: few points, points out of
+    /// order, values that aren't finite, or a mean too large for the spread.
+    pub(super) fn new(pts: &[DataPoint]) -> Option<Moments> {
+        let n = pts.len();
+        if n < MIN_POINTS
+            || pts.windows(2).any(|w| w[0].x > w[1].x)
+            || pts.iter().any(|p| !p.x.is_finite() || !p.y.is_finite())
+        {
+            return None;
+        }
+        let cx = pts.iter().map(|p| p.x).sum::<f64>() / n as f64;
+        let cy = pts.iter().map(|p| p.y).sum::<f64>() / n as f64;
+        let mut pre = Vec::with_capacity(n + 1);
+        let mut acc = [0.0; 5];
+        let mut abs = [0.0; 5];
+        pre.push(acc);
+        for p in pts {
+            let (u, w) = (p.x - cx, p.y - cy);
+            let terms = [u, w, u * u, u * w, w * w];
+            for i in 0..5 {
+                acc[i] += terms[i];
+                abs[i] += terms[i].abs();
+            }
+            pre.push(acc);
+        }
+        let spread = (abs[4] / n as f64).sqrt();
+        if cy.abs() > MAX_MEAN_TO_SPREAD * spread
+            || cx.abs() > MAX_MEAN_TO_SPREAD * (abs[2] / n as f64).sqrt()
+        {
+            return None;
+        }
+        Some(Moments {
+            xs: pts.iter().map(|p| p.x).collect(),
+            cx,
+            cy,
+            pre,
+            abs,
+        })
+    }
+
+    /// Whether the exact error times `mult` of a line through the vertices `v`, summed over
+    /// the first `upto` points, can't be below `best` (over all points: the line's own error;
+    /// over fewer: a lower bound of the error of any line that starts with these vertices).
+    /// The points each segment values are found as `DataLines::eval` assigns them: points
+    /// before the first vertex and after the last take its value; a point belongs to the first
+    /// segment whose right end is at or beyond it.
+    pub(super) fn refuses(&self, v: &[DataPoint], upto: usize, mult: f64, best: f64) -> bool {
+        let (Some(first), Some(last)) = (v.first(), v.last()) else {
+            return false;
+        };
+        let n = self.xs.len();
+        let xs = &self.xs[..upto.min(n)];
+        let (mut sse, mut mag) = (0.0, 0.0);
+        let mut add = |part: Part| {
+            if part.to > part.from {
+                let (s, m) = self.sse(&part);
+                sse += s;
+                mag += m;
+            }
+        };
+        let flat = |from, to, y: f64| Part {
+            from,
+            to,
+            a: y - self.cy,
+            b: 0.0,
+        };
+        let mut from = xs.partition_point(|&x| x < first.x);
+        add(flat(0, from, first.y));
+        for w in v.windows(2) {
+            let to = from + xs[from..].partition_point(|&x| x <= w[1].x);
+            add(if w[0].y == w[1].y {
+                flat(from, to, w[0].y)
+            } else {
+                let b = (w[1].y - w[0].y) / (w[1].x - w[0].x);
+                Part {
+                    from,
+                    to,
+                    a: w[0].y - self.cy + b * (self.cx - w[0].x),
+                    b,
+                }
+            });
+            from = to;
+        }
+        add(flat(from, xs.len(), last.y));
+        self.loses(sse, mag, mult, best)
+    }
+
+    /// [`Moments::refuses`] for a single-peak line whose vertices `v` sit at the splits `idx`
+    /// (strictly increasing, inside the points): a flat before the first, slopes between
+    /// neighbours, a flat after the last, each over the points its splits bound.
+    pub(super) fn peak_refuses(
+        &self,
+        idx: [usize; 4],
+        v: &[DataPoint; 4],
+        mult: f64,
+        best: f64,
+    ) -> bool {
+        let n = self.xs.len();
+        let flat = |from, to, y: f64| Part {
+            from,
+            to,
+            a: y - self.cy,
+            b: 0.0,
+        };
+        let slope = |from, to, p: &DataPoint, q: &DataPoint| {
+            let b = (q.y - p.y) / (q.x - p.x);
+            Part {
+                from,
+                to,
+                a: p.y - self.cy + b * (self.cx - p.x),
+                b,
+            }
+        };
+        let parts = [
+            flat(0, idx[0], v[0].y),
+            slope(idx[0], idx[1], &v[0], &v[1]),
+            flat(idx[1], idx[2], v[1].y),
+            slope(idx[2], idx[3], &v[2], &v[3]),
+            flat(idx[3], n, v[3].y),
+        ];
+        let (mut sse, mut mag) = (0.0, 0.0);
+        for p in &parts {
+            let (s, m) = self.sse(p);
+            sse += s;
+            mag += m;
+        }
+        self.loses(sse, mag, mult, best)
+    }
+
+    /// Whether an error sum estimated at `sse`, rounding scaling with `mag`, is certainly
+    /// `best` or more once multiplied by `mult`.
+    fn loses(&self, sse: f64, mag: f64, mult: f64, best: f64) -> bool {
+        let low = sse - TOLERANCE * mag;
+        // A NaN refuses nothing either.
+        if low.is_nan() || low <= 0.0 {
+            return false;
+        }
+        low.sqrt() / self.xs.len() as f64 * mult > best * (1.0 + TOLERANCE)
+    }
+
+    /// Σ (w − a − b·u)² over the part, and the magnitude its rounding scales with.
+    fn sse(&self, p: &Part) -> (f64, f64) {
+        let (hi, lo) = (&self.pre[p.to], &self.pre[p.from]);
+        let d: [f64; 5] = std::array::from_fn(|i| hi[i] - lo[i]);
+        let [su, sw, suu, suw, sww] = d;
+        let cnt = (p.to - p.from) as f64;
+        let (a, b) = (p.a, p.b);
+        let sse = sww - 2.0 * a * sw - 2.0 * b * suw + a * a * cnt + 2.0 * a * b * su + b * b * suu;
+        let [au, aw, auu, auw, aww] = self.abs;
+        let n = self.xs.len() as f64;
+        let mag = aww
+            + 2.0 * (a * aw).abs()
+            + 2.0 * (b * auw).abs()
+            + a * a * n
+            + 2.0 * (a * b * au).abs()
+            + b * b * auu;
+        (sse, mag)
+    }
+}
