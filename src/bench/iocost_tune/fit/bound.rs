@@ -79,18 +79,15 @@ impl Moments {
         })
     }
 
-    /// Whether the exact error times `mult` of a line through the vertices `v`, summed over
-    /// the first `upto` points, can't be below `best` (over all points: the line's own error;
-    /// over fewer: a lower bound of the error of any line that starts with these vertices).
-    /// The points each segment values are found as `DataLines::eval` assigns them: points
+    /// Whether the exact error times `mult` of the line through the vertices `v` can't be
+    /// below `best`. The points each segment values are found as `DataLines::eval` assigns them: points
     /// before the first vertex and after the last take its value; a point belongs to the first
     /// segment whose right end is at or beyond it.
-    pub(super) fn refuses(&self, v: &[DataPoint], upto: usize, mult: f64, best: f64) -> bool {
+    pub(super) fn refuses(&self, v: &[DataPoint], mult: f64, best: f64) -> bool {
         let (Some(first), Some(last)) = (v.first(), v.last()) else {
             return false;
         };
-        let n = self.xs.len();
-        let xs = &self.xs[..upto.min(n)];
+        let xs = &self.xs;
         let (mut sse, mut mag) = (0.0, 0.0);
         let mut add = |part: Part| {
             if part.to > part.from {
@@ -99,72 +96,45 @@ impl Moments {
                 mag += m;
             }
         };
-        let flat = |from, to, y: f64| Part {
-            from,
-            to,
-            a: y - self.cy,
-            b: 0.0,
-        };
         let mut from = xs.partition_point(|&x| x < first.x);
-        add(flat(0, from, first.y));
+        add(self.flat(0, from, first.y));
         for w in v.windows(2) {
             let to = from + xs[from..].partition_point(|&x| x <= w[1].x);
-            add(if w[0].y == w[1].y {
-                flat(from, to, w[0].y)
-            } else {
-                let b = (w[1].y - w[0].y) / (w[1].x - w[0].x);
-                Part {
-                    from,
-                    to,
-                    a: w[0].y - self.cy + b * (self.cx - w[0].x),
-                    b,
-                }
-            });
+            add(self.segment(from, to, &w[0], &w[1]));
             from = to;
         }
-        add(flat(from, xs.len(), last.y));
+        add(self.flat(from, xs.len(), last.y));
         self.loses(sse, mag, mult, best)
     }
 
-    /// [`Moments::refuses`] for a single-peak line whose vertices `v` sit at the splits `idx`
-    /// (strictly increasing, inside the points): a flat before the first, slopes between
-    /// neighbours, a flat after the last, each over the points its splits bound.
-    pub(super) fn peak_refuses(
+    /// [`Moments::refuses`] for a line whose vertices `v` come with how many points lie left
+    /// of each (`at`, non-decreasing): a flat before the first, a segment between neighbours,
+    /// a flat after the last, each over the points between.
+    pub(super) fn refuses_between(
         &self,
-        idx: [usize; 4],
-        v: &[DataPoint; 4],
+        v: &[DataPoint],
+        at: &[usize],
         mult: f64,
         best: f64,
     ) -> bool {
         let n = self.xs.len();
-        let flat = |from, to, y: f64| Part {
-            from,
-            to,
-            a: y - self.cy,
-            b: 0.0,
+        let (Some(first), Some(last)) = (v.first(), v.last()) else {
+            return false;
         };
-        let slope = |from, to, p: &DataPoint, q: &DataPoint| {
-            let b = (q.y - p.y) / (q.x - p.x);
-            Part {
-                from,
-                to,
-                a: p.y - self.cy + b * (self.cx - p.x),
-                b,
-            }
-        };
-        let parts = [
-            flat(0, idx[0], v[0].y),
-            slope(idx[0], idx[1], &v[0], &v[1]),
-            flat(idx[1], idx[2], v[1].y),
-            slope(idx[2], idx[3], &v[2], &v[3]),
-            flat(idx[3], n, v[3].y),
-        ];
+        if at.len() != v.len() || at.windows(2).any(|w| w[0] > w[1]) || at[at.len() - 1] > n {
+            return false;
+        }
         let (mut sse, mut mag) = (0.0, 0.0);
-        for p in &parts {
-            let (s, m) = self.sse(p);
+        let mut add = |part: Part| {
+            let (s, m) = self.sse(&part);
             sse += s;
             mag += m;
+        };
+        add(self.flat(0, at[0], first.y));
+        for (w, a) in v.windows(2).zip(at.windows(2)) {
+            add(self.segment(a[0], a[1], &w[0], &w[1]));
         }
+        add(self.flat(at[at.len() - 1], n, last.y));
         self.loses(sse, mag, mult, best)
     }
 
@@ -177,6 +147,31 @@ impl Moments {
             return false;
         }
         low.sqrt() / self.xs.len() as f64 * mult > best * (1.0 + TOLERANCE)
+    }
+
+    /// Points `from..to` valued `y`.
+    fn flat(&self, from: usize, to: usize, y: f64) -> Part {
+        Part {
+            from,
+            to,
+            a: y - self.cy,
+            b: 0.0,
+        }
+    }
+
+    /// Points `from..to` valued on the line through `p` and `q` (flat when their values are
+    /// equal, as `DataLines::eval` takes them).
+    fn segment(&self, from: usize, to: usize, p: &DataPoint, q: &DataPoint) -> Part {
+        if p.y == q.y {
+            return self.flat(from, to, p.y);
+        }
+        let b = (q.y - p.y) / (q.x - p.x);
+        Part {
+            from,
+            to,
+            a: p.y - self.cy + b * (self.cx - p.x),
+            b,
+        }
     }
 
     /// Σ (w − a − b·u)² over the part, and the magnitude its rounding scales with.

@@ -7,7 +7,7 @@
 //! * one flat part and one slope, split between two points (`fit_slope_with_left/right`);
 //! * two flat parts joined by a slope (`fit_slope_with_left_and_right`);
 //! * for a single-peak series (more than three points): up to two flats and two slopes, each
-//!   part optional (`fit_single_peak`).
+//!   part optional (`peak_vertices`).
 //!
 //! Splits sit halfway between neighbouring points, at least 0.25 apart from the previous split
 //! tried and leaving every part at least 10 vrate points wide. A line that dips to 0 or below,
@@ -199,6 +199,28 @@ struct Fit<'a> {
     bound: Option<bound::Moments>,
 }
 
+/// A single-peak candidate's vertices, left to right, each with how many points lie left of
+/// it: the points between two vertices are the ones their segment values (a point on a vertex
+/// has the vertex's value on either side, the lines being continuous).
+#[derive(Default)]
+struct Vertices {
+    pts: [DataPoint; 6],
+    at: [usize; 6],
+    len: usize,
+}
+
+impl Vertices {
+    fn push(&mut self, p: DataPoint, at: usize) {
+        self.pts[self.len] = p;
+        self.at[self.len] = at;
+        self.len += 1;
+    }
+
+    fn points(&self) -> &[DataPoint] {
+        &self.pts[..self.len]
+    }
+}
+
 impl<'a> Fit<'a> {
     fn new(data: &'a [DataPoint]) -> Fit<'a> {
         let n = data.len();
@@ -216,27 +238,6 @@ impl<'a> Fit<'a> {
             sums,
             bound: bound::Moments::new(data),
         }
-    }
-
-    /// Whether the single-peak candidate of `idx` can't beat `best`, told without building
-    /// it where that is cheap: with every part present (`0 < ll < l < r < rr < n`) its line is
-    /// the three parts' means joined by two slopes (see [`Fit::fit_single_peak`]), of four or
-    /// five segments.
-    fn peak_loses(&self, idx: [usize; 4], best: f64) -> bool {
-        let [ll, l, r, rr] = idx;
-        let n = self.data.len();
-        let Some(b) = &self.bound else { return false };
-        if !(0 < ll && ll < l && l < r && r < rr && rr < n) {
-            return false;
-        }
-        let (h0, top, h3) = (self.height(0, ll), self.height(l, r), self.height(rr, n));
-        let v = [
-            DataPoint::new(self.div(ll), h0),
-            DataPoint::new(self.div(l), top),
-            DataPoint::new(self.div(r), top),
-            DataPoint::new(self.div(rr), h3),
-        ];
-        b.peak_refuses(idx, &v, ERROR_MULTIPLIER.powi(4), best)
     }
 
     /// The mean of points `a..b` (non-empty), as [`height`] of them.
@@ -314,9 +315,8 @@ impl Fit<'_> {
             }
             let segs = lines.points.len() as i32 - 1;
             let mult = ERROR_MULTIPLIER.powi(segs);
-            let n = self.data.len();
             if let Some(b) = &self.bound {
-                if b.refuses(&lines.points, n, mult, best_err.get()) {
+                if b.refuses(&lines.points, mult, best_err.get()) {
                     return;
                 }
             }
@@ -328,9 +328,17 @@ impl Fit<'_> {
         let n = self.data.len();
         if shape == FitShape::SinglePeak && n > 3 {
             for idx in self.single_peak_splits(start, end) {
-                if !self.peak_loses(idx, best_err.get()) {
-                    pick(self.fit_single_peak(idx));
+                let Some(v) = self.peak_vertices(idx) else {
+                    continue;
+                };
+                // Refused from the vertices alone: most are, and a line is never built for them.
+                let mult = ERROR_MULTIPLIER.powi(v.len as i32 - 1);
+                if let Some(b) = &self.bound {
+                    if b.refuses_between(v.points(), &v.at[..v.len], mult, best_err.get()) {
+                        continue;
+                    }
                 }
+                pick(DataLines::new(v.points()).ok());
             }
         } else {
             if n > 3 {
@@ -491,9 +499,12 @@ impl Fit<'_> {
     /// Flat (`..llidx`), slope (`llidx..lidx`), flat top (`lidx..ridx`), slope
     /// (`ridx..rridx`), flat (`rridx..`); any part may be empty. Flats are means; a slope next
     /// to a flat hinges on it; two slopes alone are two regressions meeting where they cross.
-    fn fit_single_peak(&self, idx: [usize; 4]) -> Option<DataLines> {
+    /// The vertices come with the points each sits right of (see [`Vertices`]).
+    fn peak_vertices(&self, idx: [usize; 4]) -> Option<Vertices> {
         let n = self.data.len();
         let mut pts: [Option<DataPoint>; 4] = [None; 4];
+        // Every vertex sits at its split unless the two-regression case below moves it.
+        let mut at = idx;
         // A split shared by several indices sets all of them.
         let set = |i: usize, y: f64, pts: &mut [Option<DataPoint>; 4]| {
             for j in 0..4 {
@@ -540,6 +551,7 @@ impl Fit<'_> {
                     let dl = self.fit_line()?;
                     let (a, b) = (dl.points[0], dl.points[1]);
                     pts = [Some(a), Some(b), Some(b), Some(b)];
+                    at = [0, n, n, n];
                 } else {
                     let (a_slope, a_intcp) = linear_regression(&self.data[..lidx])?;
                     let (b_slope, b_intcp) = linear_regression(&self.data[lidx..])?;
@@ -552,6 +564,8 @@ impl Fit<'_> {
                         return None;
                     }
                     let (llx, rrx) = (self.div(llidx), self.div(rridx));
+                    let cross = self.data.partition_point(|p| p.x <= ix);
+                    at = [llidx, cross, cross, rridx];
                     pts = [
                         Some(DataPoint::new(llx, a_slope * llx + a_intcp)),
                         Some(DataPoint::new(ix, iy)),
@@ -563,21 +577,21 @@ impl Fit<'_> {
             4 => {}
             _ => return None,
         }
-        let pts: Vec<DataPoint> = pts.iter().map(|p| p.unwrap_or_default()).collect();
-        let mut out = Vec::with_capacity(6);
+        let pts = pts.map(|p| p.unwrap_or_default());
+        let mut out = Vertices::default();
         if pts[0].x != self.div(0) {
-            out.push(DataPoint::new(self.div(0), pts[0].y));
+            out.push(DataPoint::new(self.div(0), pts[0].y), 0);
         }
-        out.push(pts[0]);
-        for p in &pts[1..] {
-            if out.last().is_some_and(|l: &DataPoint| l.x != p.x) {
-                out.push(*p);
+        out.push(pts[0], at[0]);
+        for (p, at) in pts[1..].iter().zip(&at[1..]) {
+            if out.points().last().is_some_and(|l| l.x != p.x) {
+                out.push(*p, *at);
             }
         }
         if pts[3].x != self.div(n) {
-            out.push(DataPoint::new(self.div(n), pts[3].y));
+            out.push(DataPoint::new(self.div(n), pts[3].y), n);
         }
-        DataLines::new(&out).ok()
+        Some(out)
     }
 }
 
