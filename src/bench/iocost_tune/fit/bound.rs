@@ -84,27 +84,20 @@ impl Moments {
     /// before the first vertex and after the last take its value; a point belongs to the first
     /// segment whose right end is at or beyond it.
     pub(super) fn refuses(&self, v: &[DataPoint], mult: f64, best: f64) -> bool {
-        let (Some(first), Some(last)) = (v.first(), v.last()) else {
+        // Candidates have at most six vertices; a longer line is left to the exact sum.
+        let mut at = [0; 8];
+        if v.len() > at.len() {
             return false;
-        };
-        let xs = &self.xs;
-        let (mut sse, mut mag) = (0.0, 0.0);
-        let mut add = |part: Part| {
-            if part.to > part.from {
-                let (s, m) = self.sse(&part);
-                sse += s;
-                mag += m;
-            }
-        };
-        let mut from = xs.partition_point(|&x| x < first.x);
-        add(self.flat(0, from, first.y));
-        for w in v.windows(2) {
-            let to = from + xs[from..].partition_point(|&x| x <= w[1].x);
-            add(self.segment(from, to, &w[0], &w[1]));
-            from = to;
         }
-        add(self.flat(from, xs.len(), last.y));
-        self.loses(sse, mag, mult, best)
+        let mut from = 0;
+        for (a, p) in at.iter_mut().zip(v) {
+            from += self.xs[from..].partition_point(|&x| x <= p.x);
+            *a = from;
+        }
+        if let Some(first) = v.first() {
+            at[0] = self.xs.partition_point(|&x| x < first.x);
+        }
+        self.refuses_between(v, &at[..v.len()], mult, best)
     }
 
     /// [`Moments::refuses`] for a line whose vertices `v` come with how many points lie left
