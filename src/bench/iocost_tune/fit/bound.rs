@@ -18,6 +18,9 @@ const TOLERANCE: f64 = 1e-8;
 const MIN_POINTS: usize = 24;
 /// A mean this many times the spread (or more) leaves too few bits for the estimate.
 const MAX_MEAN_TO_SPREAD: f64 = 1e3;
+/// A run of points whose Σu² (about their own mean) is below this share of all points' is
+/// given no floor for a line: the regression's share of the sum is then too rounded to trust.
+const MIN_LINE_SPREAD: f64 = 1e-6;
 
 /// Prefix sums of the points' centred moments.
 pub(super) struct Moments {
@@ -79,6 +82,71 @@ impl Moments {
         })
     }
 
+    /// How many points.
+    pub(super) fn len(&self) -> usize {
+        self.xs.len()
+    }
+
+    /// The least Σ residual² of points `a..b` around a constant (their mean) and around a
+    /// line (their regression), each less the rounding allowance and never below 0.
+    pub(super) fn floors(&self, a: usize, b: usize) -> (f64, f64) {
+        if b <= a {
+            return (0.0, 0.0);
+        }
+        let (hi, lo) = (&self.pre[b], &self.pre[a]);
+        let [su, sw, suu, suw, sww]: [f64; 5] = std::array::from_fn(|i| hi[i] - lo[i]);
+        let cnt = (b - a) as f64;
+        let slack = TOLERANCE * self.abs[4];
+        // f64::max takes the number over a NaN: a NaN floor is no floor.
+        let around_mean = sww - sw * sw / cnt;
+        let flat = (around_mean - slack).max(0.0);
+        let spread = suu - su * su / cnt;
+        let line = if spread > MIN_LINE_SPREAD * self.abs[2] {
+            let cross = suw - su * sw / cnt;
+            (around_mean - cross * cross / spread - slack).max(0.0)
+        } else {
+            0.0
+        };
+        (flat, line.min(flat))
+    }
+
+    /// The least Σ residual² of points `a..b` around a line through `p`, less the rounding
+    /// allowance and never below 0.
+    pub(super) fn hinged(&self, a: usize, b: usize, p: &DataPoint) -> f64 {
+        if b <= a {
+            return 0.0;
+        }
+        let (hi, lo) = (&self.pre[b], &self.pre[a]);
+        let [su, sw, suu, suw, sww]: [f64; 5] = std::array::from_fn(|i| hi[i] - lo[i]);
+        let cnt = (b - a) as f64;
+        // Moved to the hinge: u' = u − pu, w' = w − pw.
+        let (pu, pw) = (p.x - self.cx, p.y - self.cy);
+        let ww = sww - 2.0 * pw * sw + pw * pw * cnt;
+        let uw = suw - pu * sw - pw * su + pu * pw * cnt;
+        let uu = suu - 2.0 * pu * su + pu * pu * cnt;
+        let [au, aw, auu, auw, aww] = self.abs;
+        let n = self.xs.len() as f64;
+        let slack = TOLERANCE
+            * (aww + 2.0 * (pw * aw).abs() + pw * pw * n + auw + (pu * aw).abs() + (pw * au).abs());
+        let spread = auu + 2.0 * (pu * au).abs() + pu * pu * n;
+        if uu.is_nan() || uu <= MIN_LINE_SPREAD * spread {
+            return 0.0;
+        }
+        (ww - uw * uw / uu - slack).max(0.0)
+    }
+
+    /// Σ residual² of points `a..b` around the line through `p` and `q`, estimated, and the
+    /// magnitude its rounding scales with (see [`Moments::loses`]).
+    pub(super) fn segment_sse(
+        &self,
+        a: usize,
+        b: usize,
+        p: &DataPoint,
+        q: &DataPoint,
+    ) -> (f64, f64) {
+        self.sse(&self.segment(a, b, p, q))
+    }
+
     /// Whether the exact error times `mult` of the line through the vertices `v` can't be
     /// below `best`. The points each segment values are found as `DataLines::eval` assigns them: points
     /// before the first vertex and after the last take its value; a point belongs to the first
@@ -133,7 +201,7 @@ impl Moments {
 
     /// Whether an error sum estimated at `sse`, rounding scaling with `mag`, is certainly
     /// `best` or more once multiplied by `mult`.
-    fn loses(&self, sse: f64, mag: f64, mult: f64, best: f64) -> bool {
+    pub(super) fn loses(&self, sse: f64, mag: f64, mult: f64, best: f64) -> bool {
         let low = sse - TOLERANCE * mag;
         // A NaN refuses nothing either.
         if low.is_nan() || low <= 0.0 {

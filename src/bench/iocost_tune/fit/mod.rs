@@ -19,6 +19,8 @@ use super::sel::FitShape;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 mod bound;
+mod floors;
+mod peak;
 
 /// Each extra segment multiplies a candidate's error by this: simpler lines win close calls.
 const ERROR_MULTIPLIER: f64 = 1.025;
@@ -199,28 +201,6 @@ struct Fit<'a> {
     bound: Option<bound::Moments>,
 }
 
-/// A single-peak candidate's vertices, left to right, each with how many points lie left of
-/// it: the points between two vertices are the ones their segment values (a point on a vertex
-/// has the vertex's value on either side, the lines being continuous).
-#[derive(Default)]
-struct Vertices {
-    pts: [DataPoint; 6],
-    at: [usize; 6],
-    len: usize,
-}
-
-impl Vertices {
-    fn push(&mut self, p: DataPoint, at: usize) {
-        self.pts[self.len] = p;
-        self.at[self.len] = at;
-        self.len += 1;
-    }
-
-    fn points(&self) -> &[DataPoint] {
-        &self.pts[..self.len]
-    }
-}
-
 impl<'a> Fit<'a> {
     fn new(data: &'a [DataPoint]) -> Fit<'a> {
         let n = data.len();
@@ -327,19 +307,27 @@ impl Fit<'_> {
         };
         let n = self.data.len();
         if shape == FitShape::SinglePeak && n > 3 {
-            for idx in self.single_peak_splits(start, end) {
+            let floors = self.bound.as_ref().map(floors::Floors::new);
+            let skip = |idx: &[usize]| match (&self.bound, &floors) {
+                (Some(m), Some(f)) => {
+                    let (sse, mag, mult) = self.group_floor(m, f, idx);
+                    m.loses(sse, mag, mult, best_err.get())
+                }
+                _ => false,
+            };
+            self.single_peak_splits((start, end), skip, |idx| {
                 let Some(v) = self.peak_vertices(idx) else {
-                    continue;
+                    return;
                 };
-                // Refused from the vertices alone: most are, and a line is never built for them.
+                // Refused from the vertices alone: most are, and no line is built for them.
                 let mult = ERROR_MULTIPLIER.powi(v.len as i32 - 1);
                 if let Some(b) = &self.bound {
                     if b.refuses_between(v.points(), &v.at[..v.len], mult, best_err.get()) {
-                        continue;
+                        return;
                     }
                 }
                 pick(DataLines::new(v.points()).ok());
-            }
+            });
         } else {
             if n > 3 {
                 pick(self.fit_line());
@@ -379,51 +367,6 @@ impl Fit<'_> {
             }
         }
         best
-    }
-
-    /// The split quadruples a single-peak fit tries, in upstream's order.
-    fn single_peak_splits(&self, start: f64, end: f64) -> Vec<[usize; 4]> {
-        let n = self.data.len();
-        let mut out = Vec::new();
-        let mut last_ll = f64::MIN;
-        for llidx in 0..=n {
-            let lldiv = self.div(llidx);
-            if llidx > 0 && (lldiv < last_ll + MIN_DIV_DIST || lldiv < start + MIN_SEG_DIST) {
-                continue;
-            }
-            last_ll = lldiv;
-            let mut last_l = f64::MIN;
-            for lidx in llidx..=n {
-                let ldiv = self.div(lidx);
-                if lidx > llidx && (ldiv < last_l + MIN_DIV_DIST || ldiv - lldiv < MIN_SEG_DIST) {
-                    continue;
-                }
-                last_l = ldiv;
-                let mut last_r = f64::MIN;
-                for ridx in lidx..=n {
-                    let rdiv = self.div(ridx);
-                    if ridx > lidx && (rdiv < last_r + MIN_DIV_DIST || rdiv - ldiv < MIN_SEG_DIST) {
-                        continue;
-                    }
-                    last_r = rdiv;
-                    let mut last_rr = f64::MIN;
-                    for rridx in ridx..=n {
-                        let rrdiv = self.div(rridx);
-                        if rridx > ridx
-                            && (rrdiv - rdiv < MIN_SEG_DIST
-                                || (rridx + 1 < n
-                                    && (rrdiv < last_rr + MIN_DIV_DIST
-                                        || rrdiv > end - MIN_SEG_DIST)))
-                        {
-                            continue;
-                        }
-                        last_rr = rrdiv;
-                        out.push([llidx, lidx, ridx, rridx]);
-                    }
-                }
-            }
-        }
-        out
     }
 
     fn x_range(&self) -> (f64, f64) {
@@ -494,104 +437,6 @@ impl Fit<'_> {
             DataPoint::new(r.1, right.y),
         ])
         .ok()
-    }
-
-    /// Flat (`..llidx`), slope (`llidx..lidx`), flat top (`lidx..ridx`), slope
-    /// (`ridx..rridx`), flat (`rridx..`); any part may be empty. Flats are means; a slope next
-    /// to a flat hinges on it; two slopes alone are two regressions meeting where they cross.
-    /// The vertices come with the points each sits right of (see [`Vertices`]).
-    fn peak_vertices(&self, idx: [usize; 4]) -> Option<Vertices> {
-        let n = self.data.len();
-        let mut pts: [Option<DataPoint>; 4] = [None; 4];
-        // Every vertex sits at its split unless the two-regression case below moves it.
-        let mut at = idx;
-        // A split shared by several indices sets all of them.
-        let set = |i: usize, y: f64, pts: &mut [Option<DataPoint>; 4]| {
-            for j in 0..4 {
-                if idx[i] == idx[j] {
-                    pts[j] = Some(DataPoint::new(self.div(idx[i]), y));
-                }
-            }
-        };
-        let [llidx, lidx, ridx, rridx] = idx;
-        if llidx > 0 {
-            set(0, self.height(0, llidx), &mut pts);
-        }
-        if rridx < n {
-            set(3, self.height(rridx, n), &mut pts);
-        }
-        if lidx < ridx {
-            let h = self.height(lidx, ridx);
-            set(1, h, &mut pts);
-            set(2, h, &mut pts);
-        }
-        // Upstream slices the data by the positions of the two hinges in this array (0..1,
-        // 2..3), not by their split indices; kept, as the fitted lines depend on it.
-        let anchor =
-            |li: usize, ri: usize, pts: &mut [Option<DataPoint>; 4]| match (pts[li], pts[ri]) {
-                (Some(l), None) => {
-                    let slope = slope_through(&self.data[li..ri], &l);
-                    set(ri, l.y + slope * (self.div(ri) - l.x), pts);
-                }
-                (None, Some(r)) => {
-                    let slope = slope_through(&self.data[li..ri], &r);
-                    set(li, r.y - slope * (r.x - self.div(li)), pts);
-                }
-                _ => {}
-            };
-        anchor(0, 1, &mut pts);
-        anchor(2, 3, &mut pts);
-        anchor(0, 1, &mut pts);
-        match pts.iter().filter(|p| p.is_some()).count() {
-            0 => {
-                if llidx != 0 || lidx != ridx || rridx != n {
-                    return None;
-                }
-                if lidx == 0 || lidx == n {
-                    let dl = self.fit_line()?;
-                    let (a, b) = (dl.points[0], dl.points[1]);
-                    pts = [Some(a), Some(b), Some(b), Some(b)];
-                    at = [0, n, n, n];
-                } else {
-                    let (a_slope, a_intcp) = linear_regression(&self.data[..lidx])?;
-                    let (b_slope, b_intcp) = linear_regression(&self.data[lidx..])?;
-                    if a_slope == b_slope {
-                        return None;
-                    }
-                    let ix = (b_intcp - a_intcp) / (a_slope - b_slope);
-                    let iy = (a_slope * b_intcp - b_slope * a_intcp) / (a_slope - b_slope);
-                    if ix < self.data[0].x || ix > self.data[n - 1].x {
-                        return None;
-                    }
-                    let (llx, rrx) = (self.div(llidx), self.div(rridx));
-                    let cross = self.data.partition_point(|p| p.x <= ix);
-                    at = [llidx, cross, cross, rridx];
-                    pts = [
-                        Some(DataPoint::new(llx, a_slope * llx + a_intcp)),
-                        Some(DataPoint::new(ix, iy)),
-                        Some(DataPoint::new(ix, iy)),
-                        Some(DataPoint::new(rrx, b_slope * rrx + b_intcp)),
-                    ];
-                }
-            }
-            4 => {}
-            _ => return None,
-        }
-        let pts = pts.map(|p| p.unwrap_or_default());
-        let mut out = Vertices::default();
-        if pts[0].x != self.div(0) {
-            out.push(DataPoint::new(self.div(0), pts[0].y), 0);
-        }
-        out.push(pts[0], at[0]);
-        for (p, at) in pts[1..].iter().zip(&at[1..]) {
-            if out.points().last().is_some_and(|l| l.x != p.x) {
-                out.push(*p, *at);
-            }
-        }
-        if pts[3].x != self.div(n) {
-            out.push(DataPoint::new(self.div(n), pts[3].y), n);
-        }
-        Some(out)
     }
 }
 
