@@ -353,7 +353,19 @@ pub fn format(out: &mut String, stored: &Stored<HashdParams>, opts: &FormatOpts)
         let extra = stored.record()?.unwrap_or_default();
         if let Some(s) = &extra.sizing {
             let rps = if s.rps_max_measured {
-                format!("measured ({} probes)", s.cpu_history.len())
+                // No round at the latency target: rps_max is where the last round stopped
+                // (`doc fidelity`), not a saturated CPU's rate. Records before `pass` say nothing.
+                let unsettled = !s.cpu_history.is_empty()
+                    && s.cpu_history.iter().all(|r| r.pass == Some(false));
+                format!(
+                    "measured ({} probes{})",
+                    s.cpu_history.len(),
+                    if unsettled {
+                        ", none at the latency target: the last one's rate"
+                    } else {
+                        ""
+                    }
+                )
             } else {
                 "given".to_string()
             };

@@ -313,6 +313,25 @@ fn format_snapshot() {
     insta::assert_snapshot!("hashd_params_summary", render(&entry(&record()), false));
 }
 
+#[test]
+fn a_cpu_saturation_that_never_settled_is_said() {
+    let mut rec = record();
+    let sizing = rec.sizing.as_mut().unwrap();
+    for r in &mut sizing.cpu_history {
+        r.pass = Some(false);
+    }
+    let out = render(&entry(&rec), true);
+    assert!(
+        out.contains(
+            "rps_max=measured (2 probes, none at the latency target: the last one's rate)"
+        ),
+        "{out}"
+    );
+    let last = rec.sizing.as_mut().and_then(|s| s.cpu_history.last_mut());
+    last.unwrap().pass = Some(true);
+    assert!(render(&entry(&rec), true).contains("rps_max=measured (2 probes) "));
+}
+
 /// An upstream entry holds only the knobs, as record and as result (as upstream 2.0–2.1 wrote
 /// them; 2.2's result is `true`, below).
 #[test]
