@@ -307,7 +307,10 @@ impl Fit<'_> {
         };
         let n = self.data.len();
         if shape == FitShape::SinglePeak && n > 3 {
-            let floors = self.bound.as_ref().map(floors::Floors::new);
+            // The floors' tables are as large as the sums table: only where that one is kept.
+            let floors = (self.bound.as_ref())
+                .filter(|_| !self.sums.is_empty())
+                .map(floors::Floors::new);
             let skip = |idx: &[usize]| match (&self.bound, &floors) {
                 (Some(m), Some(f)) => {
                     let (sse, mag, mult) = self.group_floor(m, f, idx);
