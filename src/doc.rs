@@ -38,6 +38,11 @@ const TOPICS: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/db.md"),
     ),
     (
+        "apply",
+        "An io.cost solution onto its device, now and at every boot (`apply`)",
+        include_str!("../benches-doc/apply.md"),
+    ),
+    (
         "fidelity",
         "Our measurements beside upstream's on the same machine",
         include_str!("../benches-doc/fidelity.md"),

@@ -587,3 +587,48 @@ fn an_error_is_one_line_whatever_it_quotes() {
         assert!(err.starts_with("error: "), "{:?}: {}", args, err);
     }
 }
+
+#[test]
+fn apply_refuses_what_it_cant_use_in_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results/Samsung_SSD_970_PRO_512GB.json.gz");
+    let fx = fx.to_str().unwrap();
+    usage_error(
+        d.path(),
+        &["-r", fx, "apply", "fastest"],
+        "no solution \"fastest\" (accepted: isolation, isolated-bandwidth, bandwidth, naive,",
+    );
+    usage_error(
+        d.path(),
+        &["-r", fx, "apply", "-D", "no-such-disk"],
+        "-D no-such-disk: no such whole disk",
+    );
+    // The same file without its iocost-tune entry.
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(fx).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    let mut entries: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    entries.retain(|e| e["spec"]["kind"] != "iocost-tune");
+    std::fs::write(d.path().join("r.json"), json!(entries).to_string()).unwrap();
+    usage_error(
+        d.path(),
+        &["-r", "r.json", "apply"],
+        "r.json: no finished iocost-tune result to apply",
+    );
+    std::fs::write(d.path().join("bad.hwdb"), "block:*:\n  novalue\n").unwrap();
+    usage_error(
+        d.path(),
+        &["apply", "--hwdb", "bad.hwdb"],
+        "--hwdb bad.hwdb: line 2: expected KEY=value",
+    );
+    usage_error(d.path(), &["apply", "--hwdb", "none.hwdb"], "no such file");
+    usage_error(
+        d.path(),
+        &["apply", "--undo", "--boot"],
+        "cannot be used with",
+    );
+}

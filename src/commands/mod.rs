@@ -86,6 +86,7 @@ subcommands! {
     "pack" Pack(pack::Args) => pack;
     "compare" Compare(compare::Args) => compare;
     "merge" Merge(merge::Args) => merge;
+    "apply" Apply(apply::Args) => apply;
     "db" Db(db::Args) => db;
     "doc" Doc(doc::Args) => doc;
     "vm" Vm(Box<crate::vm::VmArgs>) => vm;

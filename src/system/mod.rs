@@ -7,6 +7,7 @@
 /// The default top-level work directory (`--dir`), as upstream has it.
 pub const DFL_DIR: &str = "/var/lib/resctl-demo";
 
+pub mod apply;
 pub mod bench_json;
 pub mod blockdev;
 pub mod cgroup;

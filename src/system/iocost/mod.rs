@@ -353,7 +353,7 @@ pub fn enable_line(devnr: DevNr, on: bool) -> String {
 }
 
 /// The io.cost.model write that brings back `cur` (`ctrl=auto`, or the user parameters).
-fn restore_model_line(devnr: DevNr, cur: &IoCostModel) -> String {
+pub fn restore_model_line(devnr: DevNr, cur: &IoCostModel) -> String {
     if cur.ctrl == "user" {
         format!(
             "{} ctrl=user {}",
@@ -369,7 +369,7 @@ fn restore_model_line(devnr: DevNr, cur: &IoCostModel) -> String {
 
 /// The io.cost.qos write that brings back `cur`. Any parameter after `ctrl=auto` would switch
 /// the kernel back to user control, so the auto form carries none.
-fn restore_qos_line(devnr: DevNr, cur: &IoCostQos) -> String {
+pub fn restore_qos_line(devnr: DevNr, cur: &IoCostQos) -> String {
     if cur.ctrl == "user" {
         format!(
             "{} enable={} ctrl=user {}",
