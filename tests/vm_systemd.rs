@@ -17,7 +17,11 @@
 //!   properties are what they were, no runtime drop-in is left, systemd-oomd runs again — and
 //!   while the benches ran it did not;
 //! * the guest's `systemd-hwdb update --strict` compiles the `90-iocost-tune.hwdb` that
-//!   `db build` made on the host from the community files in tests/fixtures.
+//!   `db build` made on the host from the community files in tests/fixtures;
+//! * `apply` with systemd's own iocost (Debian 13's systemd 257) on the guest's extra SCSI disk
+//!   (`vm --scsi-disk`), from a community result relabelled as measured on that disk: refused
+//!   onto a read-only hwdb directory, shown, `--boot` applied by systemd and re-applied after
+//!   a re-trigger, `--undo` leaving nothing (`check_apply`).
 //!
 //! The measuring storage run is also the per-second reporter's test under load: hashd's CPU,
 //! reads, writes and swap for some minutes must leave a loadable report for at least 98 % of the
@@ -53,6 +57,8 @@ fn vm_cmd(cwd: &Path, cmds: &[String]) -> Command {
         "systemd",
         "--disk-profile",
         "unthrottled",
+        "--scsi-disk",
+        SCSI_DISK,
         "--timeout",
         "30min",
         "--",
@@ -62,11 +68,151 @@ fn vm_cmd(cwd: &Path, cmds: &[String]) -> Command {
         "systemd-host",
         "--work",
         "/var/lib/resctl-demo",
+        "--apply",
+        "apply.json",
     ]);
     for cmd in cmds {
         c.args(["--cmd", cmd]);
     }
     c
+}
+
+/// The guest's extra SCSI disk, which `apply` applies to: sysfs's model and revision.
+const SCSI_DISK: &str = "RB Test HDD:2.5+";
+
+/// A community result (its iocost-tune solutions) relabelled as measured on the guest's SCSI
+/// disk, for `apply` to apply there.
+fn relabelled_result(cwd: &Path) {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results/Samsung_SSD_970_PRO_512GB.json.gz");
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(fx).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    let mut entries: Vec<Value> = serde_json::from_str(&text).unwrap();
+    for e in &mut entries {
+        let rep = &mut e["sysinfo"]["sysreqs_report"];
+        rep["scr_dev_model"] = "RB Test HDD".into();
+        rep["scr_dev_fwrev"] = "2.5+".into();
+        rep["scr_dev"] = "sda".into();
+    }
+    std::fs::write(
+        cwd.join("apply.json"),
+        serde_json::to_vec(&entries).unwrap(),
+    )
+    .unwrap();
+}
+
+/// `apply` end to end with systemd's iocost (the scenario's `apply` part): refused onto a
+/// read-only hwdb directory with nothing changed; shown; `--boot` has systemd apply the
+/// chosen solution, whose file `systemd-hwdb --strict` takes and `iocost query` names; a
+/// re-trigger (what a boot does) brings it back over other values; `--undo` leaves nothing.
+fn check_apply(a: &Value) {
+    let text = |v: &Value| {
+        format!(
+            "{}{}",
+            v["stdout"].as_str().unwrap_or(""),
+            v["stderr"].as_str().unwrap_or("")
+        )
+    };
+    let ok = |k: &str| assert_eq!(a[k]["code"], 0, "{}: {}", k, text(&a[k]));
+    let props = |k: &str| a[k]["props"].to_string();
+    assert_eq!(a["read_only"]["code"], 2, "{}", text(&a["read_only"]));
+    assert!(
+        text(&a["read_only"]).contains("nothing changed"),
+        "{}",
+        a["read_only"]
+    );
+    assert_eq!(a["before"], a["after_read_only"], "{}", a);
+    assert!(
+        props("before").contains("ID_MODEL=RB_Test_HDD"),
+        "{}",
+        a["before"]
+    );
+    ok("shown");
+    assert_has_all(
+        &text(&a["shown"]),
+        &[
+            "udev names it \"RB_Test_HDD\"",
+            "91-iocost-tune-RB_Test_HDD.hwdb",
+            "nothing changed",
+        ],
+        "apply",
+    );
+    ok("boot");
+    assert!(
+        text(&a["boot"]).contains("systemd's iocost applied bandwidth to sda"),
+        "{}",
+        text(&a["boot"])
+    );
+    assert!(
+        props("after_boot").contains("IOCOST_SOLUTIONS=bandwidth"),
+        "{}",
+        a["after_boot"]
+    );
+    let bandwidth =
+        "enable=1 ctrl=user rpct=0.00 rlat=1415 wpct=0.00 wlat=1618 min=100.00 max=100.00";
+    let qos = |k: &str| a[k]["qos"].as_str().unwrap_or("").to_string();
+    assert!(
+        a["after_boot"]["knobs"]["qos"]
+            .as_str()
+            .unwrap()
+            .ends_with(bandwidth),
+        "{}",
+        a["after_boot"]
+    );
+    assert!(
+        a["after_boot"]["knobs"]["model"]
+            .as_str()
+            .unwrap()
+            .contains("rbps=3235739592"),
+        "{}",
+        a["after_boot"]
+    );
+    ok("strict");
+    assert!(
+        !text(&a["strict"]).contains("91-iocost-tune"),
+        "{}",
+        text(&a["strict"])
+    );
+    assert!(
+        text(&a["query"]).contains("Solution that would be applied: bandwidth"),
+        "{}",
+        text(&a["query"])
+    );
+    ok("now");
+    assert!(
+        qos("after_now").contains("rpct=99.00"),
+        "{}",
+        a["after_now"]
+    );
+    ok("trigger");
+    assert!(
+        qos("after_trigger").ends_with(bandwidth),
+        "{}",
+        a["after_trigger"]
+    );
+    ok("undo");
+    assert!(
+        !props("after_undo").contains("IOCOST_"),
+        "{}",
+        a["after_undo"]
+    );
+    assert_eq!(
+        a["after_undo"]["files"], a["before"]["files"],
+        "{}",
+        a["after_undo"]
+    );
+    let k = &a["after_undo"]["knobs"];
+    assert!(
+        k["qos"].as_str().unwrap().contains("enable=0 ctrl=auto"),
+        "{}",
+        k
+    );
+    assert!(k["model"].as_str().unwrap().contains("ctrl=auto"), "{}", k);
+    assert_eq!(a["state_left"], false);
 }
 
 fn logs_dir() -> PathBuf {
@@ -220,6 +366,7 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
     // a storage checkpoint are vm_iocost_qos's.)
     let cwd = tmp.path().join("unthrottled");
     std::fs::create_dir_all(&cwd).unwrap();
+    relabelled_result(&cwd);
     let deps = "deps --fix".to_string();
     let (measure, reuse, protect) = (
         run_cmd("storage:loops=1"),
@@ -259,6 +406,9 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
     );
     let sd = systemd_state(&stdout);
     check_systemd(&sd);
+    check_apply(&sd["apply"]);
+    report += "apply: shown, --boot applied by systemd's iocost (strict hwdb, query), \
+               re-applied on a re-trigger, undone; a read-only hwdb directory refused\n";
     assert!(stdout.contains("Memory offloading: factor="), "{}", stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -184,6 +184,10 @@ pub struct ScenarioArgs {
     /// `reports`: the result file of the runs [default: WORK/result.json]
     #[arg(long = "run-result", value_name = "FILE")]
     pub run_result: Option<PathBuf>,
+    /// `systemd-host`: after the commands, `apply` end to end with this result (relabelled
+    /// for the guest's `--scsi-disk`) and systemd's own iocost
+    #[arg(long = "apply", value_name = "FILE")]
+    pub apply: Option<PathBuf>,
     /// `seq`: a resctl-bench command line (split at spaces, run with `--dir WORK`); repeat
     /// for several, run one after another in the same guest
     #[arg(long = "cmd", value_name = "ARGS", allow_hyphen_values = true)]

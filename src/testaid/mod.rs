@@ -19,6 +19,7 @@ pub mod save_test;
 pub mod seq;
 pub mod tune_check;
 pub mod tune_replay;
+pub mod vm_apply;
 pub mod vm_iocost_qos;
 pub mod vm_protection;
 pub mod vm_scenario;

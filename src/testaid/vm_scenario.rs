@@ -403,7 +403,9 @@ pub fn run(a: &ScenarioArgs) -> Result<()> {
         Scenario::Reports => reports(&a.work, a.run_result.as_deref())?,
         Scenario::IocostQos => super::vm_iocost_qos::iocost_qos(&a.work)?,
         Scenario::Seq => super::seq::seq(&a.work, &a.cmds)?,
-        Scenario::SystemdHost => super::vm_systemd::systemd_host(&a.work, &a.cmds)?,
+        Scenario::SystemdHost => {
+            super::vm_systemd::systemd_host(&a.work, &a.cmds, a.apply.as_deref())?
+        }
         Scenario::CurveFio => super::curve_fio::curve_fio(
             &a.work,
             &super::curve_fio::Opts {

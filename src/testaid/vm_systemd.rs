@@ -2,7 +2,8 @@
 //! the benches) while a watcher notes which of our units' cgroups exist and whether
 //! systemd-oomd runs while one of our workloads does, then what is left: our units, system.slice's
 //! properties against their values before, the runtime drop-ins, systemd-oomd's state. The
-//! host-side test (`tests/vm_systemd.rs`) asserts on the JSON.
+//! host-side test (`tests/vm_systemd.rs`) asserts on the JSON. With `--apply`, `apply` end to end
+//! after the commands (`vm_apply`).
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -108,7 +109,7 @@ fn control_dropins() -> Vec<String> {
     v
 }
 
-pub fn systemd_host(work: &Path, cmds: &[String]) -> Result<Value> {
+pub fn systemd_host(work: &Path, cmds: &[String], apply: Option<&Path>) -> Result<Value> {
     let before = systemctl(&["show", "-p", SLICE_PROPS, "system.slice"])?;
     let oomd_before: Vec<bool> = OOMD.iter().map(|u| active(u)).collect::<Result<_>>()?;
     let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
@@ -136,6 +137,7 @@ pub fn systemd_host(work: &Path, cmds: &[String]) -> Result<Value> {
     let ran = ran?;
     let after = systemctl(&["show", "-p", SLICE_PROPS, "system.slice"])?;
     let oomd_after: Vec<bool> = OOMD.iter().map(|u| active(u)).collect::<Result<_>>()?;
+    let apply = apply.map(super::vm_apply::apply_e2e).transpose()?;
     let seen: Vec<String> = seen.lock().unwrap().iter().cloned().collect();
     let oomd_during: Vec<bool> = oomd_during.lock().unwrap().iter().copied().collect();
     Ok(json!({
@@ -149,5 +151,6 @@ pub fn systemd_host(work: &Path, cmds: &[String]) -> Result<Value> {
         "units_left": our_units()?,
         "control_dropins_left": control_dropins(),
         "journal_left": work.join("restore.json").exists(),
+        "apply": apply,
     }))
 }

@@ -40,6 +40,12 @@ pub struct VmArgs {
     #[arg(long = "disk-latency", value_name = "DUR")]
     pub disk_latency: Option<String>,
 
+    /// Also attach a 1 GiB SCSI disk presenting this model (at most 16 characters) and
+    /// firmware revision (at most 4), as a real disk presents them to udev, e.g. "RB Test
+    /// HDD:2.5+" (the guest's sda; not the scratch disk)
+    #[arg(long = "scsi-disk", value_name = "MODEL[:REV]")]
+    pub scsi_disk: Option<String>,
+
     /// Kernel image [default: /boot/vmlinuz-$(uname -r), else the cached Debian kernel]
     #[arg(long = "kernel", value_name = "FILE")]
     pub kernel: Option<PathBuf>,
@@ -90,6 +96,12 @@ pub struct VmArgs {
     /// (repeatable); the image is built on first use and cached
     #[arg(long = "guest-packages", value_name = "LIST")]
     pub guest_packages: Vec<String>,
+
+    /// The guest's Debian release: its kernel (unless the host's is used) and, with --init
+    /// systemd, its root file system; 13 (trixie: kernel 6.12, systemd 257) or 12 (bookworm:
+    /// kernel 6.1, systemd 252). --setup fetches the one named
+    #[arg(long = "debian", value_name = "13|12", default_value = "13")]
+    pub debian: String,
 
     /// Keep the scratch disk image (its path is printed)
     #[arg(long = "keep")]

@@ -16,6 +16,7 @@ pub mod nbd;
 pub mod profiles;
 pub mod protocol;
 pub mod qemu;
+pub mod release;
 pub mod rootfs;
 pub mod setup;
 

@@ -204,6 +204,8 @@ pub struct Machine<'a> {
     pub share: &'a Path,
     /// `--init systemd`: the root file system image, opened copy-on-write.
     pub root: Option<&'a Path>,
+    /// `--scsi-disk`: an image shown as a SCSI disk with this model and firmware revision.
+    pub scsi: Option<(&'a Path, &'a str, &'a str)>,
     /// (chardev id, socket path, virtio-serial port name or None for the serial console)
     pub sockets: Vec<(&'static str, PathBuf, Option<&'static str>)>,
 }
@@ -277,6 +279,19 @@ impl Machine<'_> {
             );
             push(&["-drive", &drive, "-device", &dev]);
         }
+        if let Some((img, model, rev)) = self.scsi {
+            // After the virtio disks (vda, vdb); the guest sees it as sda.
+            let drive = format!(
+                "file={},if=none,id=scsi,format=raw,cache=unsafe",
+                opt_path(img)?
+            );
+            let dev = format!(
+                "scsi-hd,bus=scsi0.0,drive=scsi,vendor=RESCTL,product={},ver={},serial=resctl-scsi",
+                model, rev
+            );
+            push(&["-device", "virtio-scsi-pci,id=scsi0"]);
+            push(&["-drive", &drive, "-device", &dev]);
+        }
         let fsdev = format!(
             "local,id=share,path={},security_model=none",
             opt_path(self.share)?
@@ -324,6 +339,7 @@ mod tests {
             limits,
             share: Path::new("/work"),
             root: None,
+            scsi: None,
             sockets: vec![
                 ("con", PathBuf::from("/t/con.sock"), None),
                 ("out", PathBuf::from("/t/out.sock"), Some("resctl.out")),
@@ -344,6 +360,20 @@ mod tests {
         assert!(a.contains("path=/work,security_model=none"));
         assert!(a.contains("-serial chardev:con"));
         assert!(a.contains("chardev=out,name=resctl.out"));
+    }
+
+    #[test]
+    fn a_scsi_disk_presents_its_model_and_revision() {
+        let limits = DiskLimits::resolve(Some("hdd"), None, None, None).unwrap();
+        let mut m = machine(&limits, None);
+        m.scsi = Some((Path::new("/t/scsi.img"), "RB Test HDD", "2.5+"));
+        let a = m.args().unwrap().join(" ");
+        assert!(
+            a.contains("-device virtio-scsi-pci,id=scsi0 -drive file=/t/scsi.img,if=none,id=scsi,")
+        );
+        assert!(
+            a.contains("drive=scsi,vendor=RESCTL,product=RB Test HDD,ver=2.5+,serial=resctl-scsi")
+        );
     }
 
     #[test]

@@ -6,16 +6,12 @@
 //! for a variant with more in it (Debian packages by name, `.deb` files unpacked as they are),
 //! built on first use and cached beside the plain one under a name made from that list.
 
+use super::release::{mirror, Release};
 use super::setup::{cache_dir, root_cmd, run_quiet, which, FIX};
 use crate::error::UsageError;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
-/// The Debian release the image is built from (the kernel `vm --setup` fetches is this
-/// release's).
-pub const SUITE: &str = "bookworm";
-/// Where debootstrap fetches the packages; `RESCTL_BENCH_DEBIAN_MIRROR` overrides it.
-const MIRROR: &str = "http://deb.debian.org/debian";
 /// Packages on top of `minbase`: systemd as PID 1 and what a real test host runs beside it.
 const PACKAGES: &str = "systemd,systemd-sysv,dbus,udev,systemd-oomd";
 /// The image's size (sparse; the tree takes ~270 MiB); a variant with more packages gets more.
@@ -94,9 +90,9 @@ impl Extra {
 
     /// The image's name: the plain one, or one keyed by the packages and the files' names and
     /// contents, so a changed list or file builds a new variant.
-    fn image_name(&self) -> Result<String> {
+    fn image_name(&self, rel: Release) -> Result<String> {
         if self.is_empty() {
-            return Ok(format!("{}-systemd.img", SUITE));
+            return Ok(format!("{}-systemd.img", rel.suite()));
         }
         use sha1::Digest;
         let mut h = sha1::Sha1::new();
@@ -117,54 +113,55 @@ impl Extra {
             .iter()
             .map(|b| format!("{:02x}", b))
             .collect();
-        Ok(format!("{}-systemd-{}.img", SUITE, hex))
+        Ok(format!("{}-systemd-{}.img", rel.suite(), hex))
     }
 }
 
-fn image_path(extra: &Extra) -> Result<PathBuf> {
-    Ok(dir()?.join(extra.image_name()?))
+fn image_path(extra: &Extra, rel: Release) -> Result<PathBuf> {
+    Ok(dir()?.join(extra.image_name(rel)?))
 }
 
-/// The cached image, once completely built.
-pub fn cached() -> Option<PathBuf> {
-    cached_of(&Extra::default())
+/// The cached image of `rel`, once completely built.
+pub fn cached(rel: Release) -> Option<PathBuf> {
+    cached_of(&Extra::default(), rel)
 }
 
-fn cached_of(extra: &Extra) -> Option<PathBuf> {
-    let img = image_path(extra).ok()?;
+fn cached_of(extra: &Extra, rel: Release) -> Option<PathBuf> {
+    let img = image_path(extra, rel).ok()?;
     let done = img.with_extension("complete");
     (img.is_file() && done.is_file()).then_some(img)
 }
 
 /// The image of a `vm --init systemd --guest-packages …` boot: built now when it is not cached
 /// (a variant needs the plain image's set-up first).
-pub fn image_with(extra: &Extra) -> Result<PathBuf> {
+pub fn image_with(extra: &Extra, rel: Release) -> Result<PathBuf> {
     if extra.is_empty() {
-        return image();
+        return image(rel);
     }
-    image()?;
-    ensure_of(extra)
+    image(rel)?;
+    ensure_of(extra, rel)
 }
 
 /// The image a `vm --init systemd` boot uses, or a usage error naming the fix.
-pub fn image() -> Result<PathBuf> {
-    cached().ok_or_else(|| {
+pub fn image(rel: Release) -> Result<PathBuf> {
+    cached(rel).ok_or_else(|| {
         UsageError::new(format!(
-            "vm: --init systemd needs the Debian root file system image, which is not built; \
-             run {}",
+            "vm: --init systemd needs the Debian {} root file system image, which is not built; \
+             run {} (with the same --debian)",
+            rel.number(),
             FIX
         ))
         .into()
     })
 }
 
-/// `vm --setup`'s part: builds the image unless it is cached.
-pub fn ensure() -> Result<PathBuf> {
-    ensure_of(&Extra::default())
+/// `vm --setup`'s part: builds the image of `rel` unless it is cached.
+pub fn ensure(rel: Release) -> Result<PathBuf> {
+    ensure_of(&Extra::default(), rel)
 }
 
-fn ensure_of(extra: &Extra) -> Result<PathBuf> {
-    if let Some(img) = cached_of(extra) {
+fn ensure_of(extra: &Extra, rel: Release) -> Result<PathBuf> {
+    if let Some(img) = cached_of(extra, rel) {
         crate::errln!(
             "vm setup: systemd root file system cached at {}",
             img.display()
@@ -175,14 +172,14 @@ fn ensure_of(extra: &Extra) -> Result<PathBuf> {
         crate::errln!("vm setup: installing debootstrap");
         super::setup::install(&["debootstrap"])?;
     }
-    let img = image_path(extra)?;
+    let img = image_path(extra, rel)?;
     let parent = img.parent().context("the image has a directory")?;
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     let tree = parent.join(format!(".tmp-{}", std::process::id()));
-    let res = build(&tree, &img, extra);
+    let res = build(&tree, &img, extra, rel);
     let _ = run_quiet(root_cmd("rm")?.arg("-rf").arg(&tree));
     res?;
-    std::fs::write(img.with_extension("complete"), SUITE)?;
+    std::fs::write(img.with_extension("complete"), rel.suite())?;
     crate::errln!(
         "vm setup: systemd root file system built at {}",
         img.display()
@@ -190,14 +187,11 @@ fn ensure_of(extra: &Extra) -> Result<PathBuf> {
     Ok(img)
 }
 
-fn build(tree: &Path, img: &Path, extra: &Extra) -> Result<()> {
-    let mirror = std::env::var("RESCTL_BENCH_DEBIAN_MIRROR")
-        .ok()
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| MIRROR.to_string());
+fn build(tree: &Path, img: &Path, extra: &Extra, rel: Release) -> Result<()> {
+    let mirror = mirror();
     crate::errln!(
         "vm setup: building a Debian {} root file system with systemd (debootstrap, about a minute)",
-        SUITE
+        rel.suite()
     );
     let t = std::time::Instant::now();
     let mut include = PACKAGES.to_string();
@@ -207,7 +201,7 @@ fn build(tree: &Path, img: &Path, extra: &Extra) -> Result<()> {
     }
     let ok = run_quiet(
         root_cmd("debootstrap")?
-            .args(["--variant=minbase", "--include", &include, SUITE])
+            .args(["--variant=minbase", "--include", &include, rel.suite()])
             .arg(tree)
             .arg(&mirror)
             .stdout(std::process::Stdio::null()),
@@ -215,7 +209,7 @@ fn build(tree: &Path, img: &Path, extra: &Extra) -> Result<()> {
     if !ok {
         bail!(
             "debootstrap {} from {} failed (set RESCTL_BENCH_DEBIAN_MIRROR to another mirror)",
-            SUITE,
+            rel.suite(),
             mirror
         );
     }
@@ -300,10 +294,14 @@ mod tests {
     fn guest_packages_are_names_or_deb_files() {
         let x = Extra::parse(&["fio,python3-bpfcc".into(), "fio".into()]).unwrap();
         assert_eq!(x.packages, ["fio", "python3-bpfcc"]);
-        assert!(x.image_name().unwrap().starts_with("bookworm-systemd-"));
+        let rel = Release::Bookworm;
+        assert!(x.image_name(rel).unwrap().starts_with("bookworm-systemd-"));
         assert_eq!(
-            Extra::parse(&[]).unwrap().image_name().unwrap(),
-            "bookworm-systemd.img"
+            Extra::parse(&[])
+                .unwrap()
+                .image_name(Release::DEFAULT)
+                .unwrap(),
+            "trixie-systemd.img"
         );
         assert!(Extra::parse(&["fio;rm".into()]).is_err());
         assert!(Extra::parse(&["/nonexistent/x.deb".into()]).is_err());

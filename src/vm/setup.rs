@@ -1,6 +1,7 @@
 //! What the VM needs on the host, where it is, and `vm --setup` which installs what is missing
 //! (Debian packages) and fetches the Debian kernel into `~/.cache/resctl-bench/kernel/`.
 
+use super::release::{mirror, Release};
 use crate::error::UsageError;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -94,9 +95,14 @@ fn unpacked_kernel(root: &Path) -> Option<Kernel> {
     Some(Kernel { image, modules })
 }
 
-/// The newest completely unpacked kernel in the cache.
-pub fn cached_kernel() -> Option<Kernel> {
-    let dir = cache_dir().ok()?.join("kernel");
+/// Where the kernels of `rel` are cached: `kernel/<suite>/<version>/`.
+fn kernel_cache(rel: Release) -> Result<PathBuf> {
+    Ok(cache_dir()?.join("kernel").join(rel.suite()))
+}
+
+/// The newest completely unpacked kernel of `rel` in the cache.
+pub fn cached_kernel(rel: Release) -> Option<Kernel> {
+    let dir = kernel_cache(rel).ok()?;
     let mut vers: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .flatten()
@@ -148,14 +154,15 @@ fn no_kernel_error() -> UsageError {
         }
     }
     UsageError::new(format!(
-        "vm: no kernel for the VM (the host has no /boot/vmlinuz-$(uname -r) and none is cached); run {}",
+        "vm: no kernel for the VM (the host has no /boot/vmlinuz-$(uname -r) and none is cached \
+         for the guest's Debian release); run {} (with the same --debian)",
         FIX
     ))
 }
 
-/// The kernel a VM boots: the options, else the host's, else the cached Debian one.
-pub fn kernel(image: Option<&Path>, modules: Option<&Path>) -> Result<Kernel> {
-    let dfl = host_kernel().or_else(cached_kernel);
+/// The kernel a VM boots: the options, else the host's, else the cached one of `rel`.
+pub fn kernel(image: Option<&Path>, modules: Option<&Path>, rel: Release) -> Result<Kernel> {
+    let dfl = host_kernel().or_else(|| cached_kernel(rel));
     let pick = |opt: Option<&Path>, from_dfl: fn(&Kernel) -> &PathBuf| -> Result<PathBuf> {
         match (opt, &dfl) {
             (Some(p), _) => Ok(p.to_path_buf()),
@@ -244,41 +251,87 @@ pub(super) fn install(pkgs: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// The versioned package `linux-image-amd64` depends on, e.g. `linux-image-6.1.0-48-amd64`.
-fn kernel_package() -> Result<String> {
-    let query = || -> Result<Option<String>> {
-        let out = Command::new("apt-cache")
-            .args(["depends", "linux-image-amd64"])
-            .output()
-            .context("running apt-cache depends linux-image-amd64")?;
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("Depends:"))
-            .map(str::trim)
-            .find(|p| p.starts_with("linux-image-") && !p.starts_with('<'))
-            .map(str::to_string))
-    };
-    if let Some(p) = query()? {
-        return Ok(p);
+/// apt's options that make it read `rel`'s own archive instead of the host's sources: a
+/// sources list, package lists and a cache of its own under ours.
+fn apt_opts(rel: Release) -> Result<Vec<String>> {
+    let d = cache_dir()?.join("apt").join(rel.suite());
+    for sub in ["lists/partial", "cache/archives/partial"] {
+        std::fs::create_dir_all(d.join(sub))
+            .with_context(|| format!("creating {}", d.join(sub).display()))?;
     }
-    apt_update()?;
-    query()?.context("apt-cache knows no linux-image-amd64 package")
+    let list = d.join("sources.list");
+    std::fs::write(&list, format!("deb {} {} main\n", mirror(), rel.suite()))
+        .with_context(|| format!("writing {}", list.display()))?;
+    let mut o = vec![
+        format!("Dir::Etc::sourcelist={}", list.display()),
+        "Dir::Etc::sourceparts=/dev/null".to_string(),
+        format!("Dir::State::Lists={}", d.join("lists").display()),
+        format!("Dir::Cache={}", d.join("cache").display()),
+    ];
+    if unsafe { libc::geteuid() } == 0 {
+        // Root downloads into directories the _apt sandbox user can't write; say so.
+        o.push("APT::Sandbox::User=root".to_string());
+    }
+    Ok(o.into_iter().flat_map(|v| ["-o".to_string(), v]).collect())
 }
 
-fn fetch_kernel() -> Result<Kernel> {
-    let pkg = kernel_package()?;
-    let kdir = cache_dir()?.join("kernel");
+/// The versioned package `rel`'s `linux-image-amd64` depends on, e.g.
+/// `linux-image-6.12.57+deb13-amd64`, from the release's archive (its index fetched first).
+fn kernel_package(rel: Release, apt: &[String]) -> Result<String> {
+    if !run_quiet(Command::new("apt-get").args(apt).args(["update", "-q"]))? {
+        bail!(
+            "apt-get update of Debian {}'s archive at {} failed (set RESCTL_BENCH_DEBIAN_MIRROR \
+             to another mirror)",
+            rel.suite(),
+            mirror()
+        );
+    }
+    let out = Command::new("apt-cache")
+        .args(apt)
+        .args(["depends", "linux-image-amd64"])
+        .output()
+        .context("running apt-cache depends linux-image-amd64")?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends:"))
+        .map(str::trim)
+        .find(|p| p.starts_with("linux-image-") && !p.starts_with('<'))
+        .map(str::to_string)
+        .with_context(|| format!("Debian {}'s archive has no linux-image-amd64", rel.suite()))
+}
+
+/// Uncompresses the `.ko.xz` modules of a tree in place (the guest's init loads plain ELF
+/// modules; Debian 13 ships them xz-compressed).
+fn uncompress_modules(root: &Path) -> Result<()> {
+    let ok = run_quiet(
+        Command::new("find")
+            .arg(root)
+            .args(["-name", "*.ko.xz", "-exec", "xz", "-d", "{}", "+"]),
+    )?;
+    if !ok {
+        bail!(
+            "uncompressing the kernel modules under {} with xz failed",
+            root.display()
+        );
+    }
+    Ok(())
+}
+
+fn fetch_kernel(rel: Release) -> Result<Kernel> {
+    let apt = apt_opts(rel)?;
+    let pkg = kernel_package(rel, &apt)?;
+    let kdir = kernel_cache(rel)?;
     let tmp = kdir.join(format!(".tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let res = (|| -> Result<Kernel> {
-        crate::errln!("vm setup: downloading {}", pkg);
-        let mut dl = Command::new("apt-get");
-        if unsafe { libc::geteuid() } == 0 {
-            // Root downloads into a directory the _apt sandbox user can't write; say so.
-            dl.args(["-o", "APT::Sandbox::User=root"]);
-        }
-        if !run_quiet(dl.args(["download", "-q", &pkg]).current_dir(&tmp))? {
+        crate::errln!("vm setup: downloading {} (Debian {})", pkg, rel.suite());
+        if !run_quiet(
+            Command::new("apt-get")
+                .args(&apt)
+                .args(["download", "-q", &pkg])
+                .current_dir(&tmp),
+        )? {
             bail!("apt-get download {} failed", pkg);
         }
         let deb = std::fs::read_dir(&tmp)?
@@ -290,6 +343,7 @@ fn fetch_kernel() -> Result<Kernel> {
         if !run_quiet(Command::new("dpkg").arg("-x").arg(&deb).arg(&root))? {
             bail!("dpkg -x {} failed", deb.display());
         }
+        uncompress_modules(&root)?;
         unpacked_kernel(&root).context("the package holds no boot/vmlinuz-* with its modules")?;
         let dest = kdir.join(pkg.trim_start_matches("linux-image-"));
         let _ = std::fs::remove_dir_all(&dest);
@@ -301,9 +355,9 @@ fn fetch_kernel() -> Result<Kernel> {
     res
 }
 
-/// `vm --setup`: install missing packages and make sure a kernel is available. Idempotent; a
-/// second run only checks.
-pub fn run() -> Result<()> {
+/// `vm --setup`: install missing packages and make sure a kernel for `rel` is available.
+/// Idempotent; a second run only checks.
+pub fn run(rel: Release) -> Result<()> {
     let missing: Vec<&str> = TOOLS
         .iter()
         .filter(|(cmd, _)| which(cmd).is_none())
@@ -317,15 +371,15 @@ pub fn run() -> Result<()> {
     }
     if let Some(k) = host_kernel() {
         crate::errln!("vm setup: using the host's kernel {}", k.image.display());
-    } else if let Some(k) = cached_kernel() {
+    } else if let Some(k) = cached_kernel(rel) {
         crate::errln!("vm setup: kernel cached at {}", k.image.display());
     } else {
-        for (cmd, pkg) in [("apt-get", "apt"), ("dpkg", "dpkg")] {
+        for (cmd, pkg) in [("apt-get", "apt"), ("dpkg", "dpkg"), ("xz", "xz-utils")] {
             if which(cmd).is_none() {
                 bail!("{} ({}) is needed to fetch the Debian kernel", cmd, pkg);
             }
         }
-        let k = fetch_kernel()?;
+        let k = fetch_kernel(rel)?;
         crate::errln!("vm setup: kernel unpacked at {}", k.image.display());
     }
     Ok(())

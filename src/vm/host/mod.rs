@@ -26,24 +26,20 @@ const MIB: u64 = 1 << 20;
 pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let opts = Opts::new(dir, a, &cwd)?;
-    if a.setup {
-        setup::run()?;
-        super::rootfs::ensure()?;
-        if a.args.is_empty() {
-            return Ok(0);
-        }
+    let rel = super::release::Release::parse(&a.debian)?;
+    if a.setup && set_up(a, rel)? {
+        return Ok(0);
     }
     let (cwd_str, extra) = check_args(a, &cwd)?;
-    let root = root_image(a)?;
-    let nbdkit = match opts.limits.latency_ms {
-        Some(_) => Some(super::nbd::tool(&opts.limits.name)?),
-        None => None,
-    };
+    let root = root_image(a, rel)?;
+    let nbdkit = (opts.limits.latency_ms)
+        .map(|_| super::nbd::tool(&opts.limits.name))
+        .transpose()?;
     let qemu_bin = setup::tool("qemu-system-x86_64")?;
     let mkfs = setup::tool("mkfs.ext4")?;
     setup::tool("ldd")?;
-    let kernel = setup::kernel(a.kernel.as_deref(), a.modules.as_deref())?;
-    let modules = guest_modules(&kernel, &extra)?;
+    let kernel = setup::kernel(a.kernel.as_deref(), a.modules.as_deref(), rel)?;
+    let modules = guest_modules(&kernel, &extra, opts.scsi_disk.is_some())?;
 
     let reports_dir = shared_reports_dir(&opts, &cwd)?;
 
@@ -71,6 +67,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let initrd = work.path.join("initramfs.cpio");
     build_initramfs(&initrd, &mut cfg, &modules, &extra, &a.with_program)?;
     let disk_direct = make_disk(&mkfs, &work.disk(), opts.disk_size)?;
+    let scsi_img = scsi_image(&work, &opts)?;
     log::debug!(
         "vm: initramfs and {} MiB disk ready in {:.2}s",
         opts.disk_size / MIB,
@@ -116,6 +113,11 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         limits: &opts.limits,
         share: &cwd,
         root: root.as_deref(),
+        scsi: opts
+            .scsi_disk
+            .as_ref()
+            .zip(scsi_img.as_deref())
+            .map(|((m, r), img)| (img, m.as_str(), r.as_str())),
         sockets: Vec::new(),
     };
     let boot = boot_or_fall_back(&mut machine, &work, &opts, verbose)?;
@@ -123,7 +125,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
 }
 
 /// `--init`: the root file system image systemd boots from, none for the builtin init.
-fn root_image(a: &VmArgs) -> Result<Option<std::path::PathBuf>> {
+fn root_image(a: &VmArgs, rel: super::release::Release) -> Result<Option<std::path::PathBuf>> {
     match a.init.as_str() {
         "builtin" if !a.guest_packages.is_empty() => crate::usage_bail!(
             "vm: --guest-packages needs --init systemd (the builtin init has no package system)"
@@ -131,7 +133,7 @@ fn root_image(a: &VmArgs) -> Result<Option<std::path::PathBuf>> {
         "builtin" => Ok(None),
         "systemd" => {
             let extra = super::rootfs::Extra::parse(&a.guest_packages)?;
-            Ok(Some(super::rootfs::image_with(&extra)?))
+            Ok(Some(super::rootfs::image_with(&extra, rel)?))
         }
         other => crate::usage_bail!("vm: --init {:?}: accepted are builtin and systemd", other),
     }
@@ -177,11 +179,34 @@ fn check_args(a: &VmArgs, cwd: &Path) -> Result<(String, Vec<(String, String)>)>
 
 /// The kernel modules the guest loads, dependencies first: what the stack needs and the
 /// `--with-module` ones.
+/// `--setup`: installs what is missing for `rel`; true when that was all there was to do.
+fn set_up(a: &VmArgs, rel: super::release::Release) -> Result<bool> {
+    setup::run(rel)?;
+    super::rootfs::ensure(rel)?;
+    Ok(a.args.is_empty())
+}
+
+/// `--scsi-disk`'s image: 1 GiB, sparse, blank.
+fn scsi_image(work: &WorkDir, opts: &Opts) -> Result<Option<std::path::PathBuf>> {
+    if opts.scsi_disk.is_none() {
+        return Ok(None);
+    }
+    let img = work.file("scsi.img");
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(1 << 30))
+        .with_context(|| format!("creating {}", img.display()))?;
+    Ok(Some(img))
+}
+
 fn guest_modules(
     kernel: &setup::Kernel,
     extra: &[(String, String)],
+    scsi: bool,
 ) -> Result<Vec<(String, std::path::PathBuf)>> {
     let mut wanted: Vec<&str> = kmod::NEEDED.to_vec();
+    if scsi {
+        wanted.extend(["virtio_scsi", "sd_mod"]);
+    }
     wanted.extend(extra.iter().map(|(n, _)| n.as_str()));
     kmod::Tree::scan(&kernel.modules)
         .and_then(|t| t.load_order(&wanted))

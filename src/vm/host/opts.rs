@@ -29,6 +29,29 @@ pub struct Opts {
     pub scratch_dir: PathBuf,
     /// Host directory for the guest's `<--dir>/report.d` (with `-r FILE`).
     pub reports_dir: Option<PathBuf>,
+    /// `--scsi-disk`: the extra SCSI disk's model and firmware revision.
+    pub scsi_disk: Option<(String, String)>,
+}
+
+/// `--scsi-disk MODEL[:REV]`: what QEMU's SCSI disk can present (SCSI INQUIRY's 16-byte
+/// product and 4-byte revision, printable ASCII; no comma, which QEMU's options would split).
+pub(super) fn scsi_disk(s: &str) -> std::result::Result<(String, String), String> {
+    let (model, rev) = s.split_once(':').unwrap_or((s, "1.0"));
+    let ok = |v: &str, max: usize| {
+        !v.trim().is_empty()
+            && v.len() <= max
+            && v.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+            && !v.contains(',')
+    };
+    if !(ok(model, 16) && ok(rev, 4)) {
+        return Err(format!(
+            "{:?} is not a SCSI disk's model and revision (accepted: MODEL[:REV], the model 1 to \
+             16 and the revision 1 to 4 printable ASCII characters without a comma, e.g. \
+             \"RB Test HDD:2.5+\")",
+            s
+        ));
+    }
+    Ok((model.to_string(), rev.to_string()))
 }
 
 use crate::error::option_error as bad;
@@ -129,6 +152,12 @@ impl Opts {
         }
         let (boot_timeout, timeout, stall_timeout) = timeouts(a)?;
         let (args, scratch_dir, reports_dir) = placement(dir, a, cwd)?;
+        let scsi_disk = a
+            .scsi_disk
+            .as_deref()
+            .map(scsi_disk)
+            .transpose()
+            .map_err(|e| bad("scsi-disk", e))?;
         Ok(Self {
             mem,
             cpus,
@@ -142,6 +171,7 @@ impl Opts {
             args,
             scratch_dir,
             reports_dir,
+            scsi_disk,
         })
     }
 }

@@ -119,3 +119,23 @@ fn bad_values_are_usage_errors() {
         assert!(!e.to_string().contains('\n'));
     }
 }
+
+#[test]
+fn a_scsi_disk_is_what_scsi_inquiry_can_carry() {
+    assert_eq!(
+        super::opts::scsi_disk("RB Test HDD:2.5+").unwrap(),
+        ("RB Test HDD".to_string(), "2.5+".to_string())
+    );
+    assert_eq!(super::opts::scsi_disk("X").unwrap().1, "1.0");
+    for bad in [
+        "",
+        "A:",
+        "A,B:1",
+        "SEVENTEEN-CHARSXX:1",
+        "A:12345",
+        "A\tB:1",
+    ] {
+        let e = super::opts::scsi_disk(bad).unwrap_err();
+        assert!(e.contains("accepted: MODEL[:REV]"), "{:?}: {}", bad, e);
+    }
+}
