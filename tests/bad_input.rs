@@ -631,4 +631,20 @@ fn apply_refuses_what_it_cant_use_in_one_line() {
         &["apply", "--undo", "--boot"],
         "cannot be used with",
     );
+    // A merged result is a source like any other: its model is looked for.
+    let merge_dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/merge/KINGSTON_SA2000M8250G");
+    let mut merge = bin(d.path());
+    merge.args(["-r", "m.json", "merge"]);
+    for e in std::fs::read_dir(merge_dir).unwrap().flatten() {
+        if e.path().to_string_lossy().ends_with(".json.gz") {
+            merge.arg(e.path());
+        }
+    }
+    merge.timeout(Duration::from_secs(120)).assert().success();
+    usage_error(
+        d.path(),
+        &["-r", "m.json", "apply", "naive"],
+        "no disk here is model \"KINGSTON SA2000M8250G\", which m.json (iocost-tune) was measured on",
+    );
 }
