@@ -366,18 +366,8 @@ fn work_dirs_that_cannot_be_are_refused_at_once() {
 /// report refuses it with one line instead of printing a report of zeros.
 #[test]
 fn a_relabelled_entry_is_not_read_as_another_bench() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/results/INTEL_SSDPEKKA256G7.json.gz");
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(std::fs::File::open(fixture).unwrap()),
-        &mut text,
-    )
-    .unwrap();
-    let all: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let all = common::fixture_entries("INTEL_SSDPEKKA256G7");
     let tune = all
-        .as_array()
-        .unwrap()
         .iter()
         .find(|e| e["spec"]["kind"] == "iocost-tune")
         .unwrap()
@@ -605,13 +595,7 @@ fn apply_refuses_what_it_cant_use_in_one_line() {
         "-D no-such-disk: no such whole disk",
     );
     // The same file without its iocost-tune entry.
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(std::fs::File::open(fx).unwrap()),
-        &mut text,
-    )
-    .unwrap();
-    let mut entries: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    let mut entries = common::fixture_entries("Samsung_SSD_970_PRO_512GB");
     entries.retain(|e| e["spec"]["kind"] != "iocost-tune");
     std::fs::write(d.path().join("r.json"), json!(entries).to_string()).unwrap();
     usage_error(

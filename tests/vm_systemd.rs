@@ -83,15 +83,7 @@ const SCSI_DISK: &str = "RB Test HDD:2.5+";
 /// A community result (its iocost-tune solutions) relabelled as measured on the guest's SCSI
 /// disk, for `apply` to apply there.
 fn relabelled_result(cwd: &Path) {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/results/Samsung_SSD_970_PRO_512GB.json.gz");
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(std::fs::File::open(fx).unwrap()),
-        &mut text,
-    )
-    .unwrap();
-    let mut entries: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let mut entries = common::fixture_entries("Samsung_SSD_970_PRO_512GB");
     for e in &mut entries {
         let rep = &mut e["sysinfo"]["sysreqs_report"];
         rep["scr_dev_model"] = "RB Test HDD".into();

@@ -173,3 +173,13 @@ pub fn run_bounded(
     };
     (status.code(), reader.join().unwrap())
 }
+
+/// The entries of a gzipped result file in tests/fixtures/results (`NAME.json.gz`).
+#[allow(dead_code)]
+pub fn fixture_entries(name: &str) -> Vec<Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results")
+        .join(format!("{}.json.gz", name));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e));
+    serde_json::from_reader(flate2::read::GzDecoder::new(file)).unwrap()
+}

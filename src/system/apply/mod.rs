@@ -119,22 +119,23 @@ fn named_disk(hp: &HostPaths, name: &str) -> Result<DevInfo> {
     })
 }
 
-/// The properties `d` gets from `records` and the key that found them: udev's spelling first
-/// (what systemd looks up), then sysfs's (what results and the community files use).
-fn lookup(hp: &HostPaths, records: &[Record], d: &DevInfo) -> (Solutions, String, bool) {
+/// The solutions `d` gets from the source: looked up under udev's spelling of its model first
+/// (what systemd looks up), then sysfs's (what results and the community's files use). A
+/// matching record whose values don't read is an error naming the key.
+fn lookup(hp: &HostPaths, src: &Source, d: &DevInfo) -> Result<Option<Solutions>> {
     let ids = udev::properties(hp, devnr(d)).and_then(|p| UdevIds::of(&p));
-    let mut keys: Vec<(String, bool)> = ids.iter().map(|i| (i.key(), true)).collect();
-    keys.push((udev::sysfs_key(&d.model, &d.fwrev), false));
-    for (key, by_udev) in keys {
-        if let Ok(Some(s)) = Solutions::from_props(&hwdb::lookup(records, &key)) {
-            return (s, key, by_udev);
+    let keys = ids
+        .iter()
+        .map(|i| i.key())
+        .chain([udev::sysfs_key(&d.model, &d.fwrev)]);
+    for key in keys {
+        let found = Solutions::from_props(&hwdb::lookup(&src.records, &key))
+            .map_err(|e| usage(format!("{}: {}", src.what, e)))?;
+        if found.is_some() {
+            return Ok(found);
         }
     }
-    let empty = Solutions {
-        listed: vec![],
-        all: vec![],
-    };
-    (empty, String::new(), false)
+    Ok(None)
 }
 
 /// The device a result's solutions are for: `-D`'s, else the result's own, else the one disk of
@@ -189,7 +190,7 @@ fn measured_disk(hp: &HostPaths, src: &Source, w: &Wanted) -> Result<DevInfo> {
 fn matching_disk(hp: &HostPaths, src: &Source, w: &Wanted) -> Result<DevInfo> {
     if let Some(name) = &w.dev {
         let d = named_disk(hp, name)?;
-        if lookup(hp, &src.records, &d).0.all.is_empty() {
+        if lookup(hp, src, &d)?.is_none() {
             return Err(usage(format!(
                 "-D {}: {} has no solutions for its model {:?} (firmware {:?})",
                 name, src.what, d.model, d.fwrev
@@ -198,10 +199,12 @@ fn matching_disk(hp: &HostPaths, src: &Source, w: &Wanted) -> Result<DevInfo> {
         return Ok(d);
     }
     let all = disks(hp);
-    let found: Vec<&DevInfo> = all
-        .iter()
-        .filter(|d| !lookup(hp, &src.records, d).0.all.is_empty())
-        .collect();
+    let mut found: Vec<&DevInfo> = Vec::new();
+    for d in &all {
+        if lookup(hp, src, d)?.is_some() {
+            found.push(d);
+        }
+    }
     match found[..] {
         [d] => Ok(d.clone()),
         [] => Err(usage(format!(
@@ -236,7 +239,8 @@ pub fn plan(hp: &HostPaths, src: &Source, w: &Wanted) -> Result<Plan> {
         Some(_) => measured_disk(hp, src, w)?,
         None => matching_disk(hp, src, w)?,
     };
-    let (solutions, _, _) = lookup(hp, &src.records, &dev);
+    let solutions = lookup(hp, src, &dev)?
+        .ok_or_else(|| usage(format!("{} has no solutions for {}", src.what, dev.name)))?;
     let chosen = solutions
         .choose(w.solution.as_deref())
         .map_err(usage)?

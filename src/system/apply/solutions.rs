@@ -11,14 +11,6 @@ use std::path::Path;
 /// systemd's `TargetSolution=` when `/etc/udev/iocost.conf` sets none.
 pub const SYSTEMD_DEFAULT: &str = "naive";
 
-const MODEL_KEYS: [&str; 6] = [
-    "rbps",
-    "rseqiops",
-    "rrandiops",
-    "wbps",
-    "wseqiops",
-    "wrandiops",
-];
 const QOS_KEYS: [&str; 6] = ["rpct", "rlat", "wpct", "wlat", "min", "max"];
 
 /// One named solution with its parameters.
@@ -143,7 +135,8 @@ fn check_words(value: &str, keys: &[&str]) -> Result<(), String> {
 
 /// `rbps=… rseqiops=… rrandiops=… wbps=… wseqiops=… wrandiops=…`, as the kernel will take it.
 pub fn parse_model_value(value: &str) -> Result<IoCostModel, String> {
-    check_words(value, &MODEL_KEYS)?;
+    let keys = IoCostModel::default().params().map(|(k, _)| k);
+    check_words(value, &keys)?;
     let line = format!("0:0 ctrl=user model=linear {}", value);
     let m = parse_model(Path::new("hwdb"), &line, DevNr::default()).map_err(|e| e.to_string())?;
     if m.params().iter().any(|(_, v)| *v == 0) {

@@ -18,6 +18,15 @@ const OLD_MODEL: &str =
 const OLD_QOS: &str =
     "8:0 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00";
 
+const BOOT: Steps = Steps {
+    now: false,
+    boot: true,
+};
+const NOW: Steps = Steps {
+    now: true,
+    boot: false,
+};
+
 fn put(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -171,17 +180,7 @@ fn boot_has_systemd_apply_it_and_undo_leaves_nothing() {
     let p = plan(&hp, &result_source(), &wanted(Some("bandwidth"))).unwrap();
     let mut sd = FakeSystemd::default();
     let mut out = String::new();
-    execute(
-        &hp,
-        &p,
-        Steps {
-            now: false,
-            boot: true,
-        },
-        &mut sd,
-        &mut out,
-    )
-    .unwrap();
+    execute(&hp, &p, BOOT, &mut sd, &mut out).unwrap();
     assert!(
         out.contains("systemd's iocost applied bandwidth to sda"),
         "{}",
@@ -191,17 +190,7 @@ fn boot_has_systemd_apply_it_and_undo_leaves_nothing() {
     assert!(m.same_params(&p.chosen.model));
     assert!(get(d.path(), "run/udev/data/b8:0").contains("E:IOCOST_SOLUTIONS=bandwidth"));
     // Again: our own file is replaced, not refused.
-    execute(
-        &hp,
-        &p,
-        Steps {
-            now: false,
-            boot: true,
-        },
-        &mut sd,
-        &mut String::new(),
-    )
-    .unwrap();
+    execute(&hp, &p, BOOT, &mut sd, &mut String::new()).unwrap();
 
     let mut out = String::new();
     undo(&hp, &mut sd, &mut out).unwrap();
@@ -235,17 +224,7 @@ fn now_writes_what_systemd_would_and_undo_puts_back_the_first_values() {
     let mut sd = FakeSystemd::default();
     for name in ["isolation", "naive"] {
         let p = plan(&hp, &result_source(), &wanted(Some(name))).unwrap();
-        execute(
-            &hp,
-            &p,
-            Steps {
-                now: true,
-                boot: false,
-            },
-            &mut sd,
-            &mut String::new(),
-        )
-        .unwrap();
+        execute(&hp, &p, NOW, &mut sd, &mut String::new()).unwrap();
         let (qos, model) = p.knob_lines();
         assert_eq!(get(d.path(), "sys/fs/cgroup/io.cost.qos"), qos);
         assert_eq!(get(d.path(), "sys/fs/cgroup/io.cost.model"), model);
@@ -294,17 +273,7 @@ fn a_community_file_reaches_the_disk_only_under_udevs_name() {
     .unwrap();
     assert!(!get(d.path(), "run/udev/data/b8:0").contains("IOCOST"));
     let p = plan(&hp, &src, &wanted(Some("isolation"))).unwrap();
-    execute(
-        &hp,
-        &p,
-        Steps {
-            now: false,
-            boot: true,
-        },
-        &mut sd,
-        &mut String::new(),
-    )
-    .unwrap();
+    execute(&hp, &p, BOOT, &mut sd, &mut String::new()).unwrap();
     let q = iocost::read_qos(&hp, DevNr::new(8, 0)).unwrap();
     assert!(q.same_params(&p.chosen.qos) && q.enable == 1);
     undo(&hp, &mut sd, &mut String::new()).unwrap();
@@ -378,6 +347,21 @@ fn what_cant_be_done_is_refused_before_anything_changes() {
     )
     .contains("no io.cost"));
     assert!(sd.calls.is_empty());
+    // A file whose record for the disk doesn't read: the key is named, not "no solutions".
+    let bad = "block:*:name:RB_Test_HDD:fwrev:*:\n  IOCOST_SOLUTIONS=naive\n  \
+               IOCOST_MODEL_NAIVE=rbps=1\n  IOCOST_QOS_NAIVE=rpct=1\n";
+    let src = Source {
+        what: "bad.hwdb".into(),
+        records: hwdb::parse(bad).unwrap(),
+        measured: None,
+        measured_dev: None,
+    };
+    let e = err(plan(&hp, &src, &wanted(None)));
+    assert!(
+        e.contains("bad.hwdb: IOCOST_MODEL_NAIVE: rseqiops= is missing"),
+        "{}",
+        e
+    );
     let no_udev = Plan {
         udev: None,
         ..p.clone()
