@@ -374,10 +374,15 @@ pub fn run(rel: Release) -> Result<()> {
     } else if let Some(k) = cached_kernel(rel) {
         crate::errln!("vm setup: kernel cached at {}", k.image.display());
     } else {
-        for (cmd, pkg) in [("apt-get", "apt"), ("dpkg", "dpkg"), ("xz", "xz-utils")] {
+        for (cmd, pkg) in [("apt-get", "apt"), ("dpkg", "dpkg")] {
             if which(cmd).is_none() {
                 bail!("{} ({}) is needed to fetch the Debian kernel", cmd, pkg);
             }
+        }
+        // Debian 13's modules come xz-compressed; xz-utils is only "standard" priority.
+        if which("xz").is_none() {
+            crate::errln!("vm setup: installing xz-utils");
+            install(&["xz-utils"])?;
         }
         let k = fetch_kernel(rel)?;
         crate::errln!("vm setup: kernel unpacked at {}", k.image.display());
