@@ -130,6 +130,15 @@ impl Tools for FakeSystemd {
     }
 }
 
+/// The knobs hold the kernel's own control again, as before the first apply.
+fn assert_knobs_as_before_apply(root: &Path) {
+    assert_eq!(get(root, "sys/fs/cgroup/io.cost.model"), "8:0 ctrl=auto");
+    assert_eq!(
+        get(root, "sys/fs/cgroup/io.cost.qos"),
+        "8:0 enable=0 ctrl=auto"
+    );
+}
+
 fn wanted(solution: Option<&str>) -> Wanted {
     Wanted {
         solution: solution.map(str::to_string),
@@ -199,14 +208,7 @@ fn boot_has_systemd_apply_it_and_undo_leaves_nothing() {
         .unwrap()
         .next()
         .is_none());
-    assert_eq!(
-        get(d.path(), "sys/fs/cgroup/io.cost.model"),
-        "8:0 ctrl=auto"
-    );
-    assert_eq!(
-        get(d.path(), "sys/fs/cgroup/io.cost.qos"),
-        "8:0 enable=0 ctrl=auto"
-    );
+    assert_knobs_as_before_apply(d.path());
     assert!(!get(d.path(), "run/udev/data/b8:0").contains("IOCOST"));
     assert!(!d.path().join(STATE_FILE).exists());
     assert_eq!(
@@ -231,14 +233,7 @@ fn now_writes_what_systemd_would_and_undo_puts_back_the_first_values() {
     }
     assert!(sd.calls.is_empty());
     undo(&hp, &mut sd, &mut String::new()).unwrap();
-    assert_eq!(
-        get(d.path(), "sys/fs/cgroup/io.cost.model"),
-        "8:0 ctrl=auto"
-    );
-    assert_eq!(
-        get(d.path(), "sys/fs/cgroup/io.cost.qos"),
-        "8:0 enable=0 ctrl=auto"
-    );
+    assert_knobs_as_before_apply(d.path());
     assert!(
         sd.calls.is_empty(),
         "no file, no hwdb update: {:?}",
