@@ -1,7 +1,8 @@
 //! End-to-end tests of `resctl-bench vm`: real QEMU guests (TCG when KVM doesn't work).
 //! They run only with RESCTL_BENCH_VM_TESTS=1 (`.ci/run` sets it after `scripts/setup-vm`).
 //! Everything is in one test so the CPU-hungry guests boot one after another, four in all,
-//! plus two short ones stopped with SIGINT and one frozen with SIGSTOP.
+//! plus two short ones stopped with SIGINT and one frozen with SIGSTOP; and one test of the
+//! harness's retry, without guests.
 
 mod common;
 
@@ -390,4 +391,33 @@ fn vm_guest_has_iocost_swap_shared_cwd_exit_status_and_disk_profiles() {
         group.elapsed().as_secs_f64()
     );
     assert!(boot < 30.0, "boot to command took {:.1}s", boot);
+}
+
+/// The harness's retry after a failed VM starts from the files the first try started from:
+/// what that try wrote (here a finished result) is gone, what was there before is kept. It
+/// runs without guests.
+#[test]
+fn vm_retry_starts_from_the_files_before_the_first_try() {
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("input.json"), "{}").unwrap();
+    let mut tries = 0;
+    let out = vm_output(|| {
+        tries += 1;
+        let script = if tries == 1 {
+            "mkdir result-report.d && echo done > result.json && \
+             echo \"error: vm: the VM ended without reporting the command's exit status\" >&2; exit 1"
+        } else {
+            "test -e input.json && test ! -e result.json && test ! -e result-report.d"
+        };
+        let mut c = std::process::Command::new("sh");
+        c.current_dir(cwd.path()).args(["-c", script]);
+        c
+    });
+    assert_eq!(tries, 2);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

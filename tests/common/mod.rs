@@ -58,11 +58,17 @@ const VM_FAILURES: [&str; 4] = [
 ];
 
 /// Runs the `vm` command `make` builds; when the VM itself failed, says so with its stderr
-/// and runs it once more. A command that fails in a working VM, or a VM that fails twice,
-/// still fails the test.
+/// and runs it once more, from the files its working directory held before the first try
+/// (what the failed guest wrote there — a finished result, reports — is removed, or the
+/// second try would resume or reuse it). A command that fails in a working VM, or a VM that
+/// fails twice, still fails the test.
 #[allow(dead_code)]
 pub fn vm_output(mut make: impl FnMut() -> Command) -> Output {
-    let out = make().output().unwrap();
+    let mut first = make();
+    let before = first
+        .get_current_dir()
+        .map(|d| (d.to_path_buf(), entries(d)));
+    let out = first.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(0) || !VM_FAILURES.iter().any(|m| stderr.contains(m)) {
         return out;
@@ -71,7 +77,21 @@ pub fn vm_output(mut make: impl FnMut() -> Command) -> Output {
         "warning: the VM failed, running the command once more; its stderr:\n{}",
         stderr
     );
+    if let Some((dir, old)) = before {
+        for new in entries(&dir).difference(&old) {
+            let p = dir.join(new);
+            eprintln!("removing {} (written by the failed try)", p.display());
+            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+        }
+    }
     make().output().unwrap()
+}
+
+/// The names in `dir` (none when it can't be read).
+fn entries(dir: &std::path::Path) -> std::collections::BTreeSet<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default()
 }
 
 /// The release binary the measuring VM tests run (a debug hashd under TCG is too slow).
