@@ -117,6 +117,14 @@ const CREATES: &[(&str, &[Creates])] = &[
     ),
     // Nothing in the working directory: its files are the host's (/etc/udev/hwdb.d,
     // /var/lib/resctl-bench), created and removed in tests/vm_systemd.rs's guest.
+    (
+        "man",
+        &[(
+            &["man", "--out", "m"],
+            &["m", "m/resctl-bench.1", "m/resctl-bench-run.1"],
+        )],
+    ),
+    ("completions", &[]),
     ("apply", &[]),
     ("compare", &[]),
     ("deps", &[]),

@@ -89,6 +89,8 @@ subcommands! {
     "apply" Apply(apply::Args) => apply;
     "db" Db(db::Args) => db;
     "doc" Doc(doc::Args) => doc;
+    "man" Man(man::Args) => man;
+    "completions" Completions(completions::Args) => completions;
     "vm" Vm(Box<crate::vm::VmArgs>) => vm;
     #[command(hide = true)] "__kvm-probe" KvmProbe(kvm_probe::Args) => kvm_probe;
     #[command(hide = true)] "__balloon" Balloon(balloon::Args) => balloon;

@@ -38,6 +38,30 @@ pub fn command() -> clap::Command {
     cmd
 }
 
+/// The command line as a user types it, for the shell completions: the visible subcommands,
+/// each with its own arguments and the global options it reads (clap's propagation would give
+/// every subcommand all of them, and the hidden copies [`command`] adds would show).
+pub fn visible_command() -> clap::Command {
+    use clap::CommandFactory;
+    let full = Cli::command();
+    let globals: Vec<clap::Arg> = full
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.clone().global(false))
+        .collect();
+    let mut cmd = clap::Command::new("resctl-bench")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args(globals.iter().cloned());
+    for sub in full.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let keep = options_of(sub.get_name());
+        let reads = globals
+            .iter()
+            .filter(|g| keep.is_none_or(|k| k.contains(&g.get_id().as_str())));
+        cmd = cmd.subcommand(sub.clone().args(reads.cloned()));
+    }
+    cmd
+}
+
 /// Why the command line was refused.
 #[derive(Debug)]
 pub enum ParseError {
