@@ -127,3 +127,97 @@ fn zsh_and_fish_scripts_name_the_subcommands() {
         assert!(!s.contains("__hashd"), "{}: a hidden subcommand", shell);
     }
 }
+
+/// `scripts/build-deb` around the tests' own binary: the control fields, and what unpacks —
+/// a binary that runs, a manual page per subcommand, the completions the binary prints, the
+/// copyright and changelog files, checksums that match.
+#[test]
+fn the_debian_package_holds_the_binary_its_pages_and_completions() {
+    let d = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(root.join("scripts/build-deb"))
+        .args(["--bin", env!("CARGO_BIN_EXE_resctl-bench"), "--out"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deb = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let name = format!("resctl-bench_{}_", env!("CARGO_PKG_VERSION"));
+    assert!(deb.contains(&name) && deb.ends_with(".deb"), "{}", deb);
+    let field = |f: &str| {
+        let o = std::process::Command::new("dpkg-deb")
+            .args(["-f", &deb, f])
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(field("Package"), "resctl-bench");
+    assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
+    assert!(
+        field("Depends").contains("libc6 (>= "),
+        "{}",
+        field("Depends")
+    );
+    assert!(field("Description").lines().count() > 3);
+
+    let x = d.path().join("x");
+    let st = std::process::Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(&x)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let packed = x.join("usr/bin/resctl-bench");
+    let v = std::process::Command::new(&packed)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&v.stdout).starts_with("resctl-bench "));
+    for s in subcommands() {
+        let p = x.join(format!("usr/share/man/man1/resctl-bench-{}.1.gz", s));
+        assert!(p.is_file(), "no page for {}", s);
+    }
+    assert!(x.join("usr/share/man/man1/resctl-bench.1.gz").is_file());
+    let bash =
+        std::fs::read_to_string(x.join("usr/share/bash-completion/completions/resctl-bench"))
+            .unwrap();
+    assert_eq!(bash, stdout(&["completions", "bash"]));
+    assert!(x
+        .join("usr/share/zsh/vendor-completions/_resctl-bench")
+        .is_file());
+    assert!(x
+        .join("usr/share/fish/vendor_completions.d/resctl-bench.fish")
+        .is_file());
+    for f in ["copyright", "changelog.gz", "README.md.gz"] {
+        assert!(
+            x.join("usr/share/doc/resctl-bench").join(f).is_file(),
+            "{}",
+            f
+        );
+    }
+    // The checksums the package carries are those of what it unpacks to.
+    let ctl = d.path().join("ctl");
+    assert!(std::process::Command::new("dpkg-deb")
+        .arg("-e")
+        .arg(&deb)
+        .arg(&ctl)
+        .status()
+        .unwrap()
+        .success());
+    let sums = std::process::Command::new("md5sum")
+        .args(["--check", "--quiet"])
+        .arg(ctl.join("md5sums"))
+        .current_dir(&x)
+        .output()
+        .unwrap();
+    assert!(
+        sums.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sums.stdout)
+    );
+}
