@@ -103,6 +103,18 @@ pub struct VmArgs {
     #[arg(long = "debian", value_name = "13|12", default_value = "13")]
     pub debian: String,
 
+    /// With --init systemd: an SSH server in the guest (the image gets openssh-server),
+    /// reachable as root on the host's 127.0.0.1:PORT only (QEMU forwards it; the guest can
+    /// reach nothing else). Without ARGS the guest then stays up until it is powered off
+    /// (`ssh … poweroff`) or --timeout
+    #[arg(long = "ssh-port", value_name = "PORT")]
+    pub ssh_port: Option<String>,
+
+    /// The public key(s) root's SSH logins take (an OpenSSH .pub or authorized_keys file);
+    /// needed with --ssh-port
+    #[arg(long = "ssh-key", value_name = "FILE")]
+    pub ssh_key: Option<PathBuf>,
+
     /// Keep the scratch disk image (its path is printed)
     #[arg(long = "keep")]
     pub keep: bool,

@@ -56,6 +56,10 @@ pub struct GuestConfig {
     /// init switches to, starting systemd as PID 1 and the command from a unit.
     #[serde(default)]
     pub systemd_root: Option<String>,
+    /// `vm --ssh-port`: the public keys root's SSH logins take (authorized_keys text); the
+    /// guest then brings its network interface up for QEMU's port forward.
+    #[serde(default)]
+    pub ssh_keys: Option<String>,
 }
 
 /// Guest → host events on the control port, one JSON object a line.

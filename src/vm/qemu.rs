@@ -206,6 +206,8 @@ pub struct Machine<'a> {
     pub root: Option<&'a Path>,
     /// `--scsi-disk`: an image shown as a SCSI disk with this model and firmware revision.
     pub scsi: Option<(&'a Path, &'a str, &'a str)>,
+    /// `--ssh-port`: the host's 127.0.0.1 port forwarded to the guest's port 22.
+    pub ssh_port: Option<u16>,
     /// (chardev id, socket path, virtio-serial port name or None for the serial console)
     pub sockets: Vec<(&'static str, PathBuf, Option<&'static str>)>,
 }
@@ -292,6 +294,15 @@ impl Machine<'_> {
             push(&["-device", "virtio-scsi-pci,id=scsi0"]);
             push(&["-drive", &drive, "-device", &dev]);
         }
+        if let Some(port) = self.ssh_port {
+            // restrict=on: the guest reaches neither the host nor beyond; the forward from the
+            // host's loopback still delivers.
+            let netdev = format!(
+                "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{}-:22",
+                port
+            );
+            push(&["-netdev", &netdev, "-device", "virtio-net-pci,netdev=net0"]);
+        }
         let fsdev = format!(
             "local,id=share,path={},security_model=none",
             opt_path(self.share)?
@@ -340,6 +351,7 @@ mod tests {
             share: Path::new("/work"),
             root: None,
             scsi: None,
+            ssh_port: None,
             sockets: vec![
                 ("con", PathBuf::from("/t/con.sock"), None),
                 ("out", PathBuf::from("/t/out.sock"), Some("resctl.out")),
@@ -360,6 +372,20 @@ mod tests {
         assert!(a.contains("path=/work,security_model=none"));
         assert!(a.contains("-serial chardev:con"));
         assert!(a.contains("chardev=out,name=resctl.out"));
+    }
+
+    #[test]
+    fn ssh_forwards_only_from_the_hosts_loopback_to_a_restricted_guest() {
+        let limits = DiskLimits::resolve(None, None, None, None).unwrap();
+        let mut m = machine(&limits, None);
+        assert!(!m.args().unwrap().iter().any(|a| a.contains("netdev")));
+        m.ssh_port = Some(2201);
+        let a = m.args().unwrap().join(" ");
+        assert!(
+            a.contains("-netdev user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:2201-:22 -device virtio-net-pci,netdev=net0"),
+            "{}",
+            a
+        );
     }
 
     #[test]

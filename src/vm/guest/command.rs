@@ -103,19 +103,25 @@ pub(super) fn run_command(
         ),
     );
 
+    // No command (`vm --ssh-port` alone): the guest serves SSH until it is powered off, which
+    // stops this unit with SIGTERM, taken here as the end of a command that went well. Blocked
+    // before the heartbeat thread starts, so that thread doesn't take it either.
+    let serve = cfg.args.is_empty();
+    if serve {
+        block_stop_signals();
+    }
     announce_ready(ctl_out)?;
-    let child = std::process::Command::new("/proc/self/exe")
-        .arg0("resctl-bench")
-        .args(&cfg.args)
-        .current_dir(&cwd)
-        .env_clear()
-        .envs(cfg.env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .context("starting the command")?;
-    let code = reap_until(child.id() as libc::pid_t);
+    let code = if serve {
+        log(
+            ctl_out,
+            v,
+            "no command: serving SSH until the guest is powered off".into(),
+        );
+        wait_stop_signal();
+        0
+    } else {
+        spawn_command(cfg, &cwd, out, err)?
+    };
     let swap = (cfg.swap_size > 0).then_some(swapfile.as_path());
     let unmount: Vec<&Path> = reports_bind
         .iter()
@@ -124,6 +130,47 @@ pub(super) fn run_command(
         .collect();
     tear_down(swap, &unmount, pid1);
     Ok(code)
+}
+
+/// Runs the command to its end: its exit code.
+fn spawn_command(cfg: &GuestConfig, cwd: &Path, out: File, err: File) -> Result<i32> {
+    let child = std::process::Command::new("/proc/self/exe")
+        .arg0("resctl-bench")
+        .args(&cfg.args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(cfg.env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .context("starting the command")?;
+    Ok(reap_until(child.id() as libc::pid_t))
+}
+
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: a zeroed sigset_t is initialized by sigemptyset before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+    }
+    set
+}
+
+fn block_stop_signals() {
+    let set = stop_signals();
+    // SAFETY: a valid set; the old mask isn't wanted.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Waits for SIGTERM or SIGINT (blocked by [`block_stop_signals`]).
+fn wait_stop_signal() {
+    let set = stop_signals();
+    let mut sig = 0;
+    // SAFETY: a valid set and out-parameter; sigwait only fails for an invalid set.
+    while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
 }
 
 /// The scratch disk (found by its serial), marked rotational or not as configured: its block

@@ -4,6 +4,7 @@
 //! the control port and powers the VM off.
 
 mod command;
+mod net;
 mod sys;
 pub mod systemd;
 

@@ -35,6 +35,14 @@ fn agent(ctl_out: &mut Option<File>) -> Result<i32> {
         cfg.verbose,
         "systemd is up; running the command".into(),
     );
+    if cfg.ssh_keys.is_some() {
+        let name = super::net::up()?;
+        sys::log(
+            ctl_out,
+            cfg.verbose,
+            format!("{} up at 10.0.2.15 for the SSH forward", name),
+        );
+    }
     run_command(&cfg, ctl_out, false)
 }
 
@@ -119,6 +127,9 @@ fn install_agent(cfg: &GuestConfig, new: &Path) -> Result<()> {
         serde_json::to_vec_pretty(&cfg)?,
     )?;
     install_programs(&cfg, new)?;
+    if let Some(keys) = &cfg.ssh_keys {
+        install_ssh_keys(keys, new)?;
+    }
     let units = new.join("etc/systemd/system");
     std::fs::write(units.join(AGENT_UNIT), unit_text())?;
     let wants = units.join("multi-user.target.wants");
@@ -127,6 +138,18 @@ fn install_agent(cfg: &GuestConfig, new: &Path) -> Result<()> {
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(format!("/etc/systemd/system/{}", AGENT_UNIT), &link)
         .context("enabling the agent unit")?;
+    Ok(())
+}
+
+/// `--ssh-port`'s keys as root's authorized_keys (the image's sshd takes root logins by key).
+fn install_ssh_keys(keys: &str, new: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = new.join("root/.ssh");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    let file = dir.join("authorized_keys");
+    std::fs::write(&file, keys).with_context(|| format!("writing {}", file.display()))?;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
     Ok(())
 }
 

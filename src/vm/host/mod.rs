@@ -30,8 +30,8 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     if a.setup && set_up(a, rel)? {
         return Ok(0);
     }
-    let (cwd_str, extra) = check_args(a, &cwd)?;
-    let root = root_image(a, rel)?;
+    let (cwd_str, extra) = check_args(a, &cwd, opts.ssh.is_some())?;
+    let root = root_image(a, rel, opts.ssh.is_some())?;
     let nbdkit = (opts.limits.latency_ms)
         .map(|_| super::nbd::tool(&opts.limits.name))
         .transpose()?;
@@ -39,7 +39,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let mkfs = setup::tool("mkfs.ext4")?;
     setup::tool("ldd")?;
     let kernel = setup::kernel(a.kernel.as_deref(), a.modules.as_deref(), rel)?;
-    let modules = guest_modules(&kernel, &extra, opts.scsi_disk.is_some())?;
+    let modules = guest_modules(&kernel, &extra, &opts)?;
 
     let reports_dir = shared_reports_dir(&opts, &cwd)?;
 
@@ -62,6 +62,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         systemd_root: root
             .as_ref()
             .map(|_| super::protocol::ROOT_SERIAL.to_string()),
+        ssh_keys: opts.ssh.as_ref().map(|(_, keys)| keys.clone()),
     };
     let t0 = Instant::now();
     let initrd = work.path.join("initramfs.cpio");
@@ -118,21 +119,31 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
             .as_ref()
             .zip(scsi_img.as_deref())
             .map(|((m, r), img)| (img, m.as_str(), r.as_str())),
+        ssh_port: opts.ssh.as_ref().map(|(port, _)| *port),
         sockets: Vec::new(),
     };
     let boot = boot_or_fall_back(&mut machine, &work, &opts, verbose)?;
     exit_of(boot, &opts)
 }
 
-/// `--init`: the root file system image systemd boots from, none for the builtin init.
-fn root_image(a: &VmArgs, rel: super::release::Release) -> Result<Option<std::path::PathBuf>> {
+/// `--init`: the root file system image systemd boots from, none for the builtin init; with
+/// `--ssh-port` one that has an SSH server.
+fn root_image(
+    a: &VmArgs,
+    rel: super::release::Release,
+    ssh: bool,
+) -> Result<Option<std::path::PathBuf>> {
     match a.init.as_str() {
         "builtin" if !a.guest_packages.is_empty() => crate::usage_bail!(
             "vm: --guest-packages needs --init systemd (the builtin init has no package system)"
         ),
         "builtin" => Ok(None),
         "systemd" => {
-            let extra = super::rootfs::Extra::parse(&a.guest_packages)?;
+            let mut list = a.guest_packages.clone();
+            if ssh {
+                list.push("openssh-server".to_string());
+            }
+            let extra = super::rootfs::Extra::parse(&list)?;
             Ok(Some(super::rootfs::image_with(&extra, rel)?))
         }
         other => crate::usage_bail!("vm: --init {:?}: accepted are builtin and systemd", other),
@@ -142,10 +153,11 @@ fn root_image(a: &VmArgs, rel: super::release::Release) -> Result<Option<std::pa
 /// The guest command and the options that name things on the host, checked before anything
 /// starts: the working directory (shared with the guest, as a string) and the extra modules
 /// (`NAME[:PARAMS]`).
-fn check_args(a: &VmArgs, cwd: &Path) -> Result<(String, Vec<(String, String)>)> {
-    if a.args.is_empty() {
+fn check_args(a: &VmArgs, cwd: &Path, ssh: bool) -> Result<(String, Vec<(String, String)>)> {
+    if a.args.is_empty() && !ssh {
         crate::usage_bail!(
-            "vm: give the resctl-bench arguments to run after `--`, e.g. `resctl-bench vm -- --version`"
+            "vm: give the resctl-bench arguments to run after `--`, e.g. `resctl-bench vm -- --version` \
+             (only with --ssh-port may they be left out)"
         );
     }
     if cwd == Path::new("/") {
@@ -201,11 +213,14 @@ fn scsi_image(work: &WorkDir, opts: &Opts) -> Result<Option<std::path::PathBuf>>
 fn guest_modules(
     kernel: &setup::Kernel,
     extra: &[(String, String)],
-    scsi: bool,
+    opts: &Opts,
 ) -> Result<Vec<(String, std::path::PathBuf)>> {
     let mut wanted: Vec<&str> = kmod::NEEDED.to_vec();
-    if scsi {
+    if opts.scsi_disk.is_some() {
         wanted.extend(["virtio_scsi", "sd_mod"]);
+    }
+    if opts.ssh.is_some() {
+        wanted.push("virtio_net");
     }
     wanted.extend(extra.iter().map(|(n, _)| n.as_str()));
     kmod::Tree::scan(&kernel.modules)

@@ -31,6 +31,60 @@ pub struct Opts {
     pub reports_dir: Option<PathBuf>,
     /// `--scsi-disk`: the extra SCSI disk's model and firmware revision.
     pub scsi_disk: Option<(String, String)>,
+    /// `--ssh-port` and `--ssh-key`: the host port forwarded to the guest's SSH server and the
+    /// keys root's logins take.
+    pub ssh: Option<(u16, String)>,
+}
+
+/// `--ssh-port` and `--ssh-key`, checked: a port free on 127.0.0.1 and public keys.
+fn ssh(a: &VmArgs) -> Result<Option<(u16, String)>> {
+    let (port, key) = match (&a.ssh_port, &a.ssh_key) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => crate::usage_bail!(
+            "vm: --ssh-port needs --ssh-key FILE (the public key root's SSH logins take)"
+        ),
+        (None, Some(_)) => crate::usage_bail!("vm: --ssh-key needs --ssh-port PORT"),
+        (Some(p), Some(k)) => (p, k),
+    };
+    if a.init != "systemd" {
+        crate::usage_bail!(
+            "vm: --ssh-port needs --init systemd (the SSH server is a systemd service)"
+        );
+    }
+    let port = match port.parse::<u16>() {
+        Ok(p) if p > 0 => p,
+        _ => crate::usage_bail!(
+            "vm: --ssh-port {:?} is not a port (accepted: 1 to 65535)",
+            port
+        ),
+    };
+    if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+        crate::usage_bail!(
+            "vm: --ssh-port {}: 127.0.0.1:{} can't be used ({})",
+            port,
+            port,
+            e
+        );
+    }
+    let text = std::fs::read_to_string(key)
+        .map_err(|e| crate::error::UsageError(format!("vm: --ssh-key {}: {}", key.display(), e)))?;
+    let keys: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let is_key = |l: &str| {
+        l.split_whitespace().count() >= 2
+            && ["ssh-", "ecdsa-", "sk-"].iter().any(|t| l.starts_with(t))
+    };
+    if keys.is_empty() || !keys.iter().all(|l| is_key(l)) {
+        crate::usage_bail!(
+            "vm: --ssh-key {}: not a public key file (accepted: lines such as `ssh-ed25519 AAAA… comment`, \
+             as in an OpenSSH .pub file)",
+            key.display()
+        );
+    }
+    Ok(Some((port, keys.join("\n") + "\n")))
 }
 
 /// `--scsi-disk MODEL[:REV]`: what QEMU's SCSI disk can present (SCSI INQUIRY's 16-byte
@@ -158,6 +212,7 @@ impl Opts {
             .map(scsi_disk)
             .transpose()
             .map_err(|e| bad("scsi-disk", e))?;
+        let ssh = ssh(a)?;
         Ok(Self {
             mem,
             cpus,
@@ -172,6 +227,7 @@ impl Opts {
             scratch_dir,
             reports_dir,
             scsi_disk,
+            ssh,
         })
     }
 }
@@ -276,7 +332,10 @@ fn placement(
     let dir = match (dir_arg(&args), dir) {
         (Some(d), _) => d,
         (None, Some(d)) => {
-            args.splice(0..0, ["--dir".to_string(), d.to_string()]);
+            // No command (`--ssh-port` alone): the scratch disk still goes there.
+            if !args.is_empty() {
+                args.splice(0..0, ["--dir".to_string(), d.to_string()]);
+            }
             d.to_string()
         }
         (None, None) => String::new(),
