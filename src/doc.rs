@@ -43,6 +43,11 @@ const TOPICS: &[(&str, &str, &str)] = &[
         include_str!("../benches-doc/apply.md"),
     ),
     (
+        "fleet",
+        "Many hosts through Ansible into one database; the Debian package",
+        include_str!("../benches-doc/fleet.md"),
+    ),
+    (
         "fidelity",
         "Our measurements beside upstream's on the same machine",
         include_str!("../benches-doc/fidelity.md"),

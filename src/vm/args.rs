@@ -103,8 +103,7 @@ pub struct VmArgs {
     #[arg(long = "debian", value_name = "13|12", default_value = "13")]
     pub debian: String,
 
-    /// With --init systemd: an SSH server in the guest (the image gets openssh-server),
-    /// reachable as root on the host's 127.0.0.1:PORT only (QEMU forwards it; the guest can
+    /// With --init systemd: the guest's SSH server started, reachable as root on the host's 127.0.0.1:PORT only (QEMU forwards it; the guest can
     /// reach nothing else). Without ARGS the guest then stays up until it is powered off
     /// (`ssh … poweroff`) or --timeout
     #[arg(long = "ssh-port", value_name = "PORT")]

@@ -224,6 +224,35 @@ fn opt_path(p: &Path) -> Result<String> {
 const TCG_CPU: &str = "max,-erms,-fsrm";
 
 impl Machine<'_> {
+    /// `--scsi-disk`'s disk and `--ssh-port`'s network.
+    fn extra_devices(&self) -> Result<Vec<String>> {
+        let mut a: Vec<String> = Vec::new();
+        if let Some((img, model, rev)) = self.scsi {
+            // After the virtio disks (vda, vdb); the guest sees it as sda.
+            let drive = format!(
+                "file={},if=none,id=scsi,format=raw,cache=unsafe",
+                opt_path(img)?
+            );
+            let dev = format!(
+                "scsi-hd,bus=scsi0.0,drive=scsi,vendor=RESCTL,product={},ver={},serial=resctl-scsi",
+                model, rev
+            );
+            a.extend(["-device".into(), "virtio-scsi-pci,id=scsi0".into()]);
+            a.extend(["-drive".into(), drive, "-device".into(), dev]);
+        }
+        if let Some(port) = self.ssh_port {
+            // restrict=on: the guest reaches neither the host nor beyond; the forward from the
+            // host's loopback still delivers.
+            let netdev = format!(
+                "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{}-:22",
+                port
+            );
+            a.extend(["-netdev".into(), netdev]);
+            a.extend(["-device".into(), "virtio-net-pci,netdev=net0".into()]);
+        }
+        Ok(a)
+    }
+
     pub fn args(&self) -> Result<Vec<String>> {
         let mut a: Vec<String> = Vec::new();
         let mut push = |v: &[&str]| a.extend(v.iter().map(|s| s.to_string()));
@@ -281,28 +310,8 @@ impl Machine<'_> {
             );
             push(&["-drive", &drive, "-device", &dev]);
         }
-        if let Some((img, model, rev)) = self.scsi {
-            // After the virtio disks (vda, vdb); the guest sees it as sda.
-            let drive = format!(
-                "file={},if=none,id=scsi,format=raw,cache=unsafe",
-                opt_path(img)?
-            );
-            let dev = format!(
-                "scsi-hd,bus=scsi0.0,drive=scsi,vendor=RESCTL,product={},ver={},serial=resctl-scsi",
-                model, rev
-            );
-            push(&["-device", "virtio-scsi-pci,id=scsi0"]);
-            push(&["-drive", &drive, "-device", &dev]);
-        }
-        if let Some(port) = self.ssh_port {
-            // restrict=on: the guest reaches neither the host nor beyond; the forward from the
-            // host's loopback still delivers.
-            let netdev = format!(
-                "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{}-:22",
-                port
-            );
-            push(&["-netdev", &netdev, "-device", "virtio-net-pci,netdev=net0"]);
-        }
+        a.extend(self.extra_devices()?);
+        let mut push = |v: &[&str]| a.extend(v.iter().map(|s| s.to_string()));
         let fsdev = format!(
             "local,id=share,path={},security_model=none",
             opt_path(self.share)?

@@ -12,8 +12,13 @@ use crate::error::UsageError;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
-/// Packages on top of `minbase`: systemd as PID 1 and what a real test host runs beside it.
-const PACKAGES: &str = "systemd,systemd-sysv,dbus,udev,systemd-oomd";
+/// Packages on top of `minbase`: systemd as PID 1 and what a real test host runs beside it,
+/// an SSH server (started only for `vm --ssh-port`) and Python (what Ansible runs on a host it
+/// manages).
+const PACKAGES: &str = "systemd,systemd-sysv,dbus,udev,systemd-oomd,openssh-server,python3";
+/// Changes with what `customize` does to the tree, so that an image made before a change is
+/// built again (it is part of every image's name, with the packages).
+const LAYOUT: &str = "2: ssh.service not started at boot";
 /// The image's size (sparse; the tree takes ~270 MiB); a variant with more packages gets more.
 const IMAGE_SIZE: &str = "1G";
 const VARIANT_SIZE: &str = "6G";
@@ -88,14 +93,14 @@ impl Extra {
         self.packages.is_empty() && self.debs.is_empty()
     }
 
-    /// The image's name: the plain one, or one keyed by the packages and the files' names and
-    /// contents, so a changed list or file builds a new variant.
+    /// The image's name, keyed by the base packages and layout and by the extra packages and
+    /// the files' names and contents, so that a change to any builds a new image.
     fn image_name(&self, rel: Release) -> Result<String> {
-        if self.is_empty() {
-            return Ok(format!("{}-systemd.img", rel.suite()));
-        }
         use sha1::Digest;
         let mut h = sha1::Sha1::new();
+        h.update(PACKAGES.as_bytes());
+        h.update(LAYOUT.as_bytes());
+        let kind = if self.is_empty() { "base" } else { "extra" };
         for p in &self.packages {
             h.update(p.as_bytes());
             h.update(b"\n");
@@ -113,7 +118,7 @@ impl Extra {
             .iter()
             .map(|b| format!("{:02x}", b))
             .collect();
-        Ok(format!("{}-systemd-{}.img", rel.suite(), hex))
+        Ok(format!("{}-systemd-{}-{}.img", rel.suite(), kind, hex))
     }
 }
 
@@ -283,6 +288,9 @@ fn customize(tree: &Path) -> Result<()> {
         std::os::unix::fs::symlink("/dev/null", &link)
             .with_context(|| format!("masking {}", unit))?;
     }
+    // The SSH server only where `vm --ssh-port` starts it (`systemd.wants=` on the kernel
+    // command line), not in the guests that measure.
+    let _ = std::fs::remove_file(sysd.join("multi-user.target.wants/ssh.service"));
     Ok(())
 }
 
@@ -295,14 +303,16 @@ mod tests {
         let x = Extra::parse(&["fio,python3-bpfcc".into(), "fio".into()]).unwrap();
         assert_eq!(x.packages, ["fio", "python3-bpfcc"]);
         let rel = Release::Bookworm;
-        assert!(x.image_name(rel).unwrap().starts_with("bookworm-systemd-"));
-        assert_eq!(
-            Extra::parse(&[])
-                .unwrap()
-                .image_name(Release::DEFAULT)
-                .unwrap(),
-            "trixie-systemd.img"
-        );
+        assert!(x
+            .image_name(rel)
+            .unwrap()
+            .starts_with("bookworm-systemd-extra-"));
+        let base = Extra::parse(&[])
+            .unwrap()
+            .image_name(Release::DEFAULT)
+            .unwrap();
+        assert!(base.starts_with("trixie-systemd-base-"), "{}", base);
+        assert_ne!(base, x.image_name(Release::DEFAULT).unwrap());
         assert!(Extra::parse(&["fio;rm".into()]).is_err());
         assert!(Extra::parse(&["/nonexistent/x.deb".into()]).is_err());
     }
@@ -321,7 +331,15 @@ mod tests {
             std::fs::read_to_string(d.path().join("etc/hostname")).unwrap(),
             "resctl-vm\n"
         );
-        // Idempotent: a second pass over the same tree works.
+        // Idempotent: a second pass over the same tree works; the SSH server isn't enabled.
+        let wants = d.path().join("etc/systemd/system/multi-user.target.wants");
+        std::fs::create_dir_all(&wants).unwrap();
+        std::os::unix::fs::symlink(
+            "/usr/lib/systemd/system/ssh.service",
+            wants.join("ssh.service"),
+        )
+        .unwrap();
         customize(d.path()).unwrap();
+        assert!(std::fs::symlink_metadata(wants.join("ssh.service")).is_err());
     }
 }

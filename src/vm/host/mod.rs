@@ -31,7 +31,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         return Ok(0);
     }
     let (cwd_str, extra) = check_args(a, &cwd, opts.ssh.is_some())?;
-    let root = root_image(a, rel, opts.ssh.is_some())?;
+    let root = root_image(a, rel)?;
     let nbdkit = (opts.limits.latency_ms)
         .map(|_| super::nbd::tool(&opts.limits.name))
         .transpose()?;
@@ -96,10 +96,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     }
 
     let kvm = choose_accel(&opts);
-    let mut cmdline = "console=ttyS0 panic=-1 psi=1 mitigations=off rdinit=/init".to_string();
-    if verbose < 2 {
-        cmdline += " quiet";
-    }
+    let cmdline = kernel_cmdline(verbose, &opts);
     let mut machine = qemu::Machine {
         qemu: &qemu_bin,
         kvm,
@@ -126,24 +123,28 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     exit_of(boot, &opts)
 }
 
-/// `--init`: the root file system image systemd boots from, none for the builtin init; with
-/// `--ssh-port` one that has an SSH server.
-fn root_image(
-    a: &VmArgs,
-    rel: super::release::Release,
-    ssh: bool,
-) -> Result<Option<std::path::PathBuf>> {
+/// The guest kernel's command line.
+fn kernel_cmdline(verbose: u8, opts: &Opts) -> String {
+    let mut cmdline = "console=ttyS0 panic=-1 psi=1 mitigations=off rdinit=/init".to_string();
+    if verbose < 2 {
+        cmdline += " quiet";
+    }
+    if opts.ssh.is_some() {
+        // The image's SSH server isn't started at boot unless asked for.
+        cmdline += " systemd.wants=ssh.service";
+    }
+    cmdline
+}
+
+/// `--init`: the root file system image systemd boots from, none for the builtin init.
+fn root_image(a: &VmArgs, rel: super::release::Release) -> Result<Option<std::path::PathBuf>> {
     match a.init.as_str() {
         "builtin" if !a.guest_packages.is_empty() => crate::usage_bail!(
             "vm: --guest-packages needs --init systemd (the builtin init has no package system)"
         ),
         "builtin" => Ok(None),
         "systemd" => {
-            let mut list = a.guest_packages.clone();
-            if ssh {
-                list.push("openssh-server".to_string());
-            }
-            let extra = super::rootfs::Extra::parse(&list)?;
+            let extra = super::rootfs::Extra::parse(&a.guest_packages)?;
             Ok(Some(super::rootfs::image_with(&extra, rel)?))
         }
         other => crate::usage_bail!("vm: --init {:?}: accepted are builtin and systemd", other),

@@ -140,119 +140,66 @@ fn a_scsi_disk_is_what_scsi_inquiry_can_carry() {
     }
 }
 
-#[test]
-fn ssh_port_needs_a_key_systemd_and_a_free_loopback_port() {
+/// A public key file and a port free on 127.0.0.1 (the kernel's pick, free once let go).
+fn ssh_fixture() -> (tempfile::TempDir, String, String, u16) {
     let d = tempfile::tempdir().unwrap();
     let key = d.path().join("k.pub");
     std::fs::write(&key, "# made for a test\nssh-ed25519 AAAAC3Nza test@host\n").unwrap();
-    let k = key.to_str().unwrap();
-    let err = |argv: &[&str]| format!("{:#}", opts(argv).unwrap_err());
-    // A port the kernel hands out is free once the listener is gone.
-    let free = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let port = free.to_string();
-    let o = opts(&[
-        "rb",
-        "vm",
-        "--init",
-        "systemd",
-        "--ssh-port",
-        &port,
-        "--ssh-key",
-        k,
-    ])
-    .unwrap();
-    assert_eq!(
-        o.ssh,
-        Some((free, "ssh-ed25519 AAAAC3Nza test@host\n".to_string()))
-    );
+    let k = key.to_str().unwrap().to_string();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let free = l.local_addr().unwrap().port();
+    (d, k, free.to_string(), free)
+}
+
+#[test]
+fn ssh_port_takes_a_key_and_needs_no_command() {
+    let (_d, k, port, free) = ssh_fixture();
+    let ssh = ["--init", "systemd", "--ssh-port", &port, "--ssh-key", &k];
+    let o = opts(&[&["rb", "vm"][..], &ssh].concat()).unwrap();
+    let keys = "ssh-ed25519 AAAAC3Nza test@host\n".to_string();
+    assert_eq!(o.ssh, Some((free, keys)));
     assert!(o.args.is_empty());
     // vm's own --dir places the scratch disk without making up a command.
-    let o = opts(&[
-        "rb",
-        "-d",
-        "/srv/c",
-        "vm",
-        "--init",
-        "systemd",
-        "--ssh-port",
-        &port,
-        "--ssh-key",
-        k,
-    ])
-    .unwrap();
+    let o = opts(&[&["rb", "-d", "/srv/c", "vm"][..], &ssh].concat()).unwrap();
     assert!(o.args.is_empty());
     assert_eq!(o.scratch_dir, PathBuf::from("/srv/c"));
+}
 
-    assert!(
-        err(&["rb", "vm", "--init", "systemd", "--ssh-port", &port]).contains("needs --ssh-key")
-    );
-    assert!(err(&["rb", "vm", "--init", "systemd", "--ssh-key", k]).contains("needs --ssh-port"));
-    assert!(
-        err(&["rb", "vm", "--ssh-port", &port, "--ssh-key", k]).contains("needs --init systemd")
-    );
+#[test]
+fn ssh_port_refuses_what_it_cant_use_in_one_line() {
+    let (d, k, port, _) = ssh_fixture();
+    let err = |argv: &[String]| {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let e = opts(&argv).unwrap_err();
+        assert!(e.downcast_ref::<crate::error::UsageError>().is_some());
+        format!("{:#}", e)
+    };
+    let with = |more: &[&str]| -> Vec<String> {
+        ["rb", "vm", "--init", "systemd"]
+            .iter()
+            .chain(more)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    assert!(err(&with(&["--ssh-port", &port])).contains("needs --ssh-key"));
+    assert!(err(&with(&["--ssh-key", &k])).contains("needs --ssh-port"));
+    let builtin = ["rb", "vm", "--ssh-port", &port, "--ssh-key", &k].map(String::from);
+    assert!(err(&builtin).contains("needs --init systemd"));
     for bad in ["0", "65536", "ssh"] {
-        let e = err(&[
-            "rb",
-            "vm",
-            "--init",
-            "systemd",
-            "--ssh-port",
-            bad,
-            "--ssh-key",
-            k,
-        ]);
+        let e = err(&with(&["--ssh-port", bad, "--ssh-key", &k]));
         assert!(e.contains("is not a port (accepted: 1 to 65535)"), "{}", e);
     }
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let p = taken.local_addr().unwrap().port().to_string();
-    let e = err(&[
-        "rb",
-        "vm",
-        "--init",
-        "systemd",
-        "--ssh-port",
-        &p,
-        "--ssh-key",
-        k,
-    ]);
+    let e = err(&with(&["--ssh-port", &p, "--ssh-key", &k]));
     assert!(e.contains("can't be used"), "{}", e);
-    std::fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
-    let e = err(&[
-        "rb",
-        "vm",
-        "--init",
-        "systemd",
-        "--ssh-port",
-        &port,
-        "--ssh-key",
-        k,
-    ]);
+    std::fs::write(
+        d.path().join("k.pub"),
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let e = err(&with(&["--ssh-port", &port, "--ssh-key", &k]));
     assert!(e.contains("not a public key file"), "{}", e);
-    let e = err(&[
-        "rb",
-        "vm",
-        "--init",
-        "systemd",
-        "--ssh-port",
-        &port,
-        "--ssh-key",
-        "/no/such.pub",
-    ]);
+    let e = err(&with(&["--ssh-port", &port, "--ssh-key", "/no/such.pub"]));
     assert!(e.contains("--ssh-key /no/such.pub"), "{}", e);
-    let e = opts(&[
-        "rb",
-        "vm",
-        "--init",
-        "systemd",
-        "--ssh-port",
-        &p,
-        "--ssh-key",
-        k,
-    ])
-    .unwrap_err();
-    assert!(e.downcast_ref::<crate::error::UsageError>().is_some());
 }
