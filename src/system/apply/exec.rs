@@ -177,7 +177,7 @@ fn boot(
     crate::util::atomic::write_atomic(&path, |w| w.write_all(text.as_bytes()))
         .with_context(|| format!("writing {}", path.display()))?;
     out.push_str(&format!("installed {}\n", path.display()));
-    tools.run(hp, &["systemd-hwdb", "update"])?;
+    update_hwdb(hp, tools)?;
     let sys = format!("/sys/class/block/{}", plan.dev.name);
     tools.run(
         hp,
@@ -221,6 +221,13 @@ fn check_applied(hp: &HostPaths, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// Compiles the hwdb and has udevd load it now: by itself it looks for a new hwdb.bin at most
+/// every 3 s, so a re-trigger right after the update could still see the old one.
+fn update_hwdb(hp: &HostPaths, tools: &mut dyn Tools) -> Result<()> {
+    tools.run(hp, &["systemd-hwdb", "update"])?;
+    tools.run(hp, &["udevadm", "control", "--reload"])
+}
+
 /// `--undo`: removes the files apply wrote (unless changed since), updates the hwdb and
 /// re-triggers their disks, then writes the knobs' old values back.
 pub fn undo(hp: &HostPaths, tools: &mut dyn Tools, out: &mut String) -> Result<()> {
@@ -246,7 +253,7 @@ pub fn undo(hp: &HostPaths, tools: &mut dyn Tools, out: &mut String) -> Result<(
     }
     state.save()?;
     if !files.is_empty() {
-        tools.run(hp, &["systemd-hwdb", "update"])?;
+        update_hwdb(hp, tools)?;
         for d in std::mem::take(&mut state.applied.devices) {
             if hp.path("sys/class/block").join(&d).exists() {
                 let sys = format!("/sys/class/block/{}", d);
