@@ -3,7 +3,8 @@
 //! Debian package built here (`scripts/build-deb` around the release binary), checks each
 //! host, starts the jobs in a transient unit, is interrupted while they run (and one host's
 //! run is SIGKILLed), then runs again to the end, fetches the result files and files them in a
-//! database with `db import` and `db build`; a third run only collects. The jobs: `io`, then
+//! database with `db import` and `db build`; a third run only collects. The role runs the
+//! package's /usr/bin/resctl-bench (the guest's PATH has `vm`'s own copy first). The jobs: `io`, then
 //! `iocost-tune` over a community result's iocost-qos (a different model per host), which is
 //! what the database takes. Runs only with RESCTL_BENCH_VM_TESTS=1; needs ansible-playbook and
 //! ansible-lint (`scripts/setup-fleet`, which `scripts/test` runs with the VM tests).
@@ -115,7 +116,7 @@ fn inventory(dir: &Path, ports: &[u16], deb: &str) {
         "\n[resctl_bench:vars]\nansible_user=root\nansible_ssh_private_key_file={key}\n\
          ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'\n\
          ansible_python_interpreter=/usr/bin/python3\nresctl_bench_become=false\n\
-         resctl_bench_deb={deb}\nresctl_bench_spec=\"{SPEC}\"\nresctl_bench_poll_delay=3\n\
+         resctl_bench_deb={deb}\nresctl_bench_bin=/usr/bin/resctl-bench\nresctl_bench_spec=\"{SPEC}\"\nresctl_bench_poll_delay=2\n\
          resctl_bench_local_bin={bin}\nresctl_bench_fetch_dir={d}/results\n\
          resctl_bench_db={d}/db\nresctl_bench_db_out={d}/db-out\n",
         key = dir.join("key").display(),
@@ -249,6 +250,12 @@ fn vm_fleet_playbook_runs_resumes_and_collects_into_the_database() {
         .spawn()
         .unwrap();
     wait_until("both runs going", Duration::from_secs(300), || {
+        if let Some(st) = first.try_wait().unwrap() {
+            panic!(
+                "the first playbook run ended ({}) before both runs were seen going",
+                st
+            );
+        }
         ports.iter().all(|p| {
             let o = ssh(dir, *p, "systemctl is-active resctl-bench");
             String::from_utf8_lossy(&o.stdout).trim() == "active"
@@ -273,6 +280,19 @@ fn vm_fleet_playbook_runs_resumes_and_collects_into_the_database() {
     assert!(second.status.success(), "{}", log2);
     for (h, _) in HOSTS {
         assert!(recap(&log2, h).contains("failed=0"), "{}", log2);
+    }
+    for p in &ports {
+        let o = ssh(
+            dir,
+            *p,
+            "dpkg-query -W -f='${Status}' resctl-bench && dpkg -V resctl-bench",
+        );
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && text == "install ok installed",
+            "{}",
+            text
+        );
     }
     let bin = release_bin();
     for (h, _) in HOSTS {
