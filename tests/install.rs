@@ -1,6 +1,9 @@
 //! What the Debian package installs beside the binary, generated from the command-line
 //! definitions: the manual pages (`man`) and the shell completions (`completions`).
 
+#[allow(dead_code)] // each test file uses a part of the shared helpers
+mod common;
+
 use assert_cmd::Command;
 use std::process::Stdio;
 
@@ -134,18 +137,8 @@ fn zsh_and_fish_scripts_name_the_subcommands() {
 #[test]
 fn the_debian_package_holds_the_binary_its_pages_and_completions() {
     let d = tempfile::tempdir().unwrap();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(root.join("scripts/build-deb"))
-        .args(["--bin", env!("CARGO_BIN_EXE_resctl-bench"), "--out"])
-        .arg(d.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deb = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_resctl-bench"));
+    let deb = common::build_deb(bin, d.path());
     let name = format!("resctl-bench_{}_", env!("CARGO_PKG_VERSION"));
     assert!(deb.contains(&name) && deb.ends_with(".deb"), "{}", deb);
     let field = |f: &str| {

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{enabled, fixture_entries, release_bin};
+use common::{build_deb, enabled, fixture_entries, release_bin};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -207,19 +207,7 @@ fn vm_fleet_playbook_runs_resumes_and_collects_into_the_database() {
     let ports: Vec<u16> = HOSTS.iter().map(|_| free_port()).collect();
     let mut guests = boot(dir, &ports);
 
-    let out = Command::new(root.join("scripts/build-deb"))
-        .arg("--bin")
-        .arg(release_bin())
-        .arg("--out")
-        .arg(dir.join("deb"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deb = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let deb = build_deb(&release_bin(), &dir.join("deb"));
     inventory(dir, &ports, &deb);
     for p in &ports {
         wait_until(

@@ -94,6 +94,21 @@ fn entries(dir: &std::path::Path) -> std::collections::BTreeSet<std::ffi::OsStri
         .unwrap_or_default()
 }
 
+/// `scripts/build-deb --bin BIN --out OUT`: the package's path.
+#[allow(dead_code)]
+pub fn build_deb(bin: &std::path::Path, out: &std::path::Path) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let o = Command::new(root.join("scripts/build-deb"))
+        .arg("--bin")
+        .arg(bin)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
 /// The release binary the measuring VM tests run (a debug hashd under TCG is too slow).
 #[allow(dead_code)]
 pub fn release_bin() -> std::path::PathBuf {
