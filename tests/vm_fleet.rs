@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{build_deb, enabled, fixture_entries, release_bin};
+use common::{build_deb, enabled, fixture_entries, ok_json, release_bin};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -153,12 +153,7 @@ fn records_complete(bin: &Path, result: &Path) -> Vec<String> {
         .args(["summary", "-o", "json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&out);
     let recs = v["records"].as_array().unwrap();
     assert!(recs.iter().all(|r| r["complete"] == true), "{}", v);
     let mut kinds: Vec<String> = recs
