@@ -188,11 +188,18 @@ fn merge_sources() -> Vec<String> {
     v
 }
 
-/// A database of the merge sources (`db import`), made once for the whole test run.
+/// A database of the merge sources (`db import`), made once for the whole test run, under
+/// cargo's directory for test files: a kept temp dir would pile up in /tmp run after run.
 fn database() -> String {
     static DB: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     DB.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("generated_files-db");
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                panic!("{}: {}", dir.display(), e)
+            }
+            _ => std::fs::create_dir_all(&dir).unwrap(),
+        }
         let st = Command::new(BIN)
             .current_dir(&dir)
             .args(["db", "import", "db"])
