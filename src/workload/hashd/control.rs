@@ -18,12 +18,20 @@
 //! request in flight to the six of 167 RPS at 36 ms a request. Only the start climbs this way:
 //! a rate that falls later (the memory benches squeezing hashd) is left to the controllers, as
 //! upstream's.
-
+//!
+//! The concurrency may fall below one request in flight (to [`MIN_CONCURRENCY`]): the
+//! dispatcher then paces single requests with idle gaps. Upstream keeps at least one in
+//! flight, so a request shorter than 1 / target runs hashd above its target — on a slow host
+//! whose rps_max is a dozen, ours' lean requests ran 11–46 % above it, and a protection
+//! study's isolation, capped at the target rate, read that surplus as protection.
 use super::params::{Params, PidParams};
 
 /// The RPS controller's integral only accumulates while the rate is within this fraction of
 /// its target.
 pub const RPS_I_BAND: f64 = 0.1;
+
+/// The fewest requests kept in flight on average: one request every twenty request-times.
+pub const MIN_CONCURRENCY: f64 = 0.05;
 
 /// A PID controller with per-term and output limits: error = setpoint − measurement, the
 /// integral accumulates `ki·error` (clamped) while |error| ≤ `i_band`, D = −kd·Δmeasurement.
@@ -147,7 +155,7 @@ impl Control {
                 scale = scale.max((1.0 / ratio).min(2.0));
             }
         }
-        self.concurrency = (self.concurrency * scale).max(1.0);
+        self.concurrency = (self.concurrency * scale).max(MIN_CONCURRENCY);
 
         if self.concurrency >= self.concurrency_max {
             self.concurrency = self.concurrency_max;

@@ -13,7 +13,7 @@
 
 use super::accdist::AccDist;
 use super::anon::AnonArea;
-use super::control::Control;
+use super::control::{Control, MIN_CONCURRENCY};
 use super::dist::Rng;
 use super::flow::{Flow, Job};
 use super::logger::Logger;
@@ -349,7 +349,7 @@ impl State {
         let mut fl = lock(&self.flow);
         let now = fl.now();
         fl.account(now);
-        fl.target = self.ctl.concurrency.max(1.0);
+        fl.target = self.ctl.concurrency.max(MIN_CONCURRENCY);
         fl.file_addr_frac = self.ctl.file_addr_frac;
         fl.anon_addr_frac = self.ctl.anon_addr_frac;
     }
@@ -374,9 +374,13 @@ impl State {
         loop {
             self.top_up();
             let period = Duration::from_secs_f64(self.params.control_period);
-            let wait = (self.window_start + period)
+            let mut wait = (self.window_start + period)
                 .saturating_duration_since(Instant::now())
                 .min(DISPATCH_WAKE);
+            // Below one in flight, the next paced request is started on time.
+            if let Some(due) = lock(&self.flow).due_in() {
+                wait = wait.min(Duration::from_secs_f64(due));
+            }
             match rx.recv_timeout(wait) {
                 Ok(Msg::Params(p)) => self.apply_params(*p, true),
                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,

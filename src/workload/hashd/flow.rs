@@ -8,6 +8,10 @@
 //! few requests in flight (6 at 167 RPS in a quick guest) one request more or less is a sixth
 //! of the rate; keeping only the floor left the controller hopping between two rates that
 //! straddle its target, the per-second rate swinging by that much.
+//!
+//! A target below one is the same dither between none and one in flight: a request is
+//! started when the idle time has paid for the time one ran over the target, so a request
+//! shorter than 1 / rate is followed by a gap instead of running hashd above its rate.
 
 use super::dist::Rng;
 use super::request::{self, ReqConfig, Request};
@@ -16,6 +20,8 @@ use std::time::Instant;
 
 /// Bound on the request-seconds the dither may owe or be owed.
 const OWED_MAX: f64 = 1.0;
+/// The smallest target (requests in flight on average) the flow paces.
+const MIN_TARGET: f64 = super::control::MIN_CONCURRENCY;
 
 pub(super) struct Job {
     pub(super) req: Request,
@@ -60,7 +66,7 @@ impl Flow {
         Flow {
             req_cfg,
             rng,
-            target: target.max(1.0),
+            target: target.max(MIN_TARGET),
             owed: 0.0,
             at: 0.0,
             origin: Instant::now(),
@@ -118,9 +124,24 @@ impl Flow {
     }
 
     /// The next request to run, while fewer than the target's floor are in flight (topping up
-    /// after the target rose).
+    /// after the target rose), or, below a target of one, the paced request once it is due.
     pub(super) fn next(&mut self) -> Option<Job> {
-        self.draw_below(self.target.floor() as u64)
+        let floor = self.target.floor() as u64;
+        let cap = if floor == 0 && self.owed >= 0.0 {
+            1
+        } else {
+            floor
+        };
+        self.draw_below(cap)
+    }
+
+    /// Seconds until the next paced request is due: only below a target of one with nothing
+    /// in flight, when the idle time has yet to pay off what the last request ran over.
+    pub(super) fn due_in(&self) -> Option<f64> {
+        (!self.stopped && self.target < 1.0 && self.nr_in_flight == 0).then(|| {
+            let idle = (self.now() - self.at).max(0.0);
+            ((-self.owed) / self.target - idle).max(0.0)
+        })
     }
 
     /// Seconds since the flow began.
