@@ -378,7 +378,11 @@ impl State {
                 .saturating_duration_since(Instant::now())
                 .min(DISPATCH_WAKE);
             // Below one in flight, the next paced request is started on time.
-            if let Some(due) = lock(&self.flow).due_in() {
+            let due = {
+                let fl = lock(&self.flow);
+                fl.due_in(fl.now())
+            };
+            if let Some(due) = due {
                 wait = wait.min(Duration::from_secs_f64(due));
             }
             match rx.recv_timeout(wait) {

@@ -127,7 +127,8 @@ impl Flow {
     /// after the target rose), or, below a target of one, the paced request once it is due.
     pub(super) fn next(&mut self) -> Option<Job> {
         let floor = self.target.floor() as u64;
-        let cap = if floor == 0 && self.owed >= 0.0 {
+        // (Within a nanosecond's worth: the due time is computed from the same sum.)
+        let cap = if floor == 0 && self.owed >= -1e-9 {
             1
         } else {
             floor
@@ -137,9 +138,9 @@ impl Flow {
 
     /// Seconds until the next paced request is due: only below a target of one with nothing
     /// in flight, when the idle time has yet to pay off what the last request ran over.
-    pub(super) fn due_in(&self) -> Option<f64> {
+    pub(super) fn due_in(&self, now: f64) -> Option<f64> {
         (!self.stopped && self.target < 1.0 && self.nr_in_flight == 0).then(|| {
-            let idle = (self.now() - self.at).max(0.0);
+            let idle = (now - self.at).max(0.0);
             ((-self.owed) / self.target - idle).max(0.0)
         })
     }
@@ -254,8 +255,43 @@ mod tests {
             for _ in next.into_iter().chain(extra) {
                 ends.push(Reverse(t + lat_us()));
             }
+            // Nothing in flight (a target below one): the dispatcher starts one when due.
+            if let Some(due) = fl.due_in(t as f64 / 1e6) {
+                let start = t + (due * 1e6).ceil() as u64;
+                last = start.max(last);
+                fl.account(start as f64 / 1e6);
+                assert!(
+                    fl.next().is_some(),
+                    "the paced request is due at {start} µs (owed {}, target {})",
+                    fl.owed,
+                    fl.target
+                );
+                ends.push(Reverse(start + lat_us()));
+            }
         }
         area / last as f64
+    }
+
+    #[test]
+    fn a_target_below_one_is_paced_with_idle_gaps() {
+        for t in [0.25, 0.5, 0.9] {
+            let m = mean_in_flight(t, 0.036, 100.0);
+            assert!((m - t).abs() < 0.02, "target {t} kept {m:.3} in flight");
+        }
+        // One in flight for 0.1 s at 0.5 owes 0.05 request-seconds: the next is due 0.1 s later.
+        let mut fl = flow(0.5);
+        assert!(fl.next().is_some() && fl.next().is_none());
+        assert_eq!(fl.due_in(0.0), None, "one is in flight");
+        fl.account(0.1);
+        fl.complete(0.1, &outcome());
+        assert!(fl.after_complete().0.is_none());
+        let due = fl.due_in(0.1).unwrap();
+        assert!((due - 0.1).abs() < 1e-9, "{due}");
+        assert!((fl.due_in(0.15).unwrap() - 0.05).abs() < 1e-9);
+        fl.account(0.15);
+        assert!(fl.next().is_none(), "not due yet");
+        fl.account(0.2);
+        assert!(fl.next().is_some());
     }
 
     #[test]
