@@ -56,12 +56,22 @@ pub enum AvailSource {
     Measured,
 }
 
-/// Memory used by our own bench slices (workload.slice, balloon.slice): it goes back to the
-/// benches, so it counts as available.
+/// Memory used by our own bench slices (workload.slice, balloon.slice) that `MemAvailable`
+/// leaves out: it goes back to the benches, so it counts as available. Their page cache is
+/// left out here, as `MemAvailable` already counts it as reclaimable: a previous run's hashd
+/// testfiles in workload.slice's cache were counted twice (a 3.9G estimate in a 3.8G guest).
 fn bench_slices_usage(cg: &CgroupFs) -> u64 {
     [Slice::Workload, Slice::Balloon]
         .iter()
-        .filter_map(|s| cg.read_memory_current(s.name()).ok())
+        .filter_map(|s| {
+            let cur = cg.read_memory_current(s.name()).ok()?;
+            let file = cg
+                .read_memory_stat(s.name())
+                .ok()
+                .and_then(|st| st.get("file").copied())
+                .unwrap_or(0);
+            Some(cur.saturating_sub(file))
+        })
         .sum()
 }
 
@@ -69,7 +79,8 @@ fn bench_slices_usage(cg: &CgroupFs) -> u64 {
 /// what the kernel reports as available without swapping (`MemAvailable`: free memory plus the
 /// reclaimable page cache) plus what our own bench slices hold now. What the kernel, the rest of
 /// the system and hostcritical/system/init use at this moment is thereby left out. It doesn't
-/// count memory that could be freed by swapping other processes out, so it is on the low side.
+/// count memory that could be freed by swapping other processes out, so it is on the low side;
+/// it is never more than the machine's memory.
 pub fn estimate_avail(hp: &HostPaths) -> Result<u64> {
     let mi = read_meminfo(hp)?;
     let Some(avail) = mi.get("MemAvailable").copied() else {
@@ -78,7 +89,11 @@ pub fn estimate_avail(hp: &HostPaths) -> Result<u64> {
             hp.path("proc/meminfo").display()
         );
     };
-    Ok(avail + bench_slices_usage(&CgroupFs::new(hp)))
+    let est = avail + bench_slices_usage(&CgroupFs::new(hp));
+    Ok(match mi.get("MemTotal").copied() {
+        Some(total) if total > 0 => est.min(total),
+        _ => est,
+    })
 }
 
 /// The memory profile of a run: `profile` `None` is `off`. Fails (usage error) when the
@@ -409,6 +424,22 @@ mod tests {
             "1073741824\n",
         );
         assert_eq!(estimate_avail(&hp).unwrap(), 31 * GIB);
+        // Their page cache is in MemAvailable already: only the rest is added.
+        put(
+            &hp.cgroup().join("workload.slice/memory.current"),
+            "1610612736\n",
+        );
+        put(
+            &hp.cgroup().join("workload.slice/memory.stat"),
+            "anon 536870912\nfile 1073741824\n",
+        );
+        assert_eq!(estimate_avail(&hp).unwrap(), 31 * GIB + GIB / 2);
+        // Never more than the machine's memory.
+        put(
+            &hp.cgroup().join("balloon.slice/memory.current"),
+            "2147483648\n",
+        );
+        assert_eq!(estimate_avail(&hp).unwrap(), 32 * GIB);
         let (m, src) = resolve(&hp, Some(8), Some(7 * GIB)).unwrap();
         assert_eq!(src, AvailSource::Given);
         assert_eq!((m.avail, m.share), (7 * GIB, 6 * GIB));
