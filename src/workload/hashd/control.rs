@@ -24,6 +24,7 @@
 //! flight, so a request shorter than 1 / target runs hashd above its target — on a slow host
 //! whose rps_max is a dozen, ours' lean requests ran 11–46 % above it, and a protection
 //! study's isolation, capped at the target rate, read that surplus as protection.
+
 use super::params::{Params, PidParams};
 
 /// The RPS controller's integral only accumulates while the rate is within this fraction of
