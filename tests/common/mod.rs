@@ -77,6 +77,17 @@ pub fn vm_output(mut make: impl FnMut() -> Command) -> Output {
         "warning: the VM failed, running the command once more; its stderr:\n{}",
         stderr
     );
+    // A test that passes on its retry drops its captured output: the failed try's stderr is
+    // kept beside the other VM logs, so a flaky guest leaves its evidence.
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-failed-tries.log");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+    {
+        use std::io::Write;
+        let _ = writeln!(f, "=== {:?}\n{}", first, stderr);
+    }
     if let Some((dir, old)) = before {
         for new in entries(&dir).difference(&old) {
             let p = dir.join(new);
