@@ -17,6 +17,7 @@ use super::params::Params;
 use super::stats::{HashdStatus, PHASE_RUNNING};
 use crate::report::model::{HashdReport, SvcReport, SvcState};
 use crate::system::cgroup::CgroupFs;
+use crate::util::rundir::RunDir;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -69,7 +70,7 @@ impl HashdOpts {
         }
     }
 
-    fn command(&self, prepare: bool) -> Command {
+    fn command(&self, prepare: bool, report: &Path) -> Command {
         let mut c = Command::new(&self.exe);
         c.arg("__hashd")
             .arg("--testfiles")
@@ -77,7 +78,7 @@ impl HashdOpts {
             .arg("--params")
             .arg(&self.params)
             .arg("--report")
-            .arg(&self.report)
+            .arg(report)
             .arg("--size")
             .arg(self.size.to_string())
             .arg("--file-max-frac")
@@ -116,13 +117,16 @@ pub struct Hashd {
     child: Child,
     report: PathBuf,
     params: PathBuf,
+    /// Where the status is written while hashd runs, when /run is a tmpfs (see
+    /// [`RunDir`]); `report` is in it. Declared after `child`: removed once hashd is gone.
+    _rundir: Option<RunDir>,
 }
 
 impl Hashd {
     /// Lays out (or checks and reuses) the testfiles and returns when done.
     pub fn prepare(opts: &HashdOpts) -> Result<()> {
         let status = opts
-            .command(true)
+            .command(true, &opts.report)
             .status()
             .context("running hashd --prepare")?;
         if !status.success() {
@@ -133,10 +137,18 @@ impl Hashd {
 
     /// Starts hashd, moved into cgroup `cg` (relative to the cgroupfs root) when given. The
     /// params file is created with the defaults if missing. Stale status files are removed so
-    /// [`Hashd::status`] never returns a previous run's numbers.
+    /// [`Hashd::status`] never returns a previous run's numbers. The status goes to a
+    /// private directory on /run when that is a tmpfs, `opts.report` otherwise.
     pub fn start(opts: &HashdOpts, cg: Option<(&CgroupFs, &str)>) -> Result<Hashd> {
         let _ = std::fs::remove_file(&opts.report);
-        let mut child = opts.command(false).spawn().context("starting hashd")?;
+        let rundir = RunDir::new("resctl-bench-hashd");
+        let report = rundir
+            .as_ref()
+            .map_or_else(|| opts.report.clone(), |d| d.path().join("report.json"));
+        let mut child = opts
+            .command(false, &report)
+            .spawn()
+            .context("starting hashd")?;
         if let Some((fs, name)) = cg {
             if let Err(e) = fs.move_pid(name, child.id()) {
                 let _ = child.kill();
@@ -146,8 +158,9 @@ impl Hashd {
         }
         Ok(Hashd {
             child,
-            report: opts.report.clone(),
+            report,
             params: opts.params.clone(),
+            _rundir: rundir,
         })
     }
 
@@ -272,11 +285,11 @@ mod tests {
             preload: 64 << 20,
             ..HashdOpts::new("/x", 1 << 30)
         };
-        let run = args(&opts.command(false));
+        let run = args(&opts.command(false, &opts.report));
         let at = run.iter().position(|a| a == "--preload").unwrap();
         assert_eq!(run[at + 1], (64u64 << 20).to_string());
-        assert!(!args(&opts.command(true)).contains(&"--preload".to_string()));
-        let none = args(&HashdOpts::new("/x", 1 << 30).command(false));
+        assert!(!args(&opts.command(true, &opts.report)).contains(&"--preload".to_string()));
+        let none = args(&HashdOpts::new("/x", 1 << 30).command(false, Path::new("/x/report.json")));
         assert!(!none.contains(&"--preload".to_string()));
     }
 }
