@@ -73,6 +73,13 @@ fn check_running(hd: &mut Hashd, fake: bool) -> HashdStatus {
     assert_eq!(rep.svc.name, "hashd-A.service");
     assert!(rep.rps > 0.0 && rep.lat.p95 > 0.0 && rep.nr_done > 0);
     assert_eq!(rep.lat_pct, 0.95);
+    // The reporter's own reader of the status: the same entry, counting on.
+    let live = hd.live_report("hashd-A.service");
+    let first = (live.0)().expect("a fresh status");
+    assert_eq!(first.svc.name, "hashd-A.service");
+    wait_for("the live entry to count on", Duration::from_secs(5), || {
+        (live.0)().is_some_and(|r| r.nr_done > first.nr_done)
+    });
     last
 }
 

@@ -139,28 +139,6 @@ fn random_part() -> String {
         .collect()
 }
 
-/// A new private directory (mode 0700) `parent/PREFIX.PID.RAND`: mkdir never follows a link
-/// nor takes a name already there, so a planted name is skipped, never entered.
-pub fn create_private_dir(parent: &Path, prefix: &str) -> Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let mut last = None;
-    for _ in 0..16 {
-        let dir = parent.join(format!(
-            "{}.{}.{}",
-            prefix,
-            std::process::id(),
-            random_part()
-        ));
-        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
-        .with_context(|| format!("creating a private directory in {}", parent.display()))
-}
-
 /// Creates `path` new for writing: never follows a link, never opens what is already there.
 /// `mode` is narrowed by the umask, as for any new file.
 pub fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {

@@ -7,7 +7,6 @@ pub mod fs;
 pub mod lockfile;
 pub mod out;
 pub mod proc;
-pub mod rundir;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,6 +1,8 @@
 //! hashd as the protected workload: started with bench.json's parameters in
 //! `workload.slice/rd-hashd-A.service`, steered to a load and a footprint, and sampled once a
-//! second into the reports' hashd entry.
+//! second into the reports' hashd entry. The reporter reads hashd's status itself as it builds
+//! each report ([`crate::report::reporter::LiveHashd`]), as upstream's agent does; this loop's
+//! copy only stands in when that status is missing or stale.
 //!
 //! When hashd's status goes stale (hashd stalled, e.g. on reclaim), the reports keep its last
 //! completion count with zero throughput rather than an empty entry: a stalled workload then
@@ -105,6 +107,7 @@ impl Workload {
         if let Some(sh) = &shared {
             let mut s = sh.lock().unwrap_or_else(|e| e.into_inner());
             s.state = RunnerState::Running;
+            s.hashd_live[0] = Some(hashd.live_report(HASHD_SVC));
             if !s.units.iter().any(|u| u == HASHD_CG) {
                 s.units.push(HASHD_CG.to_string());
             }
@@ -261,6 +264,7 @@ impl Workload {
             if let Ok(mut s) = sh.lock() {
                 s.state = RunnerState::Idle;
                 s.hashd[0] = HashdReport::default();
+                s.hashd_live[0] = None;
                 s.units.retain(|u| u != HASHD_CG);
             }
         }

@@ -28,12 +28,29 @@ pub struct ScratchDev {
     pub devnr: DevNr,
 }
 
+/// Reads a hashd instance's own status as a report entry, when a report is built; `None`
+/// when there is no fresh one (the report then keeps [`ReportShared::hashd`]).
+#[derive(Clone)]
+pub struct LiveHashd(pub Arc<dyn Fn() -> Option<HashdReport> + Send + Sync>);
+
+impl std::fmt::Debug for LiveHashd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LiveHashd")
+    }
+}
+
 /// What the workload layer tells the reporter; read at every pass.
 #[derive(Debug, Clone, Default)]
 pub struct ReportShared {
     pub state: RunnerState,
     /// hashd A and B as the workload layer last saw them.
     pub hashd: [HashdReport; 2],
+    /// Read instead of `hashd` at each report when set. A per-second study pairs reports by
+    /// their seconds, so each report must carry the completions counted just before it; a
+    /// copy the workload's loop makes can't be relied on for that: under TCG, with the hog
+    /// swapping, that loop woke 200–750 ms late and a report went out with the copy of the
+    /// second before (no progress), the next with two seconds' worth.
+    pub hashd_live: [Option<LiveHashd>; 2],
     /// Extra cgroups to report usages of (relative to the cgroup2 root, e.g.
     /// `workload.slice/hashd-A.service`), under their unit names (`hashd-A.service`).
     pub units: Vec<String>,
@@ -235,6 +252,11 @@ impl Sampler {
             hashd: shared.hashd.clone(),
             ..Default::default()
         };
+        for (slot, live) in rep.hashd.iter_mut().zip(&shared.hashd_live) {
+            if let Some(r) = live.as_ref().and_then(|l| (l.0)()) {
+                *slot = r;
+            }
+        }
         let mut issues = Vec::new();
         let root_io = self.fill_usages(&mut rep, &shared.units, &mut issues);
         self.fill_slice_stats(&mut rep, root_io.as_ref(), &mut issues);

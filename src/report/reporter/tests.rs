@@ -1,8 +1,10 @@
 use super::*;
 use crate::report::iolat_source::IoLatSample;
 use crate::report::load_report;
+use crate::report::model::HashdReport;
 use crate::report::report_path;
 use crate::system::blockdev::testutil::put;
+use std::sync::Arc;
 
 const DEV: DevNr = DevNr { maj: 8, min: 0 };
 
@@ -204,6 +206,33 @@ fn extra_units_and_units_that_vanish() {
     let rep = s.build(0, &shared);
     assert!(!rep.usages.contains_key("workload.slice"));
     assert!(!rep.mem_stat.contains_key("workload.slice"));
+}
+
+#[test]
+fn a_live_hashd_reader_is_read_at_each_report_and_the_copy_stands_in_without_it() {
+    let t = tempfile::tempdir().unwrap();
+    host(t.path(), 100, 1_000_000, 0);
+    let mut s = Sampler::new(HostPaths::under(t.path()), None, None);
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = count.clone();
+    let mut shared = ReportShared::default();
+    shared.hashd[0].nr_done = 7;
+    shared.hashd[1].nr_done = 9;
+    shared.hashd_live[0] = Some(LiveHashd(Arc::new(move || {
+        let n = c.fetch_add(10, std::sync::atomic::Ordering::SeqCst) + 10;
+        // Every third read there is no fresh status.
+        (n % 30 != 0).then(|| HashdReport {
+            nr_done: n,
+            ..HashdReport::default()
+        })
+    })));
+    let done: Vec<(u64, u64)> = (0..3)
+        .map(|_| {
+            let r = s.build(0, &shared);
+            (r.hashd[0].nr_done, r.hashd[1].nr_done)
+        })
+        .collect();
+    assert_eq!(done, [(10, 9), (20, 9), (7, 9)]);
 }
 
 #[test]

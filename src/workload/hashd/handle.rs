@@ -15,16 +15,22 @@
 
 use super::params::Params;
 use super::stats::{HashdStatus, PHASE_RUNNING};
-use crate::report::model::{HashdReport, SvcReport, SvcState};
+use crate::report::model::{HashdReport, SvcReport, SvcState, Timestamp};
+use crate::report::reporter::LiveHashd;
 use crate::system::cgroup::CgroupFs;
-use crate::util::rundir::RunDir;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A status older than this counts as stale.
 pub const STATUS_MAX_AGE: f64 = 5.0;
+
+/// Whether a status is older than [`STATUS_MAX_AGE`].
+fn is_stale(st: &HashdStatus) -> bool {
+    Timestamp::now().unix_secs() - st.timestamp.unix_secs() > STATUS_MAX_AGE
+}
 
 /// How to run hashd.
 #[derive(Debug, Clone)]
@@ -70,7 +76,7 @@ impl HashdOpts {
         }
     }
 
-    fn command(&self, prepare: bool, report: &Path) -> Command {
+    fn command(&self, prepare: bool) -> Command {
         let mut c = Command::new(&self.exe);
         c.arg("__hashd")
             .arg("--testfiles")
@@ -78,7 +84,7 @@ impl HashdOpts {
             .arg("--params")
             .arg(&self.params)
             .arg("--report")
-            .arg(report)
+            .arg(&self.report)
             .arg("--size")
             .arg(self.size.to_string())
             .arg("--file-max-frac")
@@ -117,16 +123,13 @@ pub struct Hashd {
     child: Child,
     report: PathBuf,
     params: PathBuf,
-    /// Where the status is written while hashd runs, when /run is a tmpfs (see
-    /// [`RunDir`]); `report` is in it. Declared after `child`: removed once hashd is gone.
-    _rundir: Option<RunDir>,
 }
 
 impl Hashd {
     /// Lays out (or checks and reuses) the testfiles and returns when done.
     pub fn prepare(opts: &HashdOpts) -> Result<()> {
         let status = opts
-            .command(true, &opts.report)
+            .command(true)
             .status()
             .context("running hashd --prepare")?;
         if !status.success() {
@@ -137,18 +140,10 @@ impl Hashd {
 
     /// Starts hashd, moved into cgroup `cg` (relative to the cgroupfs root) when given. The
     /// params file is created with the defaults if missing. Stale status files are removed so
-    /// [`Hashd::status`] never returns a previous run's numbers. The status goes to a
-    /// private directory on /run when that is a tmpfs, `opts.report` otherwise.
+    /// [`Hashd::status`] never returns a previous run's numbers.
     pub fn start(opts: &HashdOpts, cg: Option<(&CgroupFs, &str)>) -> Result<Hashd> {
         let _ = std::fs::remove_file(&opts.report);
-        let rundir = RunDir::new("resctl-bench-hashd");
-        let report = rundir
-            .as_ref()
-            .map_or_else(|| opts.report.clone(), |d| d.path().join("report.json"));
-        let mut child = opts
-            .command(false, &report)
-            .spawn()
-            .context("starting hashd")?;
+        let mut child = opts.command(false).spawn().context("starting hashd")?;
         if let Some((fs, name)) = cg {
             if let Err(e) = fs.move_pid(name, child.id()) {
                 let _ = child.kill();
@@ -158,9 +153,8 @@ impl Hashd {
         }
         Ok(Hashd {
             child,
-            report,
+            report: opts.report.clone(),
             params: opts.params.clone(),
-            _rundir: rundir,
         })
     }
 
@@ -203,12 +197,8 @@ impl Hashd {
     /// otherwise an empty one whose service state says why.
     pub fn report(&mut self, svc_name: &str) -> HashdReport {
         let alive = matches!(self.child.try_wait(), Ok(None));
-        let stale = |st: &HashdStatus| {
-            let age = crate::report::model::Timestamp::now().unix_secs() - st.timestamp.unix_secs();
-            age > STATUS_MAX_AGE
-        };
         match self.status() {
-            Ok(st) if alive && !stale(&st) => st.to_report(svc_name),
+            Ok(st) if alive && !is_stale(&st) => st.to_report(svc_name),
             _ => HashdReport {
                 svc: SvcReport {
                     name: svc_name.to_string(),
@@ -221,6 +211,18 @@ impl Hashd {
                 ..HashdReport::default()
             },
         }
+    }
+
+    /// A reader of this hashd's status for the reporter, which calls it as each report is
+    /// built ([`LiveHashd`]): the status as `svc_name`'s report entry while it is fresh.
+    pub fn live_report(&self, svc_name: &str) -> LiveHashd {
+        let (path, svc) = (self.report.clone(), svc_name.to_string());
+        LiveHashd(Arc::new(move || {
+            HashdStatus::load(&path)
+                .ok()
+                .filter(|st| !is_stale(st))
+                .map(|st| st.to_report(&svc))
+        }))
     }
 
     /// Replaces the params file atomically; hashd picks it up within about a second.
@@ -285,11 +287,11 @@ mod tests {
             preload: 64 << 20,
             ..HashdOpts::new("/x", 1 << 30)
         };
-        let run = args(&opts.command(false, &opts.report));
+        let run = args(&opts.command(false));
         let at = run.iter().position(|a| a == "--preload").unwrap();
         assert_eq!(run[at + 1], (64u64 << 20).to_string());
-        assert!(!args(&opts.command(true, &opts.report)).contains(&"--preload".to_string()));
-        let none = args(&HashdOpts::new("/x", 1 << 30).command(false, Path::new("/x/report.json")));
+        assert!(!args(&opts.command(true)).contains(&"--preload".to_string()));
+        let none = args(&HashdOpts::new("/x", 1 << 30).command(false));
         assert!(!none.contains(&"--preload".to_string()));
     }
 }

@@ -4,7 +4,6 @@
 
 use super::report::HogReport;
 use crate::system::cgroup::{write_file, CgroupFs};
-use crate::util::rundir::RunDir;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -42,20 +41,13 @@ pub struct MemHog {
     cg: Option<(CgroupFs, String)>,
     report: PathBuf,
     status: Option<ExitStatus>,
-    /// Where the report is written when /run is a tmpfs (see [`RunDir`]); `report` is in it.
-    _rundir: Option<RunDir>,
 }
 
 impl MemHog {
     /// Starts the hog, moved into cgroup `cg` (relative to the cgroupfs root) when given.
-    /// A stale report file is removed first. The report goes to a private directory on /run
-    /// when that is a tmpfs, `opts.report` otherwise.
+    /// A stale report file is removed first.
     pub fn start(opts: &HogOpts, cg: Option<(&CgroupFs, &str)>) -> Result<MemHog> {
         let _ = std::fs::remove_file(&opts.report);
-        let rundir = RunDir::new("resctl-bench-hog");
-        let report = rundir
-            .as_ref()
-            .map_or_else(|| opts.report.clone(), |d| d.path().join("report.json"));
         let mut c = Command::new(&opts.exe);
         c.arg("__mem-hog")
             .arg("--wbps")
@@ -65,7 +57,7 @@ impl MemHog {
             .arg("--comp")
             .arg(opts.comp.to_string())
             .arg("--report")
-            .arg(&report)
+            .arg(&opts.report)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
@@ -86,9 +78,8 @@ impl MemHog {
         Ok(MemHog {
             child,
             cg: cg.map(|(fs, n)| (fs.clone(), n.to_string())),
-            report,
+            report: opts.report.clone(),
             status: None,
-            _rundir: rundir,
         })
     }
 
