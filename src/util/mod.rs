@@ -20,9 +20,9 @@ pub fn now() -> u64 {
 
 /// How long from the wall-clock time `now` (since the epoch) to the next instant `at` into a
 /// second (strictly after `now`). Loops that pace themselves by it keep one phase within the
-/// wall-clock second however long each pass takes, instead of drifting by that time: the
-/// per-second reporter samples at +500 ms, hashd writes its status at +0 ms and the hog runs'
-/// loop reads it at +250 ms, so each report sees exactly one new status.
+/// wall-clock second however long each pass takes, instead of drifting by that time: hashd
+/// writes its status at +0 ms and the per-second reporter reads it at +500 ms, so each report
+/// sees exactly one new status; the hog runs' loop reads it at +250 ms.
 pub fn until_mark(now: Duration, at: Duration) -> Duration {
     let sec = Duration::from_secs(1);
     let at = Duration::from_nanos((at.as_nanos() % sec.as_nanos()) as u64);

@@ -418,9 +418,10 @@ const TICK_AT: Duration =
     Duration::from_millis(crate::report::reporter::SAMPLE_AT.as_millis() as u64 / 2);
 
 /// Sleeps to the next second's tick. A plain one-second sleep made each pass last a second
-/// plus the pass's work, so every few dozen seconds the reporter sampled twice between two
-/// passes and recorded hashd without progress for a second: isolation 0 in the study (two
-/// such seconds put a 20 s probe's isol-05 at 0 %) though hashd never slowed.
+/// plus the pass's work and drift against the reporter. (The reports' hashd entry no longer
+/// depends on this loop's phase: the reporter reads hashd's status itself, see
+/// `report::reporter::LiveHashd`; under TCG with the hog swapping this loop woke up to 750 ms
+/// late.)
 fn sleep_tick() {
     std::thread::sleep(crate::util::until_next_mark(TICK_AT));
 }

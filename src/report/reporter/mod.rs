@@ -209,7 +209,7 @@ impl ReporterHandle {
 }
 
 /// Where in each wall-clock second a report is sampled (upstream's agent: +500 ms). hashd
-/// writes its status on the second and the hog runs read it halfway to this mark, so every
+/// writes its status on the second and the reporter reads it here ([`LiveHashd`]), so every
 /// report sees exactly one new status (see `util::until_mark`).
 pub const SAMPLE_AT: Duration = Duration::from_millis(500);
 
