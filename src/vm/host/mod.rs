@@ -322,7 +322,8 @@ fn exit_of(boot: Boot, opts: &Opts) -> Result<i32> {
         if !qe.is_empty() {
             msg += &format!("\nqemu: {}", qe.join("\nqemu: "));
         }
-        let con = console.lines(15);
+        // A kernel oops runs 40–60 lines: its first (what failed, and where) must be kept.
+        let con = console.lines(60);
         if !con.is_empty() {
             msg += &format!("\nlast guest console lines:\n  {}", con.join("\n  "));
         }
