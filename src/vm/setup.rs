@@ -1,6 +1,5 @@
 //! What the VM needs on the host, where it is, and `vm --setup` which installs what is missing
-//! (Debian packages) and fetches the Debian kernel into `~/.cache/resctl-bench/kernel/` (and,
-//! where the host's is too old, a QEMU: `emulator`).
+//! (Debian packages) and fetches the Debian kernel into `~/.cache/resctl-bench/kernel/`.
 
 use super::release::{mirror, Release};
 use crate::error::UsageError;
@@ -381,7 +380,6 @@ pub fn run(rel: Release) -> Result<()> {
         crate::errln!("vm setup: installing {}", missing.join(" "));
         install(&missing)?;
     }
-    super::emulator::ensure()?;
     if let Some(k) = host_kernel() {
         crate::errln!("vm setup: using the host's kernel {}", k.image.display());
     } else if let Some(k) = cached_kernel(rel) {

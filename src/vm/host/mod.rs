@@ -196,6 +196,7 @@ fn check_args(a: &VmArgs, cwd: &Path, ssh: bool) -> Result<(String, Vec<(String,
 /// `--setup`: installs what is missing for `rel`; true when that was all there was to do.
 fn set_up(a: &VmArgs, rel: super::release::Release) -> Result<bool> {
     setup::run(rel)?;
+    super::emulator::ensure()?;
     super::rootfs::ensure(rel)?;
     Ok(a.args.is_empty())
 }
