@@ -8,7 +8,6 @@
 
 mod args;
 pub mod channel;
-pub mod emulator;
 pub mod guest;
 pub mod host;
 pub mod initramfs;
