@@ -2,7 +2,7 @@
 //! (RESCTL_BENCH_VM_TESTS=1, sata-ssd profile, `--quick`), with the release binary
 //! (`scripts/test` builds it). The guest-side scenario `__vm-scenario iocost-qos` (see
 //! `src/testaid/vm_iocost_qos.rs` and `vm_protection.rs`) runs the baseline and one vrate (50,
-//! picked by an adaptive grid with a budget of one),
+//! picked by an adaptive grid with a budget of one), its tunes bisecting (`tune-bisect`),
 //! stops the job with SIGINT inside the baseline's mem-hog-tune once it has checkpointed a probe
 //! and the next probe's hog runs, runs it again and SIGKILLs it inside the second configuration
 //! once its storage has checkpointed, and runs it to the end; then
@@ -325,10 +325,16 @@ fn check_qos(v: &Value) {
         ],
         "format iocost-tune:intervals",
     );
-    // Measured with the default time-savers: the record says so, for merges.
+    // Measured with the default time-savers and tune-bisect: the record says so, for merges.
     assert_eq!(
         v["tune_record"]["time_savers"],
-        serde_json::json!(["mof-hint", "mof-ceiling", "tune-hint", "early-stop"]),
+        serde_json::json!([
+            "mof-hint",
+            "mof-ceiling",
+            "tune-hint",
+            "early-stop",
+            "tune-bisect"
+        ]),
         "{}",
         v["tune_record"]
     );

@@ -24,9 +24,13 @@ use std::time::{Duration, Instant};
 /// vrate 50 (above the minimum of the emulated SSDs' models), and then stops at the budget. The
 /// baseline's storage is measured once (upstream: three times) to save time. One vrate
 /// configuration covers what a second did (the hints and the ceiling from an earlier
-/// configuration, the resume of a configuration after the baseline) at half the time.
-pub const SPEC: &str =
-    "iocost-qos:storage-base-loops=1,vrate-min=40,vrate-max=60,vrate-intvs=auto,auto-budget=1";
+/// configuration, the resume of a configuration after the baseline) at half the time. The
+/// tunes bisect (`tune-bisect`): when no size protects, as in most runs under TCG, upstream's
+/// walk probes all eleven sizes (about 8 minutes of the baseline's tune) where bisection stops
+/// after three; the walk is protection's default and its unit tests' (`search_tests.rs`), and
+/// every probe runs the same way under either.
+pub const SPEC: &str = "iocost-qos:storage-base-loops=1,vrate-min=40,vrate-max=60,\
+                        vrate-intvs=auto,auto-budget=1,tune-bisect";
 const TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 #[derive(Debug, Serialize)]
