@@ -118,7 +118,8 @@ pub struct VmArgs {
     #[arg(long = "keep")]
     pub keep: bool,
 
-    /// Install what the VM needs (Debian packages, kernel) and exit unless ARGS are given
+    /// Install what the VM needs (Debian packages, kernel; QEMU 10 where the host's is older) and
+    /// exit unless ARGS are given
     #[arg(long = "setup")]
     pub setup: bool,
 

@@ -8,6 +8,7 @@
 
 mod args;
 pub mod channel;
+pub mod emulator;
 pub mod guest;
 pub mod host;
 pub mod initramfs;

@@ -189,6 +189,8 @@ fn probe_once() -> bool {
 /// Everything the QEMU command line is made of.
 pub struct Machine<'a> {
     pub qemu: &'a Path,
+    /// Firmware and ROM directories (`-L`) of a QEMU not installed where it was built for.
+    pub data_dirs: &'a [PathBuf],
     pub kvm: bool,
     pub mem: u64,
     pub cpus: u32,
@@ -257,6 +259,10 @@ impl Machine<'_> {
         let mut a: Vec<String> = Vec::new();
         let mut push = |v: &[&str]| a.extend(v.iter().map(|s| s.to_string()));
         push(&["-nodefaults", "-no-user-config", "-display", "none"]);
+        for d in self.data_dirs {
+            // A plain path: `-L` takes no QEMU option syntax.
+            push(&["-L", &d.to_string_lossy()]);
+        }
         push(&["-machine", "q35"]);
         if self.kvm {
             push(&["-accel", "kvm", "-cpu", "host"]);
@@ -347,6 +353,7 @@ mod tests {
     fn machine<'a>(limits: &'a DiskLimits, nbd: Option<&'a Path>) -> Machine<'a> {
         Machine {
             qemu: Path::new("/usr/bin/qemu-system-x86_64"),
+            data_dirs: &[],
             kvm: false,
             mem: 1 << 30,
             cpus: 2,
@@ -381,6 +388,18 @@ mod tests {
         assert!(a.contains("path=/work,security_model=none"));
         assert!(a.contains("-serial chardev:con"));
         assert!(a.contains("chardev=out,name=resctl.out"));
+        assert!(!a.contains("-L "), "no data directories unless given");
+        let dirs = [
+            PathBuf::from("/c/q,1/usr/share/qemu"),
+            PathBuf::from("/c/s"),
+        ];
+        let m = Machine {
+            data_dirs: &dirs,
+            ..machine(&limits, None)
+        };
+        let a = m.args().unwrap();
+        let at = a.iter().position(|x| x == "-L").unwrap();
+        assert_eq!(a[at..at + 4], ["-L", "/c/q,1/usr/share/qemu", "-L", "/c/s"]);
     }
 
     #[test]

@@ -254,13 +254,18 @@ pub(super) fn install(pkgs: &[&str]) -> Result<()> {
 /// apt's options that make it read `rel`'s own archive instead of the host's sources: a
 /// sources list, package lists and a cache of its own under ours.
 fn apt_opts(rel: Release) -> Result<Vec<String>> {
-    let d = cache_dir()?.join("apt").join(rel.suite());
+    apt_opts_suite(rel.suite())
+}
+
+/// [`apt_opts`] for any suite of the archive, e.g. `bookworm-backports`.
+pub(super) fn apt_opts_suite(suite: &str) -> Result<Vec<String>> {
+    let d = cache_dir()?.join("apt").join(suite);
     for sub in ["lists/partial", "cache/archives/partial"] {
         std::fs::create_dir_all(d.join(sub))
             .with_context(|| format!("creating {}", d.join(sub).display()))?;
     }
     let list = d.join("sources.list");
-    std::fs::write(&list, format!("deb {} {} main\n", mirror(), rel.suite()))
+    std::fs::write(&list, format!("deb {} {} main\n", mirror(), suite))
         .with_context(|| format!("writing {}", list.display()))?;
     let mut o = vec![
         format!("Dir::Etc::sourcelist={}", list.display()),
@@ -278,14 +283,7 @@ fn apt_opts(rel: Release) -> Result<Vec<String>> {
 /// The versioned package `rel`'s `linux-image-amd64` depends on, e.g.
 /// `linux-image-6.12.57+deb13-amd64`, from the release's archive (its index fetched first).
 fn kernel_package(rel: Release, apt: &[String]) -> Result<String> {
-    if !run_quiet(Command::new("apt-get").args(apt).args(["update", "-q"]))? {
-        bail!(
-            "apt-get update of Debian {}'s archive at {} failed (set RESCTL_BENCH_DEBIAN_MIRROR \
-             to another mirror)",
-            rel.suite(),
-            mirror()
-        );
-    }
+    apt_update_private(rel.suite(), apt)?;
     let out = Command::new("apt-cache")
         .args(apt)
         .args(["depends", "linux-image-amd64"])
@@ -298,6 +296,19 @@ fn kernel_package(rel: Release, apt: &[String]) -> Result<String> {
         .find(|p| p.starts_with("linux-image-") && !p.starts_with('<'))
         .map(str::to_string)
         .with_context(|| format!("Debian {}'s archive has no linux-image-amd64", rel.suite()))
+}
+
+/// Fetches the index of `suite` into the private lists of `apt` ([`apt_opts_suite`]).
+pub(super) fn apt_update_private(suite: &str, apt: &[String]) -> Result<()> {
+    if !run_quiet(Command::new("apt-get").args(apt).args(["update", "-q"]))? {
+        bail!(
+            "apt-get update of Debian's {} archive at {} failed (set RESCTL_BENCH_DEBIAN_MIRROR \
+             to another mirror)",
+            suite,
+            mirror()
+        );
+    }
+    Ok(())
 }
 
 /// Uncompresses the `.ko.xz` modules of a tree in place (the guest's init loads plain ELF

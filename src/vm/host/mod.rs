@@ -35,7 +35,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let nbdkit = (opts.limits.latency_ms)
         .map(|_| super::nbd::tool(&opts.limits.name))
         .transpose()?;
-    let qemu_bin = setup::tool("qemu-system-x86_64")?;
+    let emu = super::emulator::choose()?;
     let mkfs = setup::tool("mkfs.ext4")?;
     setup::tool("ldd")?;
     let kernel = setup::kernel(a.kernel.as_deref(), a.modules.as_deref(), rel)?;
@@ -98,7 +98,8 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     let kvm = choose_accel(&opts);
     let cmdline = kernel_cmdline(verbose, &opts);
     let mut machine = qemu::Machine {
-        qemu: &qemu_bin,
+        qemu: &emu.bin,
+        data_dirs: &emu.data_dirs,
         kvm,
         mem: opts.mem,
         cpus: opts.cpus,
@@ -195,6 +196,7 @@ fn check_args(a: &VmArgs, cwd: &Path, ssh: bool) -> Result<(String, Vec<(String,
 /// `--setup`: installs what is missing for `rel`; true when that was all there was to do.
 fn set_up(a: &VmArgs, rel: super::release::Release) -> Result<bool> {
     setup::run(rel)?;
+    super::emulator::ensure()?;
     super::rootfs::ensure(rel)?;
     Ok(a.args.is_empty())
 }
