@@ -13,6 +13,7 @@ mod common;
 
 use common::{build_deb, enabled, fixture_entries, ok_json, release_bin};
 use serde_json::Value;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -129,6 +130,15 @@ fn inventory(dir: &Path, ports: &[u16], deb: &str) {
 fn playbook(dir: &Path) -> Command {
     let book = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/ansible/playbook.yml");
     let mut c = Command::new("ansible-playbook");
+    // The test interrupts it with SIGINT. `exec` keeps an ignored signal ignored, and a job a
+    // non-interactive shell starts in the background ignores SIGINT: run so, the playbook never
+    // saw the interrupt, ran to its end, and h1's run was gone before the kill.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     c.current_dir(dir)
         .env("ANSIBLE_HOST_KEY_CHECKING", "False")
         .env("ANSIBLE_NOCOLOR", "1")
@@ -246,10 +256,14 @@ fn vm_fleet_playbook_runs_resumes_and_collects_into_the_database() {
     });
     unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
     let _ = first.wait();
-    let killed = ssh(dir, ports[0], "systemctl kill --signal=KILL resctl-bench");
-    assert!(killed.status.success());
     let log1 = std::fs::read_to_string(dir.join("play-1.log")).unwrap();
     assert!(!log1.contains("PLAY RECAP"), "not interrupted:\n{}", log1);
+    let killed = ssh(dir, ports[0], "systemctl kill --signal=KILL resctl-bench");
+    assert!(
+        killed.status.success(),
+        "SIGKILL to h1's run: {}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
 
     eprintln!(
         "first run interrupted at {:.0}s",
