@@ -72,24 +72,7 @@ fn private_root() -> Result<PathBuf> {
 
 /// An unpacked private QEMU under `root` (the newest complete one), if it runs.
 fn private_in(root: &Path) -> Option<Emulator> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join(".complete").is_file())
-        .collect();
-    // By version, numerically: "10.0.2" comes after "9.2.1".
-    dirs.sort_by_key(|d| {
-        d.file_name()
-            .map(|n| {
-                n.to_string_lossy()
-                    .split('.')
-                    .map(|c| c.parse::<u32>().unwrap_or(0))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    });
-    let d = dirs.pop()?;
+    let d = setup::complete_versions(root).pop()?;
     let data_dirs = vec![d.join("usr/share/qemu"), d.join("usr/share/seabios")];
     let bin = d.join("usr/bin/qemu-system-x86_64");
     let version = version_of(&bin, &data_dirs)?;

@@ -102,15 +102,48 @@ fn kernel_cache(rel: Release) -> Result<PathBuf> {
 
 /// The newest completely unpacked kernel of `rel` in the cache.
 pub fn cached_kernel(rel: Release) -> Option<Kernel> {
-    let dir = kernel_cache(rel).ok()?;
+    let vers = complete_versions(&kernel_cache(rel).ok()?);
+    vers.iter().rev().find_map(|v| unpacked_kernel(v))
+}
+
+/// The folders in `dir` named for a version whose unpacking finished (they hold `.complete`),
+/// oldest first. Runs of digits compare as numbers: "6.12.117" comes after "6.12.57" and
+/// "10.0.2" after "9.2.1", which a plain sort of the names gets wrong.
+pub(super) fn complete_versions(dir: &Path) -> Vec<PathBuf> {
     let mut vers: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
+        .into_iter()
+        .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join(".complete").exists())
+        .filter(|p| p.join(".complete").is_file())
         .collect();
-    vers.sort();
-    vers.iter().rev().find_map(|v| unpacked_kernel(v))
+    vers.sort_by_cached_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()));
+    vers
+}
+
+/// A part of a version name: a run of digits, as a number, or a run of other characters (a
+/// number sorts before text in the same place).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum VersionPart {
+    Num(u64),
+    Text(String),
+}
+
+fn version_key(name: &str) -> Vec<VersionPart> {
+    let mut key = Vec::new();
+    let mut chars = name.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        let digit = c.is_ascii_digit();
+        let mut run = String::new();
+        while let Some(c) = chars.next_if(|c| c.is_ascii_digit() == digit) {
+            run.push(c);
+        }
+        key.push(match digit {
+            true => VersionPart::Num(run.parse().unwrap_or(u64::MAX)),
+            false => VersionPart::Text(run),
+        });
+    }
+    key
 }
 
 /// Why no kernel was found: one that is there but unreadable (root-only kernel images, a cache
@@ -419,5 +452,39 @@ mod tests {
         }
         let empty = tempfile::tempdir().unwrap();
         assert!(unpacked_kernel(empty.path()).is_none());
+    }
+
+    #[test]
+    fn cached_versions_are_ordered_by_their_numbers_and_only_complete_ones_count() {
+        let d = tempfile::tempdir().unwrap();
+        let names = [
+            "6.12.117+deb13-amd64",
+            "6.12.57+deb13-amd64",
+            "6.1.0-9-amd64",
+            "6.1.0-50-amd64",
+            "10.0.2",
+            "9.2.1",
+        ];
+        for n in names {
+            std::fs::create_dir(d.path().join(n)).unwrap();
+            std::fs::write(d.path().join(n).join(".complete"), "").unwrap();
+        }
+        std::fs::create_dir(d.path().join("6.12.200+deb13-amd64")).unwrap();
+        let got: Vec<String> = complete_versions(d.path())
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "6.1.0-9-amd64",
+                "6.1.0-50-amd64",
+                "6.12.57+deb13-amd64",
+                "6.12.117+deb13-amd64",
+                "9.2.1",
+                "10.0.2"
+            ]
+        );
+        assert!(complete_versions(&d.path().join("missing")).is_empty());
     }
 }
