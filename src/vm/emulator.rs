@@ -84,7 +84,7 @@ fn private_in(root: &Path) -> Option<Emulator> {
 }
 
 /// The emulator for `vm`: the host's when it is new enough, else a private one `vm --setup`
-/// fetched, else the host's with a warning.
+/// fetched, else the host's ([`Emulator::warn_if_unsafe`] says so when it matters).
 pub fn choose() -> Result<Emulator> {
     let h = host()?;
     if major(&h.version) >= GOOD_MAJOR {
@@ -99,13 +99,27 @@ pub fn choose() -> Result<Emulator> {
         );
         return Ok(p);
     }
-    log::warn!(
-        "vm: the host's QEMU {} can crash TCG guests with more than one vCPU when their kernel \
-         patches its code (`doc vm`); QEMU {} or newer doesn't: on Debian 12 `vm --setup` fetches it",
-        h.version,
-        GOOD_MAJOR
-    );
     Ok(h)
+}
+
+impl Emulator {
+    /// Warns when this QEMU is too old for the guest about to run: only TCG with more than one
+    /// vCPU runs stale code (KVM runs the guest's code natively).
+    pub fn warn_if_unsafe(&self, kvm: bool, cpus: u32) {
+        if self.unsafe_for(kvm, cpus) {
+            log::warn!(
+                "vm: QEMU {} can crash TCG guests with more than one vCPU when their kernel \
+                 patches its code (`doc vm`); QEMU {} or newer doesn't (on Debian 12 `vm --setup` \
+                 fetches it), nor does --cpus 1",
+                self.version,
+                GOOD_MAJOR
+            );
+        }
+    }
+
+    fn unsafe_for(&self, kvm: bool, cpus: u32) -> bool {
+        !kvm && cpus > 1 && major(&self.version) < GOOD_MAJOR
+    }
 }
 
 /// Whether the host runs Debian 12, whose backports hold a QEMU to fetch.
@@ -209,6 +223,20 @@ mod tests {
         assert_eq!(parse_version(""), None);
         assert_eq!(major("7.2.22"), 7);
         assert!(major("10.0.2") >= GOOD_MAJOR);
+    }
+
+    #[test]
+    fn only_an_old_qemu_under_tcg_with_two_vcpus_is_unsafe() {
+        let emu = |version: &str| Emulator {
+            bin: PathBuf::from("/usr/bin/qemu-system-x86_64"),
+            data_dirs: Vec::new(),
+            version: version.into(),
+        };
+        assert!(emu("7.2.22").unsafe_for(false, 2));
+        assert!(!emu("7.2.22").unsafe_for(false, 1));
+        assert!(!emu("7.2.22").unsafe_for(true, 2));
+        assert!(!emu("10.0.2").unsafe_for(false, 2));
+        assert!(emu("unknown").unsafe_for(false, 4));
     }
 
     #[test]

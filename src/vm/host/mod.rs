@@ -96,6 +96,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
     }
 
     let kvm = choose_accel(&opts);
+    emu.warn_if_unsafe(kvm, opts.cpus);
     let cmdline = kernel_cmdline(verbose, &opts);
     let mut machine = qemu::Machine {
         qemu: &emu.bin,
