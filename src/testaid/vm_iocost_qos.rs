@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 /// configuration, the resume of a configuration after the baseline) at half the time. The
 /// tunes bisect (`tune-bisect`): when no size protects, as in most runs under TCG, upstream's
 /// walk probes all eleven sizes (about 8 minutes of the baseline's tune) where bisection stops
-/// after three; the walk is protection's default and its unit tests' (`search_tests.rs`), and
+/// after two or three (the top, the bottom, the bottom again if it failed only at the study);
+/// the walk is protection's default and its unit tests' (`search_tests.rs`), and
 /// every probe runs the same way under either.
 pub const SPEC: &str = "iocost-qos:storage-base-loops=1,vrate-min=40,vrate-max=60,\
                         vrate-intvs=auto,auto-budget=1,tune-bisect";
