@@ -95,8 +95,7 @@ pub fn run(dir: Option<&str>, verbose: u8, a: &VmArgs) -> Result<i32> {
         return Ok(128 + sig);
     }
 
-    let kvm = choose_accel(&opts);
-    emu.warn_if_unsafe(kvm, opts.cpus);
+    let kvm = choose_accel(&opts, &emu);
     let cmdline = kernel_cmdline(verbose, &opts);
     let mut machine = qemu::Machine {
         qemu: &emu.bin,
@@ -282,8 +281,9 @@ fn shared_reports_dir(opts: &Opts, cwd: &Path) -> Result<Option<String>> {
     })
 }
 
-/// Whether to boot under KVM (`--accel`, or `auto`: whether KVM works here), said in the log.
-fn choose_accel(opts: &Opts) -> bool {
+/// Whether to boot under KVM (`--accel`, or `auto`: whether KVM works here), said in the log
+/// with a warning when `emu` is too old for the TCG guest.
+fn choose_accel(opts: &Opts, emu: &super::emulator::Emulator) -> bool {
     let kvm_known = qemu::kvm_cached().is_some();
     let kvm = match opts.accel.as_str() {
         "kvm" => true,
@@ -308,6 +308,7 @@ fn choose_accel(opts: &Opts) -> bool {
             KVM_TRIAL.as_secs()
         );
     }
+    emu.warn_if_unsafe(kvm, opts.cpus);
     kvm
 }
 
