@@ -277,6 +277,10 @@ fn run_thread(
     };
     let mut next_sec = unix_now().floor() as u64 + 1;
     st.first_target_sec = next_sec;
+    // When the stop arrived. A stop that lands after a second's sample time (the wait timing
+    // out and the stop arriving race) still gets that second's report, so every second
+    // `expected_range` counts was written.
+    let mut stop_seen: Option<f64> = None;
     'outer: loop {
         let target = next_sec as f64 + SAMPLE_AT.as_secs_f64();
         loop {
@@ -286,7 +290,14 @@ fn run_thread(
             }
             match stop.recv_timeout(Duration::from_secs_f64(target - now)) {
                 Err(RecvTimeoutError::Timeout) => {}
-                _ => break 'outer,
+                _ => {
+                    let at = unix_now();
+                    stop_seen = Some(at);
+                    if at < target {
+                        break 'outer;
+                    }
+                    break;
+                }
             }
         }
         let t0 = Instant::now();
@@ -333,8 +344,11 @@ fn run_thread(
             );
         }
         next_sec = after.max(sec + 1);
+        if stop_seen.is_some() {
+            break;
+        }
     }
-    st.stopped_at = unix_now();
+    st.stopped_at = stop_seen.unwrap_or_else(unix_now);
     st.cpu_secs = thread_cpu_secs();
     st
 }

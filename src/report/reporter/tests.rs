@@ -312,3 +312,30 @@ fn thread_writes_reports_and_stops_on_drop() {
     let h = Reporter::start(cfg).unwrap();
     drop(h);
 }
+
+#[test]
+fn a_stop_at_a_sample_time_leaves_no_expected_second_unwritten() {
+    // The stop races the wait for the sample time; whichever wins, every second the stats
+    // count as expected must have its report.
+    let t = tempfile::tempdir().unwrap();
+    host(t.path(), 100, 1_000_000, 0);
+    let dir = t.path().join("bench");
+    let rdir = dir.join("report.d");
+    for offset_ms in [-1.0, 0.0, 0.3, 1.0] {
+        let h = Reporter::start(ReporterConfig::new(HostPaths::under(t.path()), &dir)).unwrap();
+        let now = unix_now();
+        let first = now.floor() + 1.0 + SAMPLE_AT.as_secs_f64();
+        let stop_at = first + offset_ms / 1000.0;
+        std::thread::sleep(Duration::from_secs_f64((stop_at - now).max(0.0)));
+        let st = h.stop().unwrap();
+        for sec in st.expected_range() {
+            assert!(
+                report_path(&rdir, sec).exists(),
+                "offset {} ms: {} expected but not written: {:?}",
+                offset_ms,
+                sec,
+                st
+            );
+        }
+    }
+}
