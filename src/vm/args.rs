@@ -55,7 +55,8 @@ pub struct VmArgs {
     pub modules: Option<PathBuf>,
 
     /// Also put host program PATH (and the libraries `ldd` lists for it) into the guest, at
-    /// /usr/bin/NAME (repeatable; for side-by-side measurements, e.g. fio)
+    /// /usr/bin/NAME (/usr/local/bin/NAME with `--init systemd`; repeatable; for side-by-side
+    /// measurements, e.g. fio)
     #[arg(long = "with-program", value_name = "PATH")]
     pub with_program: Vec<PathBuf>,
 
