@@ -228,6 +228,9 @@ struct HogPhase {
     /// The hog's report when its cgroup first swapped, and when that was.
     first: Option<(HogReport, Instant)>,
     last: HogReport,
+    /// Unix seconds of the tick that saw the first swap use, and of the one that saw the end.
+    swap_at: u64,
+    ended_at: u64,
     /// The hog's memory.current over its last seconds, since it first swapped.
     mems: VecDeque<u64>,
     failed: Option<(f64, f64, String)>,
@@ -271,6 +274,7 @@ fn run_hog(
     let started = Instant::now();
     let mut safety = Watch::new();
     let mut first: Option<(HogReport, Instant)> = None;
+    let mut swap_at = 0;
     let mut last = HogReport::default();
     let mut mems: VecDeque<u64> = VecDeque::new();
     let (mut failed, mut end, mut done_why) = (None, None, None);
@@ -299,6 +303,7 @@ fn run_hog(
         if let Some(r) = hog.report() {
             if first.is_none() && hog_swap > 0 {
                 first = Some((r.clone(), Instant::now()));
+                swap_at = now();
             }
             if first.is_some() {
                 mems.push_back(hog_mem);
@@ -331,6 +336,7 @@ fn run_hog(
             break;
         }
     }
+    let ended_at = now();
     hog.kill()?;
     if let Some(r) = hog.report() {
         last = r;
@@ -339,6 +345,8 @@ fn run_hog(
         started,
         first,
         last,
+        swap_at,
+        ended_at,
         mems,
         failed,
         end,
@@ -353,6 +361,8 @@ impl HogPhase {
             started,
             first,
             last,
+            swap_at,
+            ended_at,
             mems,
             failed,
             end,
@@ -405,6 +415,7 @@ impl HogPhase {
                 last_hog_mem,
                 hog_end,
                 hog_end_why,
+                hog_period: Some((swap_at, ended_at)),
             },
             base_period,
             done_why,

@@ -25,13 +25,18 @@ pub struct MemHogRun {
     pub failed: Option<(f64, f64, String)>,
     /// The hog's report when its cgroup first used swap: the hog period starts there.
     pub first_hog_rep: HogReport,
-    /// Its last report: the hog period ends there.
+    /// Its last report: upstream's hog period ends there.
     pub last_hog_rep: HogReport,
     /// Its mean memory.current over the last seconds, bytes.
     pub last_hog_mem: f64,
     /// Ours: how the hog ended, and the figures behind it.
     pub hog_end: Option<HogEnd>,
     pub hog_end_why: String,
+    /// Ours: the hog period by the bench's own clock, unix seconds from the tick the hog's
+    /// cgroup first used swap to the tick its end was seen. Under the hog its own report can
+    /// stall for tens of seconds, and a period ended at that stale report leaves them out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hog_period: Option<(u64, u64)>,
 }
 
 /// A mem-hog scenario's runs (also a tune probe's single run).

@@ -113,14 +113,21 @@ impl Study for VrateStudy {
     }
 }
 
-/// A run's hog period: first swap use to the last report, whole seconds; `None` when the hog
-/// never swapped (a run that failed first) or ended within the second.
+/// A run's hog period: first swap use to the hog's end, whole seconds, by the bench's clock
+/// where the record has it, else (upstream's and older records) by the hog's first and last
+/// reports; `None` when the hog never swapped (a run that failed first) or ended within the
+/// second.
 pub fn hog_period(run: &super::record::MemHogRun) -> Option<(u64, u64)> {
-    let (a, b) = (&run.first_hog_rep.timestamp, &run.last_hog_rep.timestamp);
-    if a.is_epoch() || b.is_epoch() {
-        return None;
-    }
-    let p = (a.unix_secs() as u64, b.unix_secs() as u64);
+    let p = match run.hog_period {
+        Some(p) => p,
+        None => {
+            let (a, b) = (&run.first_hog_rep.timestamp, &run.last_hog_rep.timestamp);
+            if a.is_epoch() || b.is_epoch() {
+                return None;
+            }
+            (a.unix_secs() as u64, b.unix_secs() as u64)
+        }
+    };
     (p.1 > p.0).then_some(p)
 }
 
@@ -475,6 +482,22 @@ mod tests {
         assert_eq!(hog_period(&r), None);
         let same_sec = run(12, 12, None);
         assert_eq!(hog_period(&same_sec), None);
+    }
+
+    #[test]
+    fn the_benchs_clock_ends_the_hog_period_where_the_hogs_report_stalled() {
+        // The hog's last report is from second 11; the bench saw the hog end at 30.
+        let stalled = MemHogRun {
+            hog_period: Some((T0 + 10, T0 + 30)),
+            ..run(10, 11, None)
+        };
+        assert_eq!(hog_period(&stalled), Some((T0 + 10, T0 + 30)));
+        assert_eq!(hog_period(&run(10, 11, None)), Some((T0 + 10, T0 + 11)));
+        let dir = tempfile::tempdir().unwrap();
+        write_scenario(dir.path(), |_| 100, &[]);
+        let out = study_mem_hog(dir.path(), &record(vec![stalled])).unwrap();
+        assert_eq!(out.hog_periods, vec![(T0 + 10, T0 + 30)]);
+        assert_eq!(out.nr_reports, (30, 0));
     }
 
     #[test]
