@@ -23,7 +23,7 @@ pub const HASHD_CG: &str = "workload.slice/rd-hashd-A.service";
 pub struct MemHogRun {
     /// `(target duration, failed after, why)` when hashd or the run failed midway.
     pub failed: Option<(f64, f64, String)>,
-    /// The hog's report when its cgroup first used swap: the hog period starts there.
+    /// The hog's report when its cgroup first used swap: upstream's hog period starts there.
     pub first_hog_rep: HogReport,
     /// Its last report: upstream's hog period ends there.
     pub last_hog_rep: HogReport,
