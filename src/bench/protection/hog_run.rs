@@ -225,11 +225,10 @@ fn baseline(wl: &mut Workload, secs: f64) -> Result<(u64, u64)> {
 /// How the hog phase went.
 struct HogPhase {
     started: Instant,
-    /// The hog's report when its cgroup first swapped, and when that was.
-    first: Option<(HogReport, Instant)>,
+    /// The hog's report when its cgroup first swapped, and when that was (also in unix seconds).
+    first: Option<(HogReport, Instant, u64)>,
     last: HogReport,
-    /// Unix seconds of the tick that saw the first swap use, and of the one that saw the end.
-    swap_at: u64,
+    /// Unix seconds of the tick that saw the hog's end.
     ended_at: u64,
     /// The hog's memory.current over its last seconds, since it first swapped.
     mems: VecDeque<u64>,
@@ -273,8 +272,7 @@ fn run_hog(
     let _units = UnitGuard::add(env.shared.as_ref(), HOG_CG);
     let started = Instant::now();
     let mut safety = Watch::new();
-    let mut first: Option<(HogReport, Instant)> = None;
-    let mut swap_at = 0;
+    let mut first: Option<(HogReport, Instant, u64)> = None;
     let mut last = HogReport::default();
     let mut mems: VecDeque<u64> = VecDeque::new();
     let (mut failed, mut end, mut done_why) = (None, None, None);
@@ -302,8 +300,7 @@ fn run_hog(
         };
         if let Some(r) = hog.report() {
             if first.is_none() && hog_swap > 0 {
-                first = Some((r.clone(), Instant::now()));
-                swap_at = now();
+                first = Some((r.clone(), Instant::now(), now()));
             }
             if first.is_some() {
                 mems.push_back(hog_mem);
@@ -345,7 +342,6 @@ fn run_hog(
         started,
         first,
         last,
-        swap_at,
         ended_at,
         mems,
         failed,
@@ -361,7 +357,6 @@ impl HogPhase {
             started,
             first,
             last,
-            swap_at,
             ended_at,
             mems,
             failed,
@@ -382,7 +377,7 @@ impl HogPhase {
                 format_size(last.wloss as f64)
             );
         }
-        let Some((first_rep, _)) = first else {
+        let Some((first_rep, _, swap_at)) = first else {
             if failed.is_none() {
                 bail!(
                     "the memory hog never used swap ({} written before it ended: {}); protection \
