@@ -26,6 +26,18 @@ pub fn die_with_parent(cmd: &mut Command, own_group: bool) {
     }
 }
 
+/// For a child of ours started held (`--held`, stdin a pipe): returns once the parent closes
+/// that pipe, which it does when the child is in its cgroup. The kernel charges memory to the
+/// cgroup a process is in when it touches the memory and leaves the charge there when the
+/// process moves: a child working before its move (a move under systemd is a D-Bus round
+/// trip) would leave its page cache or anon memory charged to our own, protected, cgroup.
+pub fn wait_released() -> std::io::Result<()> {
+    use std::io::Read;
+    let mut rest = Vec::new();
+    std::io::stdin().lock().read_to_end(&mut rest)?;
+    Ok(())
+}
+
 /// For a forked child running our own code: SIGKILL when the parent dies.
 pub fn die_with_parent_now() {
     // SAFETY: plain syscall on this process.

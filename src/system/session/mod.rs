@@ -391,6 +391,10 @@ impl Session {
 
     /// Drops the clean page cache (`vm/drop_caches` = 3), so a bench starts from a cold cache.
     pub fn drop_caches(&self) -> Result<()> {
+        // drop_caches only drops clean pages: freshly written testfiles would stay cached,
+        // charged to the cgroup that wrote them (ours, protected).
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() };
         let p = self.hp.path("proc/sys/vm/drop_caches");
         cgroup::write_file(&p, "3").with_context(|| format!("writing 3 to {}", p.display()))?;
         Ok(())

@@ -80,6 +80,10 @@ pub struct HashdArgs {
     /// last; the status phase stays "prep" meanwhile. 0: none
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size_arg)]
     pub preload: u64,
+    /// Touch no testfile or memory until stdin closes (the parent has moved us into our
+    /// cgroup)
+    #[arg(long)]
+    pub held: bool,
 }
 
 fn total_memory() -> Result<u64> {
@@ -132,6 +136,9 @@ fn ts(t: SystemTime) -> Timestamp {
 }
 
 pub fn run(a: &HashdArgs) -> Result<()> {
+    if a.held {
+        crate::util::proc::wait_released().context("waiting to be placed in our cgroup")?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;

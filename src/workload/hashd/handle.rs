@@ -143,14 +143,7 @@ impl Hashd {
     /// [`Hashd::status`] never returns a previous run's numbers.
     pub fn start(opts: &HashdOpts, cg: Option<(&CgroupFs, &str)>) -> Result<Hashd> {
         let _ = std::fs::remove_file(&opts.report);
-        let mut child = opts.command(false).spawn().context("starting hashd")?;
-        if let Some((fs, name)) = cg {
-            if let Err(e) = fs.move_pid(name, child.id()) {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e).with_context(|| format!("moving hashd into {}", name));
-            }
-        }
+        let child = crate::workload::spawn_placed(&mut opts.command(false), cg, "hashd")?;
         Ok(Hashd {
             child,
             report: opts.report.clone(),

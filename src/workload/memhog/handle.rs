@@ -58,21 +58,17 @@ impl MemHog {
             .arg(opts.comp.to_string())
             .arg("--report")
             .arg(&opts.report)
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         crate::util::proc::die_with_parent(&mut c, false);
-        let mut child = c.spawn().context("starting the memory hog")?;
+        let mut child = crate::workload::spawn_placed(&mut c, cg, "the memory hog")?;
         if let Some((fs, name)) = cg {
             // A kernel OOM kill takes the whole hog, never a part of it.
-            let placed = fs.move_pid(name, child.id()).and_then(|()| {
-                write_file(&fs.path(name).join("memory.oom.group"), "1")
-                    .context("setting memory.oom.group")
-            });
-            if let Err(e) = placed {
+            let path = fs.path(name).join("memory.oom.group");
+            if let Err(e) = write_file(&path, "1") {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(e).with_context(|| format!("moving the memory hog into {}", name));
+                return Err(e).context("setting memory.oom.group");
             }
         }
         Ok(MemHog {

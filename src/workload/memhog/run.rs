@@ -56,6 +56,9 @@ pub struct MemHogArgs {
     /// Exit after this many seconds [default: run until killed]
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
+    /// Touch no memory until stdin closes (the parent has moved us into our cgroup)
+    #[arg(long)]
+    pub held: bool,
 }
 
 /// One worker's figures, shared with the reporting thread.
@@ -180,6 +183,9 @@ fn write_report(path: &Path, rep: &HogReport) -> Result<()> {
 }
 
 pub fn run(a: &MemHogArgs) -> Result<()> {
+    if a.held {
+        crate::util::proc::wait_released().context("waiting to be placed in our cgroup")?;
+    }
     if !(0.0..=1.0).contains(&a.comp) {
         bail!("--comp {} is not between 0 and 1", a.comp);
     }
