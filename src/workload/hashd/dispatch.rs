@@ -9,7 +9,10 @@
 //! flight, draws the next request itself and runs it: a hand-off through the dispatcher thread
 //! cost two thread wakeups per request, a sixth of what hashd spends besides hashing. The
 //! dispatcher thread tops up the requests in flight when the target rises, runs the control
-//! loop and publishes the statistics.
+//! loop and publishes the statistics. With upstream's requests (`upstream_requests`) every
+//! successor goes through the dispatcher as in rd-hashd, whose dispatcher hears of each
+//! completion and queues the next request to an idle worker: those two wakeups are part of
+//! what an upstream request costs.
 
 use super::accdist::AccDist;
 use super::anon::AnonArea;
@@ -38,9 +41,11 @@ const COUNTER_REFRESH: Duration = Duration::from_millis(200);
 const DISPATCH_WAKE: Duration = Duration::from_millis(100);
 
 /// Messages to the dispatcher.
-pub enum Msg {
+enum Msg {
     Params(Box<Params>),
     Stop,
+    /// A worker's successor requests, to be queued by the dispatcher (upstream's hand-off).
+    Handoff(Vec<Job>),
 }
 
 /// The memory footprint the params ask for, given the hashd size and the testfiles.
@@ -88,6 +93,8 @@ pub struct Pool {
     area: Arc<AnonArea>,
     flow: Arc<Mutex<Flow>>,
     logger: Option<Arc<Logger>>,
+    /// The dispatcher's inbox, for upstream's hand-off.
+    dispatcher: Sender<Msg>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -167,11 +174,19 @@ impl Pool {
                     let (next, extra) = fl.after_complete();
                     (next, extra, fl.padding)
                 };
-                if let Some(j) = extra {
-                    self.submit(j);
-                }
                 if let Some(lg) = &self.logger {
                     lg.log(out.digest, lat, padding);
+                }
+                if job.cfg.upstream_requests {
+                    // Back to idle; the dispatcher queues the successors to a waiting worker.
+                    let jobs: Vec<Job> = next.into_iter().chain(extra).collect();
+                    if !jobs.is_empty() {
+                        let _ = self.dispatcher.send(Msg::Handoff(jobs));
+                    }
+                    break;
+                }
+                if let Some(j) = extra {
+                    self.submit(j);
                 }
                 match next {
                     Some(j) => job = j,
@@ -219,7 +234,15 @@ impl Dispatcher {
     ) -> anyhow::Result<Dispatcher> {
         let (tx, rx) = channel();
         let published = Arc::new(Mutex::new(Published::default()));
-        let mut st = State::new(cfg, params, files, area, logger, published.clone());
+        let mut st = State::new(
+            cfg,
+            params,
+            files,
+            area,
+            logger,
+            published.clone(),
+            tx.clone(),
+        );
         let thread = std::thread::Builder::new()
             .name("hashd-dispatch".into())
             .spawn(move || st.run(rx))?;
@@ -272,6 +295,7 @@ impl State {
         area: Arc<AnonArea>,
         logger: Option<Arc<Logger>>,
         published: Arc<Mutex<Published>>,
+        dispatcher: Sender<Msg>,
     ) -> State {
         let ctl = Control::new(cfg.nr_cpus, &params);
         let flow = Arc::new(Mutex::new(Flow::new(
@@ -292,6 +316,7 @@ impl State {
             area: area.clone(),
             flow: flow.clone(),
             logger,
+            dispatcher,
         });
         let now = Instant::now();
         let mut st = State {
@@ -387,6 +412,7 @@ impl State {
             }
             match rx.recv_timeout(wait) {
                 Ok(Msg::Params(p)) => self.apply_params(*p, true),
+                Ok(Msg::Handoff(jobs)) => jobs.into_iter().for_each(|j| self.pool.submit(j)),
                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -476,6 +502,80 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A worker pool over a small fixture, and its dispatcher inbox.
+    fn one_worker_pool(upstream: bool) -> (tempfile::TempDir, Arc<Pool>, Receiver<Msg>) {
+        let pages = 64;
+        let dir = tempfile::tempdir().unwrap();
+        let tf = TestFiles::with_unit(dir.path(), pages * PAGE, 0.0, pages / 4 * PAGE).unwrap();
+        tf.prepare(&mut |_| true).unwrap();
+        let area = AnonArea::with_unit(pages * PAGE, (pages / 4 * PAGE) as usize).unwrap();
+        let p = Params {
+            file_size_mean: 4 * PAGE as usize,
+            chunk_pages: 2,
+            sleep_mean: 0.001,
+            fake_cpu_load: true,
+            upstream_requests: upstream,
+            ..Params::default()
+        };
+        let cfg = Arc::new(ReqConfig::new(&p, pages, pages * PAGE));
+        let flow = Arc::new(Mutex::new(Flow::new(cfg, Rng::seeded(1), 1.0, (1.0, 1.0))));
+        let (tx, rx) = channel();
+        let pool = Arc::new(Pool {
+            state: Mutex::new(PoolState {
+                queue: VecDeque::new(),
+                idle: 0,
+                stopped: false,
+            }),
+            cv: Condvar::new(),
+            nr_workers: AtomicU64::new(0),
+            files: Arc::new(tf),
+            area: Arc::new(area),
+            flow,
+            logger: None,
+            dispatcher: tx,
+        });
+        (dir, pool, rx)
+    }
+
+    fn stop(pool: &Pool) {
+        lock(&pool.flow).stopped = true;
+        lock(&pool.state).stopped = true;
+        pool.cv.notify_all();
+    }
+
+    #[test]
+    fn upstream_requests_hand_each_successor_to_the_dispatcher() {
+        // Lean: the worker runs the successors itself; nothing reaches the dispatcher.
+        let (_dir, pool, rx) = one_worker_pool(false);
+        let job = lock(&pool.flow).draw();
+        pool.submit(job);
+        let t = Instant::now();
+        while lock(&pool.flow).nr_done < 20 && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(lock(&pool.flow).nr_done >= 20, "the lean worker stalled");
+        assert!(
+            rx.try_recv().is_err(),
+            "a lean successor went to the dispatcher"
+        );
+        stop(&pool);
+
+        // Upstream's: each completion's successor comes back to the dispatcher, which queues
+        // it; the worker doesn't go on by itself.
+        let (_dir, pool, rx) = one_worker_pool(true);
+        let job = lock(&pool.flow).draw();
+        pool.submit(job);
+        for round in 1..=5 {
+            let Ok(Msg::Handoff(jobs)) = rx.recv_timeout(Duration::from_secs(20)) else {
+                panic!("round {round}: no hand-off reached the dispatcher");
+            };
+            assert_eq!(jobs.len(), 1, "one in flight at a target of one");
+            assert_eq!(lock(&pool.flow).nr_done, round);
+            jobs.into_iter().for_each(|j| pool.submit(j));
+        }
+        stop(&pool);
+    }
 
     #[test]
     fn footprint_splits_size_between_files_and_anon() {
