@@ -102,6 +102,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Pool {
+    fn new(
+        files: Arc<TestFiles>,
+        area: Arc<AnonArea>,
+        flow: Arc<Mutex<Flow>>,
+        logger: Option<Arc<Logger>>,
+        dispatcher: Sender<Msg>,
+    ) -> Arc<Pool> {
+        Arc::new(Pool {
+            state: Mutex::new(PoolState {
+                queue: VecDeque::new(),
+                idle: 0,
+                stopped: false,
+            }),
+            cv: Condvar::new(),
+            nr_workers: AtomicU64::new(0),
+            files,
+            area,
+            flow,
+            logger,
+            dispatcher,
+        })
+    }
+
     /// Queues a job, starting a worker when none is idle to take it.
     fn submit(self: &Arc<Self>, job: Job) {
         let spawn = {
@@ -304,20 +327,13 @@ impl State {
             1.0,
             (ctl.file_addr_frac, ctl.anon_addr_frac),
         )));
-        let pool = Arc::new(Pool {
-            state: Mutex::new(PoolState {
-                queue: VecDeque::new(),
-                idle: 0,
-                stopped: false,
-            }),
-            cv: Condvar::new(),
-            nr_workers: AtomicU64::new(0),
-            files: files.clone(),
-            area: area.clone(),
-            flow: flow.clone(),
+        let pool = Pool::new(
+            files.clone(),
+            area.clone(),
+            flow.clone(),
             logger,
             dispatcher,
-        });
+        );
         let now = Instant::now();
         let mut st = State {
             cfg,
@@ -521,20 +537,7 @@ mod tests {
         let cfg = Arc::new(ReqConfig::new(&p, pages, pages * PAGE));
         let flow = Arc::new(Mutex::new(Flow::new(cfg, Rng::seeded(1), 1.0, (1.0, 1.0))));
         let (tx, rx) = channel();
-        let pool = Arc::new(Pool {
-            state: Mutex::new(PoolState {
-                queue: VecDeque::new(),
-                idle: 0,
-                stopped: false,
-            }),
-            cv: Condvar::new(),
-            nr_workers: AtomicU64::new(0),
-            files: Arc::new(tf),
-            area: Arc::new(area),
-            flow,
-            logger: None,
-            dispatcher: tx,
-        });
+        let pool = Pool::new(Arc::new(tf), Arc::new(area), flow, None, tx);
         (dir, pool, rx)
     }
 
