@@ -197,19 +197,21 @@ impl Pool {
                     let (next, extra) = fl.after_complete();
                     (next, extra, fl.padding)
                 };
-                if let Some(lg) = &self.logger {
-                    lg.log(out.digest, lat, padding);
-                }
-                if job.cfg.upstream_requests {
+                let next = if job.cfg.upstream_requests {
                     // Back to idle; the dispatcher queues the successors to a waiting worker.
                     let jobs: Vec<Job> = next.into_iter().chain(extra).collect();
                     if !jobs.is_empty() {
                         let _ = self.dispatcher.send(Msg::Handoff(jobs));
                     }
-                    break;
-                }
-                if let Some(j) = extra {
-                    self.submit(j);
+                    None
+                } else {
+                    if let Some(j) = extra {
+                        self.submit(j);
+                    }
+                    next
+                };
+                if let Some(lg) = &self.logger {
+                    lg.log(out.digest, lat, padding);
                 }
                 match next {
                     Some(j) => job = j,
