@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{build_deb, enabled, fixture_entries, ok_json, release_bin};
+use common::{build_deb, enabled, fixture_entries, keep_failed_try, ok_json, release_bin};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -127,15 +127,7 @@ fn reach_all(dir: &Path, guests: &mut Guests, ports: &mut [u16]) {
             continue;
         };
         eprintln!("warning: booting the guest once more: {}", why);
-        let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-failed-tries.log");
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-        {
-            use std::io::Write;
-            let _ = writeln!(f, "=== vm_fleet guest {}\n{}", i, why);
-        }
+        keep_failed_try(&format!("vm_fleet guest {}", i), &why);
         let _ = guest.kill();
         let _ = guest.wait();
         *port = free_port();

@@ -77,17 +77,7 @@ pub fn vm_output(mut make: impl FnMut() -> Command) -> Output {
         "warning: the VM failed, running the command once more; its stderr:\n{}",
         stderr
     );
-    // A test that passes on its retry drops its captured output: the failed try's stderr is
-    // kept beside the other VM logs, so a flaky guest leaves its evidence.
-    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-failed-tries.log");
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-    {
-        use std::io::Write;
-        let _ = writeln!(f, "=== {:?}\n{}", first, stderr);
-    }
+    keep_failed_try(&format!("{:?}", first), &stderr);
     if let Some((dir, old)) = before {
         for new in entries(&dir).difference(&old) {
             let p = dir.join(new);
@@ -96,6 +86,22 @@ pub fn vm_output(mut make: impl FnMut() -> Command) -> Output {
         }
     }
     make().output().unwrap()
+}
+
+/// Appends a failed VM try's evidence (`what` it was, its output) to target/vm-failed-tries.log:
+/// a test that passes on its retry drops its captured output, and a flaky guest should still
+/// leave its evidence beside the other VM logs.
+#[allow(dead_code)]
+pub fn keep_failed_try(what: &str, text: &str) {
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vm-failed-tries.log");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+    {
+        use std::io::Write;
+        let _ = writeln!(f, "=== {}\n{}", what, text);
+    }
 }
 
 /// The names in `dir` (none when it can't be read).
