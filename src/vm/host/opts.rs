@@ -289,8 +289,17 @@ fn disk_limits(a: &VmArgs) -> Result<DiskLimits> {
 fn timeouts(a: &VmArgs) -> Result<(Duration, Option<Duration>, Option<Duration>)> {
     let dur = |opt: &str, s: &str| -> Result<Duration> {
         let secs = parse::parse_duration(s).map_err(|e| bad(opt, e))?;
-        if secs <= 0.0 {
-            return Err(bad(opt, format!("{:?} must be longer than 0", s)));
+        // No guest boots or runs a command in under a second: a shorter value is a slip, most
+        // often a lone `m`, which is milliseconds (`28m` for `28min`).
+        if secs < 1.0 {
+            let hint = match s.trim().strip_suffix('m') {
+                Some(n) => format!("; a lone `m` is milliseconds, `{}min` is minutes", n),
+                None => String::new(),
+            };
+            return Err(bad(
+                opt,
+                format!("{:?} is under a second{} (accepted: 1s or more)", s, hint),
+            ));
         }
         Ok(Duration::from_secs_f64(secs.min(1e9)))
     };

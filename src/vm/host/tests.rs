@@ -110,6 +110,8 @@ fn bad_values_are_usage_errors() {
         &["rb", "vm", "--disk-latency", "11s", "--", "x"],
         &["rb", "vm", "--accel", "xen", "--", "x"],
         &["rb", "vm", "--timeout", "0", "--", "x"],
+        &["rb", "vm", "--timeout", "500ms", "--", "x"],
+        &["rb", "vm", "--boot-timeout", "3m", "--", "x"],
         &["rb", "vm", "--stall-timeout", "5s", "--", "x"],
         &["rb", "vm", "--stall-timeout", "soon", "--", "x"],
         &["rb", "vm", "--", "-d", "/", "x"],
@@ -118,6 +120,32 @@ fn bad_values_are_usage_errors() {
         assert_eq!(crate::error::exit_code(&e), 2, "{:?}: {}", argv, e);
         assert!(!e.to_string().contains('\n'));
     }
+}
+
+#[test]
+fn a_timeout_in_milliseconds_names_the_lone_m() {
+    let e = opts(&["rb", "vm", "--timeout", "28m", "--", "x"]).unwrap_err();
+    assert!(
+        e.to_string().contains("a lone `m` is milliseconds"),
+        "{}",
+        e
+    );
+    let e = opts(&["rb", "vm", "--timeout", "0.5s", "--", "x"]).unwrap_err();
+    assert!(e.to_string().contains("accepted: 1s or more"), "{}", e);
+    assert!(!e.to_string().contains("lone"), "{}", e);
+    let o = opts(&[
+        "rb",
+        "vm",
+        "--timeout",
+        "1s",
+        "--boot-timeout",
+        "28min",
+        "--",
+        "x",
+    ])
+    .unwrap();
+    assert_eq!(o.timeout, Some(std::time::Duration::from_secs(1)));
+    assert_eq!(o.boot_timeout, std::time::Duration::from_secs(28 * 60));
 }
 
 #[test]
