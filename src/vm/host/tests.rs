@@ -126,7 +126,8 @@ fn bad_values_are_usage_errors() {
 fn a_timeout_in_milliseconds_names_the_lone_m() {
     let e = opts(&["rb", "vm", "--timeout", "28m", "--", "x"]).unwrap_err();
     assert!(
-        e.to_string().contains("a lone `m` is milliseconds"),
+        e.to_string()
+            .contains("a lone `m` is milliseconds, `28min` is minutes"),
         "{}",
         e
     );
