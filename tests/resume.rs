@@ -1,5 +1,6 @@
 //! The run path end to end with the hidden `selftest` bench: completion, reuse on re-run,
-//! resuming after SIGKILL from the last checkpoint, and refusing to study incomplete jobs.
+//! resuming after SIGKILL from the last checkpoint, refusing to study incomplete jobs, and an
+//! iocost-qos result that outlives its reports.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -325,4 +326,75 @@ fn summary_after_each_job_has_the_header_block_of_format() {
             .collect()
     };
     assert_eq!(headers(&printed), headers(&format));
+}
+
+/// A finished iocost-qos configuration keeps its study in its run: with the reports gone,
+/// `study` gives the same result from those (and `format` the same text), where without them
+/// it fails as upstream's does.
+#[test]
+fn iocost_qos_results_kept_in_the_runs_outlive_their_reports() {
+    use std::io::Read;
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results/Samsung_SSD_970_PRO_512GB.json.gz");
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(&fixture).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let orig: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let qos = orig
+        .iter()
+        .position(|e| e["spec"]["kind"] == "iocost-qos")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, keep: bool| {
+        let mut all = orig.clone();
+        let e = all[qos].as_object_mut().unwrap();
+        let results = e.remove("result").unwrap()["runs"].clone();
+        let runs = e["record"]["runs"].as_array_mut().unwrap();
+        for (run, res) in runs.iter_mut().zip(results.as_array().unwrap()) {
+            if keep && !run.is_null() {
+                run["result"] = res.clone();
+            }
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_json::to_vec(&all).unwrap()).unwrap();
+        path
+    };
+    let no_reports = dir.path().join("no-reports");
+    let format = |res: &Path| {
+        let out = cmd(res)
+            .env("TZ", "UTC")
+            .args(["format", "iocost-qos"])
+            .assert()
+            .success();
+        String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+    };
+    let kept = write("kept.json", true);
+    let out = cmd(&kept)
+        .arg("-d")
+        .arg(&no_reports)
+        .args(["study", "iocost-qos"])
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("no loadable report")
+            && stderr.contains("using the result kept when it finished"),
+        "{}",
+        stderr
+    );
+    let orig_path = dir.path().join("orig.json");
+    std::fs::write(&orig_path, serde_json::to_vec(&orig).unwrap()).unwrap();
+    assert_eq!(format(&kept), format(&orig_path));
+
+    let lost = write("lost.json", false);
+    let out = cmd(&lost)
+        .arg("-d")
+        .arg(&no_reports)
+        .args(["study", "iocost-qos"])
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(stderr.contains("no loadable report"), "{}", stderr);
+    assert!(load(&lost)[qos].get("result").is_none());
 }

@@ -157,6 +157,17 @@ fn check_qos(v: &Value) {
     let at_kill = &v["record_at_kill"]["inc_runs"];
     assert_eq!(at_kill[0]["done"], true, "{}", at_kill);
     assert_eq!(at_kill[1]["done"], false, "{}", at_kill);
+    // The baseline kept its study in its run when it finished (for a study whose reports are
+    // gone); both runs were begun by an earlier job than the last, so they keep it after it.
+    let kept_mof = &at_kill[0]["result"]["stor"]["mem_offload_factor"];
+    assert!(kept_mof.is_f64(), "no kept result: {}", at_kill[0]);
+    let studied = &v["result"]["runs"][0]["stor"]["mem_offload_factor"];
+    assert_eq!(studied, kept_mof);
+    assert!(
+        runs.iter().all(|r| r["result"].is_object()),
+        "{}",
+        v["record"]
+    );
     let log = lines("rerun_log");
     assert!(has(&log, "iocost-qos[00]: -  iocost=off"), "{:#?}", log);
     // The adaptive grid: its candidates in one line, then each pick with why, then the stop.

@@ -4,7 +4,7 @@
 
 use super::plan::{self, Planned};
 use super::props::IocostQosProps;
-use super::record::{QosRecord, QosRun};
+use super::record::{KeptResult, QosRecord, QosRun};
 use crate::bench::contract::api::{Apply, Bench};
 use crate::bench::contract::ctx::RunCtx;
 use crate::bench::protection::props::{Scenario, TuneProps};
@@ -379,9 +379,26 @@ pub(super) fn run_config(
         c.i,
         format_duration((run.period.1 - run.period.0) as f64)
     );
+    run.result = kept_result(ctx, c.i, &run);
     rec.inc_runs[k] = run.clone();
     ctx.checkpoint(rec)?;
     Ok(run)
+}
+
+/// The finished configuration's study, kept in its run for when its reports are gone. One that
+/// fails now is left to the job's study at its end (warned: nothing is kept).
+fn kept_result(ctx: &RunCtx, i: usize, run: &QosRun) -> Option<KeptResult> {
+    match super::study::study_run(&ctx.reports_dir(), run).and_then(|r| KeptResult::of(&r)) {
+        Ok(kept) => Some(kept),
+        Err(e) => {
+            log::warn!(
+                "iocost-qos[{:02}]: no result kept in the record, its study failed: {:#}",
+                i,
+                e
+            );
+            None
+        }
+    }
 }
 
 /// A sub-bench's record to resume from: none while it is still the default.

@@ -35,6 +35,34 @@ pub struct QosRun {
     /// hold finished runs only.
     #[serde(default = "yes")]
     pub done: bool,
+    /// Ours: the configuration's study as made when it finished; `study` falls back to it when
+    /// the configuration's reports are gone (purged, another host), so a finished
+    /// configuration doesn't go with them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<KeptResult>,
+}
+
+/// A finished configuration's [`RunResult`], kept raw in its run: read only when its reports
+/// are gone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct KeptResult(Box<RawValue>);
+
+impl PartialEq for KeptResult {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.get() == o.0.get()
+    }
+}
+
+impl KeptResult {
+    pub fn of(r: &RunResult) -> anyhow::Result<Self> {
+        Ok(Self(serde_json::value::to_raw_value(r)?))
+    }
+
+    pub fn read(&self) -> anyhow::Result<RunResult> {
+        use anyhow::Context;
+        serde_json::from_str(self.0.get()).context("reading the result kept in the run")
+    }
 }
 
 /// A configuration that failed under `allow-fail`, and why.

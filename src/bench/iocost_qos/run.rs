@@ -13,10 +13,12 @@ use crate::bench::iocost_tune::model::IocostTuneResult;
 use crate::logging::progress;
 use crate::system::iocost::{self, QosOverride};
 use crate::units::format_pct;
+use crate::util::now;
 use anyhow::{Context, Result};
 
 pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord> {
     ctx.revert_knobs_at_end();
+    let started = now();
     let quick = ctx.quick();
     let base = base_of(ctx)?;
     let prev: Option<QosRecord> = ctx.prev_record();
@@ -69,7 +71,17 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord>
     let mut rec = job.rec;
     rec.runs = runs;
     rec.inc_runs.clear();
+    drop_fresh_kept(&mut rec.runs, started);
     Ok(rec)
+}
+
+/// Drops the kept results of the runs this job measured from their start: their reports are
+/// here for the study, and keeping both would double the file. Runs begun by an earlier job keep
+/// theirs: their reports may be gone.
+fn drop_fresh_kept(runs: &mut [Option<QosRun>], started: u64) {
+    for r in runs.iter_mut().flatten().filter(|r| r.period.0 >= started) {
+        r.result = None;
+    }
 }
 
 /// A job while it runs: what it measures with, its plan and its record.
@@ -189,7 +201,7 @@ impl adaptive::Measure for Live<'_, '_, '_> {
         for (j, r) in self.runs.iter().enumerate().skip(self.studies.len()) {
             let res = match r {
                 Some(r) => Some(
-                    super::study::study_run(&dir, r)
+                    super::study::study_or_kept(&dir, j, r)
                         .with_context(|| format!("iocost-qos[{:02}]: studying it", j))?,
                 ),
                 None => None,
@@ -482,6 +494,36 @@ mod tests {
         assert_eq!(tune_props(&bisect, 1.0, 2.0, None).search, Search::Bisect);
         assert_eq!(tune_props(&on, 1.0, 2.0, None).search, Search::Linear);
         assert_eq!(tune_props(&off, 1.0, 2.0, None).search, Search::Linear);
+    }
+
+    #[test]
+    fn only_runs_begun_by_an_earlier_job_keep_their_results() {
+        use super::super::record::{KeptResult, RunResult};
+        let kept = KeptResult::of(&RunResult::default()).unwrap();
+        let run = |start: u64| QosRun {
+            period: (start, start + 60),
+            result: Some(kept.clone()),
+            ..Default::default()
+        };
+        let mut runs = vec![Some(run(900)), None, Some(run(1000)), Some(run(1100))];
+        drop_fresh_kept(&mut runs, 1000);
+        let has: Vec<bool> = runs
+            .iter()
+            .map(|r| r.as_ref().is_some_and(|r| r.result.is_some()))
+            .collect();
+        assert_eq!(has, vec![true, false, false, false]);
+        assert_eq!(
+            runs[0]
+                .as_ref()
+                .unwrap()
+                .result
+                .as_ref()
+                .unwrap()
+                .read()
+                .unwrap()
+                .nr_reports,
+            (0, 0)
+        );
     }
 
     #[test]

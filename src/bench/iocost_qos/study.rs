@@ -1,6 +1,7 @@
 //! The iocost-qos study (benches-doc/iocost-qos.md): per measured configuration the storage and
 //! protection studies of its sub-records, the adjusted MOF from the size the tune protected, and
-//! over the configuration's whole period the vrate distribution and the IO latencies.
+//! over the configuration's whole period the vrate distribution and the IO latencies. A
+//! configuration whose reports are gone falls back to the study kept in its run.
 
 use super::record::{IoCostQosResult, QosRecord, QosRun, RunResult};
 use crate::bench::contract::api::Bench;
@@ -9,7 +10,7 @@ use crate::bench::protection::{Protection, ScenarioRecord};
 use crate::bench::storage::Storage;
 use crate::study::dist::MeanPcts;
 use crate::study::iolat_study::IoLatStudy;
-use crate::study::reports::{study_period, SelArg, Study};
+use crate::study::reports::{study_period, NoReportsError, SelArg, Study};
 use anyhow::{Context, Result};
 use std::path::Path;
 
@@ -35,12 +36,28 @@ pub fn study(ctx: &StudyCtx, rec: &QosRecord) -> Result<IoCostQosResult> {
         .enumerate()
         .map(|(i, r)| match r {
             None => Ok(None),
-            Some(r) => study_run(&ctx.reports_dir, r)
+            Some(r) => study_or_kept(&ctx.reports_dir, i, r)
                 .map(Some)
                 .with_context(|| format!("run [{:02}]", i)),
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(IoCostQosResult { runs })
+}
+
+/// Configuration `i`'s study from its reports or, when they are gone, the one kept in its run
+/// when it finished (with a warning); any other failure stands.
+pub(super) fn study_or_kept(dir: &Path, i: usize, r: &QosRun) -> Result<RunResult> {
+    match (study_run(dir, r), &r.result) {
+        (Err(e), Some(kept)) if e.chain().any(|c| c.is::<NoReportsError>()) => {
+            log::warn!(
+                "iocost-qos[{:02}]: {:#}; using the result kept when it finished",
+                i,
+                e
+            );
+            kept.read()
+        }
+        (res, _) => res,
+    }
 }
 
 pub(super) fn study_run(dir: &Path, r: &QosRun) -> Result<RunResult> {

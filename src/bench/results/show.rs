@@ -57,7 +57,7 @@ fn incomplete_body(out: &mut String, entry: &Entry) {
     } else {
         (
             progress.as_deref().unwrap_or("checkpointed"),
-            "the run finished but has no result; `study` with the same spec re-derives it",
+            "the run finished but has no result; `study` with the same spec re-derives it from its reports",
         )
     };
     out.push_str(&format!(
