@@ -369,13 +369,15 @@ fn iocost_qos_results_kept_in_the_runs_outlive_their_reports() {
             .success();
         String::from_utf8_lossy(&out.get_output().stdout).into_owned()
     };
+    let study = |res: &Path| {
+        cmd(res)
+            .arg("-d")
+            .arg(&no_reports)
+            .args(["study", "iocost-qos"])
+            .assert()
+    };
     let kept = write("kept.json", true);
-    let out = cmd(&kept)
-        .arg("-d")
-        .arg(&no_reports)
-        .args(["study", "iocost-qos"])
-        .assert()
-        .success();
+    let out = study(&kept).success();
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(
         stderr.contains("no loadable report")
@@ -388,12 +390,7 @@ fn iocost_qos_results_kept_in_the_runs_outlive_their_reports() {
     assert_eq!(format(&kept), format(&orig_path));
 
     let lost = write("lost.json", false);
-    let out = cmd(&lost)
-        .arg("-d")
-        .arg(&no_reports)
-        .args(["study", "iocost-qos"])
-        .assert()
-        .failure();
+    let out = study(&lost).failure();
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(stderr.contains("no loadable report"), "{}", stderr);
     assert!(load(&lost)[qos].get("result").is_none());

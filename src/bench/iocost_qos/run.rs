@@ -200,9 +200,13 @@ impl adaptive::Measure for Live<'_, '_, '_> {
         let dir = self.job.ctx.reports_dir();
         for (j, r) in self.runs.iter().enumerate().skip(self.studies.len()) {
             let res = match r {
+                // The study kept when it finished, made moments ago, else one from the reports.
                 Some(r) => Some(
-                    super::study::study_or_kept(&dir, j, r)
-                        .with_context(|| format!("iocost-qos[{:02}]: studying it", j))?,
+                    match &r.result {
+                        Some(kept) => kept.read(),
+                        None => super::study::study_or_kept(&dir, j, r),
+                    }
+                    .with_context(|| format!("iocost-qos[{:02}]: studying it", j))?,
                 ),
                 None => None,
             };
