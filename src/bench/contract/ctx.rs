@@ -171,6 +171,22 @@ impl RunCtx<'_> {
             .ok()
     }
 
+    /// The result of this job's finished entry from an earlier run, read as `T`: `None` when
+    /// there is none, the entry is a checkpoint, it can't be read (nothing depends on it but
+    /// what a bench keeps for when reports are gone), or inside a sub-bench (the entry is the
+    /// outer job's).
+    pub fn prev_result<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        if self.nest.is_some() {
+            return None;
+        }
+        self.prev_record.as_ref()?;
+        let e = &self.file.entries[self.idx];
+        if e.incomplete {
+            return None;
+        }
+        serde_json::from_str(e.result.as_deref()?.get()).ok()
+    }
+
     /// `--quick`: shortened phases (the result carries the mark).
     pub fn quick(&self) -> bool {
         self.quick

@@ -65,6 +65,12 @@ impl KeptResult {
     }
 }
 
+/// A finished entry's result with each configuration's study left raw, as [`KeptResult`]s are.
+#[derive(Debug, Default, Deserialize)]
+pub struct EarlierResults {
+    pub runs: Vec<Option<Box<RawValue>>>,
+}
+
 /// A configuration that failed under `allow-fail`, and why.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -140,6 +146,22 @@ impl QosRecord {
         v
     }
 
+    /// Gives each finished run without a kept study the one the finished entry's result holds
+    /// for it (`earlier`, index by index as the study wrote it), so that a job extending a
+    /// finished one still has them when their reports are gone. Returns the periods of the
+    /// runs it gave one.
+    pub fn seed_kept(&mut self, earlier: EarlierResults) -> Vec<(u64, u64)> {
+        let mut seeded = Vec::new();
+        let pairs = self.runs.iter_mut().zip(earlier.runs);
+        for (run, raw) in pairs.filter_map(|(r, e)| Some((r.as_mut()?, e?))) {
+            if run.done && run.result.is_none() {
+                run.result = Some(KeptResult(raw));
+                seeded.push(run.period);
+            }
+        }
+        seeded
+    }
+
     /// Every finished run it holds.
     pub fn finished(&self) -> impl Iterator<Item = &QosRun> {
         self.runs
@@ -213,6 +235,40 @@ mod tests {
         let c = int.carry_over();
         assert_eq!(c.len(), 3);
         assert!(!c[2].done && c[2].ovr.max == Some(80.0));
+    }
+
+    #[test]
+    fn a_finished_entry_s_studies_seed_the_runs_without_one() {
+        let run = |t: u64, kept: Option<&str>| QosRun {
+            period: (t, t + 1),
+            done: true,
+            result: kept.map(|k| KeptResult(RawValue::from_string(k.into()).unwrap())),
+            ..Default::default()
+        };
+        let mut rec = QosRecord {
+            runs: vec![
+                Some(run(10, None)),
+                None,
+                Some(run(30, Some("{}"))),
+                Some(run(40, None)),
+            ],
+            ..Default::default()
+        };
+        // Index by index; a run keeps its own, a skipped one and a missing study give nothing.
+        let earlier: EarlierResults =
+            serde_json::from_str(r#"{"runs":[{"a":1},{"b":2},{"c":3},null]}"#).unwrap();
+        assert_eq!(rec.seed_kept(earlier), vec![(10, 11)]);
+        let kept = |i: usize| {
+            rec.runs[i]
+                .as_ref()
+                .unwrap()
+                .result
+                .as_ref()
+                .map(|k| k.0.get())
+        };
+        assert_eq!(kept(0), Some(r#"{"a":1}"#));
+        assert_eq!(kept(2), Some("{}"));
+        assert_eq!(kept(3), None);
     }
 
     #[test]

@@ -21,7 +21,13 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord>
     let started = now();
     let quick = ctx.quick();
     let base = base_of(ctx)?;
-    let prev: Option<QosRecord> = ctx.prev_record();
+    let mut prev: Option<QosRecord> = ctx.prev_record();
+    // Extending a finished job: its runs get the studies its result holds, as runs carried from
+    // an interrupted job keep theirs (their reports may be gone by now).
+    let seeded = match (&mut prev, ctx.prev_result()) {
+        (Some(p), Some(earlier)) => p.seed_kept(earlier),
+        _ => Vec::new(),
+    };
     let plan = plan(props, &base, prev.as_ref(), quick)?;
     let nr_fixed = match props.adaptive {
         Some(_) => 1 + props.groups.len(),
@@ -72,7 +78,34 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord>
     rec.runs = runs;
     rec.inc_runs.clear();
     drop_fresh_kept(&mut rec.runs, started);
+    if let Some(p) = &prev {
+        unseed_if_unchanged(&mut rec.runs, &seeded, &p.runs);
+    }
     Ok(rec)
+}
+
+/// A re-run of a finished job that measured nothing and kept its configurations hands its
+/// record back as it was (the runner then keeps the entry untouched): without the seeded studies.
+fn unseed_if_unchanged(
+    runs: &mut Vec<Option<QosRun>>,
+    seeded: &[(u64, u64)],
+    prev: &[Option<QosRun>],
+) {
+    let bare = |v: &[Option<QosRun>]| -> Vec<Option<QosRun>> {
+        let mut v = v.to_vec();
+        for r in v
+            .iter_mut()
+            .flatten()
+            .filter(|r| seeded.contains(&r.period))
+        {
+            r.result = None;
+        }
+        v
+    };
+    let unseeded = bare(runs);
+    if unseeded == bare(prev) {
+        *runs = unseeded;
+    }
 }
 
 /// Drops the kept results of the runs this job measured from their start: their reports are
@@ -528,6 +561,31 @@ mod tests {
                 .nr_reports,
             (0, 0)
         );
+    }
+
+    #[test]
+    fn a_re_run_that_changed_nothing_drops_the_seeded_studies() {
+        use super::super::record::{KeptResult, RunResult};
+        let kept = KeptResult::of(&RunResult::default()).unwrap();
+        let run = |start: u64, k: bool| QosRun {
+            period: (start, start + 60),
+            result: k.then(|| kept.clone()),
+            ..Default::default()
+        };
+        let prev = vec![Some(run(100, false)), Some(run(200, true))];
+        let seeded = [(100, 160)];
+        // The same runs, one seeded: handed back as they were.
+        let mut runs = vec![Some(run(100, true)), Some(run(200, true))];
+        unseed_if_unchanged(&mut runs, &seeded, &prev);
+        assert_eq!(runs, prev);
+        // A configuration added: the seeded study stays with its run.
+        let mut runs = vec![
+            Some(run(100, true)),
+            Some(run(200, true)),
+            Some(run(900, false)),
+        ];
+        unseed_if_unchanged(&mut runs, &seeded, &prev);
+        assert!(runs[0].as_ref().unwrap().result.is_some());
     }
 
     #[test]

@@ -254,3 +254,24 @@ fn iocost_tune_without_an_iocost_qos_run_gets_upstreams_first() {
     // Other benches are left alone.
     assert_eq!(kinds_to_run(&["storage"], &[]), ["storage"]);
 }
+
+/// A job's earlier result is read only from a finished entry: a checkpoint's is stale.
+#[test]
+fn an_earlier_result_reads_only_from_a_finished_entry() {
+    let t = tempfile::tempdir().unwrap();
+    let mut file = ResultFile::load(&t.path().join("r.json")).unwrap();
+    let spec = JobSpec::parse("iocost-qos").unwrap();
+    let idx = file.push(Entry {
+        result: Some(to_raw(&serde_json::json!({"runs": [1]})).unwrap()),
+        incomplete: false,
+        ..Entry::placeholder(spec.clone())
+    });
+    let dir = std::path::Path::new("/nonexistent");
+    let prev = serde_json::json!({"runs": []});
+    let ctx = ctx_of(spec.clone(), prev.clone(), dir, &mut file, idx);
+    let res: Option<serde_json::Value> = ctx.prev_result();
+    assert_eq!(res, Some(serde_json::json!({"runs": [1]})));
+    file.entries[idx].incomplete = true;
+    let ctx = ctx_of(spec, prev, dir, &mut file, idx);
+    assert_eq!(ctx.prev_result::<serde_json::Value>(), None);
+}
