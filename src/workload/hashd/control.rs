@@ -19,6 +19,9 @@
 //! a rate that falls later (the memory benches squeezing hashd) is left to the controllers, as
 //! upstream's.
 //!
+//! With upstream's flow (`upstream_flow`) none of this: the integral runs unbanded, there is
+//! no start climb and the concurrency stays at one or more, as rd-hashd's controllers.
+//!
 //! The concurrency may fall below one request in flight (to [`MIN_CONCURRENCY`]): the
 //! dispatcher then paces single requests with idle gaps. Upstream keeps at least one in
 //! flight, so a request shorter than 1 / target runs hashd above its target — on a slow host
@@ -111,7 +114,11 @@ fn lat_pid(p: &Params) -> Pid {
 }
 
 fn rps_pid(p: &Params) -> Pid {
-    Pid::new(p.rps_pid, 1.0, 1.0, 1.0).with_i_band(RPS_I_BAND)
+    let pid = Pid::new(p.rps_pid, 1.0, 1.0, 1.0);
+    match p.upstream_flow {
+        true => pid,
+        false => pid.with_i_band(RPS_I_BAND),
+    }
 }
 
 impl Control {
@@ -124,7 +131,7 @@ impl Control {
             anon_addr_frac: 1.0,
             lat_pid: lat_pid(p),
             rps_pid: rps_pid(p),
-            climbing: true,
+            climbing: !p.upstream_flow,
         }
     }
 
@@ -132,6 +139,7 @@ impl Control {
     pub fn reset(&mut self, p: &Params) {
         self.lat_pid = lat_pid(p);
         self.rps_pid = rps_pid(p);
+        self.climbing &= !p.upstream_flow;
         self.concurrency_max = self.concurrency_max.min(p.concurrency_max as f64);
         self.concurrency = self.concurrency.min(self.concurrency_max);
     }
@@ -156,7 +164,11 @@ impl Control {
                 scale = scale.max((1.0 / ratio).min(2.0));
             }
         }
-        self.concurrency = (self.concurrency * scale).max(MIN_CONCURRENCY);
+        let least = match p.upstream_flow {
+            true => 1.0,
+            false => MIN_CONCURRENCY,
+        };
+        self.concurrency = (self.concurrency * scale).max(least);
 
         if self.concurrency >= self.concurrency_max {
             self.concurrency = self.concurrency_max;
@@ -290,13 +302,35 @@ mod tests {
         );
         // The PID alone, integrating all the way up, winds up: it overshoots by about a fifth
         // and stays out of the band for much longer (what hashd did before the band and the
-        // start's climb).
-        let mut wound = Control::new(2, &p);
-        wound.rps_pid = Pid::new(p.rps_pid, 1.0, 1.0, 1.0);
-        wound.climbing = false;
-        let (peak_w, settled_w) = cold_start(&p, &mut wound);
+        // start's climb, and what upstream's flow does).
+        let up = Params {
+            upstream_flow: true,
+            ..p.clone()
+        };
+        let mut wound = Control::new(2, &up);
+        let (peak_w, settled_w) = cold_start(&up, &mut wound);
         assert!(peak_w > 1.15, "peak {:.3}", peak_w);
         assert!(settled_w > 2 * settled, "{} against {}", settled_w, settled);
+    }
+
+    #[test]
+    fn upstream_s_flow_keeps_at_least_one_request_in_flight() {
+        // 40 ms requests against a target of 8 RPS: one in flight already runs 25.
+        let lean = Params {
+            rps_target: 8,
+            ..Params::default()
+        };
+        let up = Params {
+            upstream_flow: true,
+            ..lean.clone()
+        };
+        let mut c = Control::new(2, &lean);
+        let h = simulate(&lean, &mut c, 100, |_| 1000.0);
+        assert!(h[99].2 < 0.5, "ours paces below one: {}", h[99].2);
+        let mut c = Control::new(2, &up);
+        let h = simulate(&up, &mut c, 100, |_| 1000.0);
+        let (lo, hi) = spread(h[50..].iter().map(|x| x.2));
+        assert!(lo == 1.0 && hi == 1.0, "upstream's flow kept {lo}..{hi}");
     }
 
     #[test]

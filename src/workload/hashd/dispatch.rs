@@ -369,6 +369,7 @@ impl State {
         {
             let mut fl = lock(&self.flow);
             fl.req_cfg = Arc::new(ReqConfig::new(&p, fp.file_pages, fp.anon_bytes));
+            fl.upstream = p.upstream_flow;
             fl.padding = p.log_padding();
         }
         self.steer();

@@ -12,6 +12,9 @@
 //! A target below one is the same dither between none and one in flight: a request is
 //! started when the idle time has paid for the time one ran over the target, so a request
 //! shorter than 1 / rate is followed by a gap instead of running hashd above its rate.
+//!
+//! With upstream's flow (`upstream_flow`) the floor alone is kept in flight, and at least one,
+//! as rd-hashd's dispatcher does: below two requests in flight its rate is one request's.
 
 use super::dist::Rng;
 use super::request::{self, ReqConfig, Request};
@@ -35,6 +38,8 @@ pub(super) struct Flow {
     rng: Rng,
     /// Requests to keep in flight on average: the controller's concurrency, at least 1.
     pub(super) target: f64,
+    /// Keep `max(floor(target), 1)` in flight, as upstream's dispatcher (no dither, no pacing).
+    pub(super) upstream: bool,
     /// Request-seconds the requests in flight are behind the target, since `at` seconds after
     /// `origin` (bounded: a target that can't be met doesn't build up a debt).
     owed: f64,
@@ -67,6 +72,7 @@ impl Flow {
             req_cfg,
             rng,
             target: target.max(MIN_TARGET),
+            upstream: false,
             owed: 0.0,
             at: 0.0,
             origin: Instant::now(),
@@ -128,7 +134,9 @@ impl Flow {
     pub(super) fn next(&mut self) -> Option<Job> {
         let floor = self.target.floor() as u64;
         // (Within a nanosecond's worth: the due time is computed from the same sum.)
-        let cap = if floor == 0 && self.owed >= -1e-9 {
+        let cap = if self.upstream {
+            floor.max(1)
+        } else if floor == 0 && self.owed >= -1e-9 {
             1
         } else {
             floor
@@ -139,10 +147,12 @@ impl Flow {
     /// Seconds until the next paced request is due: only below a target of one with nothing
     /// in flight, when the idle time has yet to pay off what the last request ran over.
     pub(super) fn due_in(&self, now: f64) -> Option<f64> {
-        (!self.stopped && self.target < 1.0 && self.nr_in_flight == 0).then(|| {
-            let idle = (now - self.at).max(0.0);
-            ((-self.owed) / self.target - idle).max(0.0)
-        })
+        (!self.stopped && !self.upstream && self.target < 1.0 && self.nr_in_flight == 0).then(
+            || {
+                let idle = (now - self.at).max(0.0);
+                ((-self.owed) / self.target - idle).max(0.0)
+            },
+        )
     }
 
     /// Seconds since the flow began.
@@ -163,7 +173,13 @@ impl Flow {
     /// requests in flight are behind the target.
     pub(super) fn after_complete(&mut self) -> (Option<Job>, Option<Job>) {
         let floor = self.target.floor() as u64;
-        let cap = if self.owed > 0.0 { floor + 1 } else { floor };
+        let cap = if self.upstream {
+            floor.max(1)
+        } else if self.owed > 0.0 {
+            floor + 1
+        } else {
+            floor
+        };
         (self.draw_below(cap), self.draw_below(cap))
     }
 }
@@ -231,10 +247,11 @@ mod tests {
     /// Requests in flight on average at `target`, each taking `lat` seconds ± 20 %, over
     /// `secs`: a discrete-event run of the flow (completions in time order, each worker running
     /// what `after_complete` hands it, the extra one started at once).
-    fn mean_in_flight(target: f64, lat: f64, secs: f64) -> f64 {
+    fn mean_in_flight(target: f64, lat: f64, secs: f64, upstream: bool) -> f64 {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         let mut fl = flow(target);
+        fl.upstream = upstream;
         let mut rng = Rng::seeded(7);
         let mut lat_us = || (lat * rng.uniform(0.8, 1.2) * 1e6) as u64;
         // Finish times in microseconds.
@@ -275,7 +292,7 @@ mod tests {
     #[test]
     fn a_target_below_one_is_paced_with_idle_gaps() {
         for t in [0.25, 0.5, 0.9] {
-            let m = mean_in_flight(t, 0.036, 100.0);
+            let m = mean_in_flight(t, 0.036, 100.0, false);
             assert!((m - t).abs() < 0.02, "target {t} kept {m:.3} in flight");
         }
         // One in flight for 0.1 s at 0.5 owes 0.05 request-seconds: the next is due 0.1 s later.
@@ -295,10 +312,24 @@ mod tests {
     }
 
     #[test]
+    fn upstream_s_flow_keeps_the_floor_and_at_least_one() {
+        for (t, kept) in [(0.5, 1.0), (1.9, 1.0), (2.0, 2.0), (6.75, 6.0)] {
+            let m = mean_in_flight(t, 0.036, 100.0, true);
+            assert!((m - kept).abs() < 1e-9, "target {t} kept {m:.3} in flight");
+        }
+        let mut fl = flow(0.5);
+        fl.upstream = true;
+        assert!(fl.next().is_some() && fl.next().is_none());
+        fl.complete(0.1, &outcome());
+        assert!(fl.after_complete().0.is_some(), "no gap below one");
+        assert_eq!(fl.due_in(0.1), None);
+    }
+
+    #[test]
     fn a_fractional_target_is_kept_in_flight_on_average() {
         let means: Vec<f64> = [6.0, 6.25, 6.5, 6.75, 6.99]
             .iter()
-            .map(|&t| mean_in_flight(t, 0.036, 100.0))
+            .map(|&t| mean_in_flight(t, 0.036, 100.0, false))
             .collect();
         assert!((means[0] - 6.0).abs() < 1e-9, "{:?}", means);
         for (t, m) in [6.25, 6.5, 6.75].iter().zip(&means[1..4]) {

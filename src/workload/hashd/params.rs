@@ -66,6 +66,11 @@ pub struct Params {
     /// seek and read per file page); left out of the file when off, so it stays upstream's.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub upstream_requests: bool,
+    /// Ours: keep requests in flight as upstream's rd-hashd does (`floor(concurrency)`, at least
+    /// one; the RPS controller integrating all the way, no start climb); left out of the file
+    /// when off, so it stays upstream's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_flow: bool,
     /// Slots of the per-page access histograms in the status file (0 = off; see `accdist`).
     pub acc_dist_slots: usize,
     pub lat_pid: PidParams,
@@ -100,6 +105,7 @@ impl Default for Params {
             log_bps: 1100794,
             fake_cpu_load: false,
             upstream_requests: false,
+            upstream_flow: false,
             acc_dist_slots: 0,
             lat_pid: PidParams {
                 kp: 0.1,
@@ -333,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn upstream_requests_are_written_only_when_on() {
+    fn upstream_requests_and_flow_are_written_only_when_on() {
         let off = serde_json::to_string(&Params::default()).unwrap();
         assert!(!off.contains("upstream_requests"), "{off}");
         let on = Params {
@@ -343,6 +349,14 @@ mod tests {
         let text = serde_json::to_string(&on).unwrap();
         assert!(text.contains("\"upstream_requests\":true"), "{text}");
         assert_eq!(Params::parse(&text).unwrap(), on);
+        assert!(!off.contains("upstream_flow"), "{off}");
+        let flow = Params {
+            upstream_flow: true,
+            ..Params::default()
+        };
+        let text = serde_json::to_string(&flow).unwrap();
+        assert!(text.contains("\"upstream_flow\":true"), "{text}");
+        assert_eq!(Params::parse(&text).unwrap(), flow);
     }
 
     #[test]
