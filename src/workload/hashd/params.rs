@@ -341,22 +341,20 @@ mod tests {
     #[test]
     fn upstream_requests_and_flow_are_written_only_when_on() {
         let off = serde_json::to_string(&Params::default()).unwrap();
-        assert!(!off.contains("upstream_requests"), "{off}");
-        let on = Params {
+        let requests = Params {
             upstream_requests: true,
             ..Params::default()
         };
-        let text = serde_json::to_string(&on).unwrap();
-        assert!(text.contains("\"upstream_requests\":true"), "{text}");
-        assert_eq!(Params::parse(&text).unwrap(), on);
-        assert!(!off.contains("upstream_flow"), "{off}");
         let flow = Params {
             upstream_flow: true,
             ..Params::default()
         };
-        let text = serde_json::to_string(&flow).unwrap();
-        assert!(text.contains("\"upstream_flow\":true"), "{text}");
-        assert_eq!(Params::parse(&text).unwrap(), flow);
+        for (key, on) in [("upstream_requests", requests), ("upstream_flow", flow)] {
+            assert!(!off.contains(key), "{off}");
+            let text = serde_json::to_string(&on).unwrap();
+            assert!(text.contains(&format!("\"{key}\":true")), "{text}");
+            assert_eq!(Params::parse(&text).unwrap(), on);
+        }
     }
 
     #[test]
