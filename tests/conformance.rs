@@ -944,14 +944,15 @@ fn merge_keeps_time_saver_runs_apart_unless_told() {
     );
 }
 
-/// A run of ours whose hashd made lean requests, whose footprints our memory search found and
-/// whose io.cost model our iocost-params jobs measured (the defaults) stays out of a merge
-/// with upstream's runs, and one made with `storage-requests=upstream,storage-search=upstream`
-/// on a model measured with `iocost-params:jobs=upstream` goes in, unless
-/// `--merge-lean-requests`, `--merge-our-search` and `--merge-our-jobs` are given (each pools
-/// only its own difference).
+/// A run of ours whose hashd made lean requests and kept them in flight our way, whose
+/// footprints our memory search found and whose io.cost model our iocost-params jobs measured
+/// (the defaults) stays out of a merge with upstream's runs, and one made with
+/// `storage-requests=upstream,storage-flow=upstream,storage-search=upstream` on a model
+/// measured with `iocost-params:jobs=upstream` goes in, unless `--merge-lean-requests`,
+/// `--merge-our-flow`, `--merge-our-search` and `--merge-our-jobs` are given (each pools only
+/// its own difference).
 #[test]
-fn merge_keeps_lean_request_our_search_and_our_jobs_runs_apart_unless_told() {
+fn merge_keeps_runs_with_our_hashd_search_and_jobs_apart_unless_told() {
     let (dir, names) = merge_sources();
     let tmp = tempfile::tempdir().unwrap();
     for (i, n) in names.iter().enumerate() {
@@ -962,6 +963,7 @@ fn merge_keeps_lean_request_our_search_and_our_jobs_runs_apart_unless_told() {
                 e["sysinfo"]["bench_args"] = serde_json::json!({"dir": "/var/lib/resctl-bench"});
                 if i == 1 {
                     e["record"]["qos_props"][0]["storage-requests"] = "upstream".into();
+                    e["record"]["qos_props"][0]["storage-flow"] = "upstream".into();
                     e["record"]["qos_props"][0]["storage-search"] = "upstream".into();
                     e["record"]["upstream_model_jobs"] = true.into();
                 }
@@ -977,19 +979,21 @@ fn merge_keeps_lean_request_our_search_and_our_jobs_runs_apart_unless_told() {
             "    + src0.json",
             "    + src1.json",
             "[-] iocost-tune",
-            "  classifier: dither,vrate-max=125 (lean hashd requests, our memory search, our io.cost jobs)",
+            "  classifier: dither,vrate-max=125 (lean hashd requests, our request flow, our memory search, our io.cost jobs)",
             "    + src2.json",
         ],
     );
     let all = [
         "--merge-lean-requests",
+        "--merge-our-flow",
         "--merge-our-search",
         "--merge-our-jobs",
     ];
     let left = [
-        "our memory search, our io.cost jobs",
-        "lean hashd requests, our io.cost jobs",
-        "lean hashd requests, our memory search",
+        "our request flow, our memory search, our io.cost jobs",
+        "lean hashd requests, our memory search, our io.cost jobs",
+        "lean hashd requests, our request flow, our io.cost jobs",
+        "lean hashd requests, our request flow, our memory search",
     ];
     for (flag, left) in all.iter().zip(left) {
         assert_has_lines(
@@ -1003,6 +1007,7 @@ fn merge_keeps_lean_request_our_search_and_our_jobs_runs_apart_unless_told() {
     let together = merge(&all);
     assert!(
         !together.contains("lean")
+            && !together.contains("flow")
             && !together.contains("search")
             && !together.contains("jobs")
             && !together.contains("[-]"),

@@ -41,6 +41,8 @@ pub struct HashdBenchCfg {
     pub log_bps: Option<u64>,
     /// Requests made as upstream's rd-hashd makes them (the `requests` knob).
     pub upstream_requests: bool,
+    /// Requests kept in flight as upstream's rd-hashd keeps them (the `flow` knob).
+    pub upstream_flow: bool,
     /// The memory search is upstream's (the `search` property; takes no `mem_prior`).
     pub upstream_search: bool,
     /// Page cache to load before the first request, bytes.
@@ -66,8 +68,12 @@ pub struct HashdBenchRun {
 /// The values of the `requests` knob: ours (the default) or upstream's way of making a request.
 pub const REQUESTS: &[&str] = &["lean", "upstream"];
 
+/// The values of the `flow` knob: ours (the default: paced, the integral banded) or upstream's
+/// way of keeping requests in flight.
+pub const FLOWS: &[&str] = &["ours", "upstream"];
+
 /// The hashd knobs `storage` and `hashd-params` take.
-pub const HASHD_KNOBS: [PropDesc; 5] = [
+pub const HASHD_KNOBS: [PropDesc; 6] = [
     prop("rps-max", ValueKind::Int, "maximum requests per second"),
     prop(
         "hash-size",
@@ -84,6 +90,11 @@ pub const HASHD_KNOBS: [PropDesc; 5] = [
         "requests",
         ValueKind::Enum(REQUESTS),
         "how hashd makes a request: lean (ours), or as upstream's rd-hashd",
+    ),
+    prop(
+        "flow",
+        ValueKind::Enum(FLOWS),
+        "how hashd keeps requests in flight: ours (paced), or as upstream's rd-hashd",
     ),
 ];
 
@@ -107,6 +118,12 @@ pub fn upstream_search(g: &Group, key: &str) -> Result<bool, SpecError> {
 /// made as upstream's rd-hashd makes them.
 pub fn upstream_requests(g: &Group, key: &str) -> Result<bool, SpecError> {
     chose_upstream(g, key, REQUESTS)
+}
+
+/// Whether `key` (the `flow` knob, or as a parent bench forwards it) asks for requests kept in
+/// flight as upstream's rd-hashd keeps them.
+pub fn upstream_flow(g: &Group, key: &str) -> Result<bool, SpecError> {
+    chose_upstream(g, key, FLOWS)
 }
 
 /// A hashd knob (`rps-max`, `hash-size`, `chunk-pages`) must be positive when given: 0 is an
@@ -155,6 +172,7 @@ fn base_params(cfg: &HashdBenchCfg) -> Params {
         p.log_bps = l;
     }
     p.upstream_requests = cfg.upstream_requests;
+    p.upstream_flow = cfg.upstream_flow;
     p
 }
 
@@ -268,6 +286,7 @@ pub fn run_sizing(
         chunk_pages: st.base.chunk_pages as u64,
         fake_cpu_load: cfg.fake_cpu,
         upstream_requests: cfg.upstream_requests,
+        upstream_flow: cfg.upstream_flow,
     };
     Ok(HashdBenchRun { sizing, knobs })
 }
@@ -285,6 +304,7 @@ pub fn given_knobs(cfg: &HashdBenchCfg) -> Option<HashdKnobs> {
         chunk_pages: base.chunk_pages as u64,
         fake_cpu_load: cfg.fake_cpu,
         upstream_requests: cfg.upstream_requests,
+        upstream_flow: cfg.upstream_flow,
     })
 }
 
@@ -405,6 +425,7 @@ mod tests {
             chunk_pages: Some(8),
             log_bps: Some(1000),
             upstream_requests: true,
+            upstream_flow: true,
             upstream_search: false,
             preload: 0,
             total_memory: None,
@@ -417,15 +438,20 @@ mod tests {
             (p.file_size_mean, p.chunk_pages, p.log_bps, p.fake_cpu_load),
             (4096, 8, 1000, true)
         );
-        assert!(p.upstream_requests);
+        assert!(p.upstream_requests && p.upstream_flow);
         let k = given_knobs(&cfg).unwrap();
         assert_eq!(
             (k.hash_size, k.rps_max, k.mem_size, k.mem_frac),
             (4096, 100, 1 << 30, 0.25)
         );
         assert_eq!(
-            (k.chunk_pages, k.fake_cpu_load, k.upstream_requests),
-            (8, true, true)
+            (
+                k.chunk_pages,
+                k.fake_cpu_load,
+                k.upstream_requests,
+                k.upstream_flow
+            ),
+            (8, true, true, true)
         );
         let measure_rps = HashdBenchCfg {
             rps_max: None,

@@ -33,6 +33,11 @@ pub struct Args {
     /// kept apart otherwise
     #[arg(long = "merge-lean-requests")]
     pub merge_lean_requests: bool,
+    /// Merge results whose hashd kept its requests in flight our way (this tool's default)
+    /// with results whose hashd kept them as upstream's does (upstream's, or
+    /// `storage-flow=upstream`); kept apart otherwise
+    #[arg(long = "merge-our-flow")]
+    pub merge_our_flow: bool,
     /// Merge results whose footprints our memory search found (this tool's default) with
     /// results whose footprints upstream's search found (upstream's, or
     /// `storage-search=upstream`); kept apart otherwise
@@ -66,6 +71,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
         multiple: a.multiple,
         merge_time_savers: a.merge_time_savers,
         merge_lean_requests: a.merge_lean_requests,
+        merge_our_flow: a.merge_our_flow,
         merge_our_search: a.merge_our_search,
         merge_our_jobs: a.merge_our_jobs,
     };

@@ -34,6 +34,10 @@ pub struct HashdKnobs {
     /// out when off, so the section reads as upstream's.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub upstream_requests: bool,
+    /// Ours: hashd kept its requests in flight as upstream's rd-hashd does (`flow=upstream`);
+    /// left out when off.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub upstream_flow: bool,
 }
 
 /// `--hashd-size` and `--hashd-cpu-load`: hashd parameters fixed by the user over the

@@ -15,7 +15,8 @@ use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::bench::contract::needs;
 use crate::bench::hashd_sizing::dfl_rps_max;
 use crate::bench::hashd_sizing::{
-    self, positive_knob, upstream_requests, upstream_search, HashdBenchCfg, HASHD_KNOBS, SEARCH,
+    self, positive_knob, upstream_flow, upstream_requests, upstream_search, HashdBenchCfg,
+    HASHD_KNOBS, SEARCH,
 };
 use crate::result::sysinfo::MemProfile;
 use crate::spec::JobSpec;
@@ -57,6 +58,7 @@ pub static DESC: BenchDesc = BenchDesc {
             HASHD_KNOBS[2],
             HASHD_KNOBS[3],
             HASHD_KNOBS[4],
+            HASHD_KNOBS[5],
             SEARCH,
         ],
         forward: &[],
@@ -85,6 +87,8 @@ pub struct HashdParamsProps {
     pub log_bps: Option<u64>,
     /// hashd makes its requests as upstream's rd-hashd does (`requests=upstream`).
     pub upstream_requests: bool,
+    /// hashd keeps requests in flight as upstream's rd-hashd does (`flow=upstream`).
+    pub upstream_flow: bool,
     /// The footprint is searched as upstream's rd-hashd searches it (`search=upstream`).
     pub upstream_search: bool,
 }
@@ -115,6 +119,7 @@ impl HashdParamsProps {
             chunk_pages: positive("chunk-pages", ValueKind::Int)?.map(clamp),
             log_bps: g.u64("log-bps", ValueKind::Size)?,
             upstream_requests: upstream_requests(&g, "requests")?,
+            upstream_flow: upstream_flow(&g, "flow")?,
             upstream_search: upstream_search(&g, "search")?,
         })
     }
@@ -142,6 +147,7 @@ impl HashdParamsProps {
             chunk_pages: self.chunk_pages,
             log_bps: self.log_bps,
             upstream_requests: self.upstream_requests,
+            upstream_flow: self.upstream_flow,
             upstream_search: self.upstream_search,
             preload: share / 2,
             total_memory: Some(share),
@@ -323,10 +329,12 @@ pub fn mem_actual(k: &HashdKnobs) -> f64 {
 }
 
 /// `Result: hash_size=… rps_max=… mem_actual=… chunk_pages=…[ fake_cpu_load]`, and ours
-/// ` upstream_requests` when hashd made its requests as upstream's does.
+/// ` upstream_requests` and ` upstream_flow` when hashd made its requests and kept them in flight
+/// as upstream's does.
 pub fn result_line(k: &HashdKnobs) -> String {
+    let ours = |on: bool, word: &'static str| if on { word } else { "" };
     format!(
-        "Result: hash_size={} rps_max={} mem_actual={} chunk_pages={}{}{}",
+        "Result: hash_size={} rps_max={} mem_actual={} chunk_pages={}{}{}{}",
         format_size(k.hash_size as f64),
         k.rps_max,
         format_size(mem_actual(k)),
@@ -336,11 +344,8 @@ pub fn result_line(k: &HashdKnobs) -> String {
         } else {
             ""
         },
-        if k.upstream_requests {
-            " upstream_requests"
-        } else {
-            ""
-        }
+        ours(k.upstream_requests, " upstream_requests"),
+        ours(k.upstream_flow, " upstream_flow"),
     )
 }
 

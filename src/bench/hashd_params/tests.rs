@@ -46,6 +46,7 @@ fn apply_and_commit_default_to_true() {
             chunk_pages: None,
             log_bps: None,
             upstream_requests: false,
+            upstream_flow: false,
             upstream_search: false,
         }
     );
@@ -144,6 +145,7 @@ fn knobs() -> HashdKnobs {
         chunk_pages: 25,
         fake_cpu_load: false,
         upstream_requests: false,
+        upstream_flow: false,
     }
 }
 
@@ -249,6 +251,9 @@ fn summary_is_upstreams_result_line() {
     assert!(
         render(&entry(&rec), false).contains("chunk_pages=25 fake_cpu_load upstream_requests\n")
     );
+    rec.knobs.upstream_flow = true;
+    assert!(render(&entry(&rec), false)
+        .contains("chunk_pages=25 fake_cpu_load upstream_requests upstream_flow\n"));
 }
 
 #[test]

@@ -312,8 +312,8 @@ impl Bench for IocostTune {
     /// (`vrate-intvs`, an adaptive grid's `auto-budget` and `auto-target`: runs with more
     /// configurations merge with fewer, an adaptive grid's with full ones), written as in a
     /// spec; then the time-savers the data was measured with, whether hashd made lean
-    /// requests (this tool's runs without `storage-requests=upstream`) and whether the
-    /// footprint was found by our memory search (this tool's runs without
+    /// requests (this tool's runs without `storage-requests=upstream`), whether it kept them
+    /// in flight its own way (without `storage-flow=upstream`), whether the footprint was found by our memory search (this tool's runs without
     /// `storage-search=upstream`) and whether the base model came from our iocost-params jobs
     /// (this tool's runs on a model not measured with `jobs=upstream`), each unless told to
     /// merge them with upstream-faithful runs.
@@ -326,12 +326,13 @@ impl Bench for IocostTune {
         let savers = rec.time_savers;
         let upstream_jobs = rec.upstream_model_jobs;
         let mut props = rec.qos_props;
-        let (mut upstream_requests, mut upstream_search) = (false, false);
+        let (mut upstream_requests, mut upstream_flow, mut upstream_search) = (false, false, false);
         if let Some(g) = props.first_mut() {
             for k in ["vrate-intvs", "auto-budget", "auto-target"] {
                 g.remove(k);
             }
             upstream_requests = g.remove("storage-requests").as_deref() == Some("upstream");
+            upstream_flow = g.remove("storage-flow").as_deref() == Some("upstream");
             upstream_search = g.remove("storage-search").as_deref() == Some("upstream");
         }
         // This tool's runs carry their options in sysinfo; upstream's hashd is upstream's.
@@ -361,6 +362,7 @@ impl Bench for IocostTune {
                 !upstream_requests && !opts.merge_lean_requests,
                 "lean hashd requests",
             ),
+            (!upstream_flow && !opts.merge_our_flow, "our request flow"),
             (
                 !upstream_search && !opts.merge_our_search,
                 "our memory search",

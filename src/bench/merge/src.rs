@@ -16,6 +16,9 @@ pub struct MergeOpts {
     /// Merge runs whose hashd made lean requests (ours, the default) with runs whose hashd
     /// made them as upstream's does.
     pub merge_lean_requests: bool,
+    /// Merge runs whose hashd kept its requests in flight our way (the default) with runs
+    /// whose hashd kept them as upstream's does.
+    pub merge_our_flow: bool,
     /// Merge runs whose footprints our memory search found (the default) with runs whose
     /// footprints upstream's search found.
     pub merge_our_search: bool,

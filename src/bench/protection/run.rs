@@ -117,6 +117,7 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
         chunk_pages: None,
         log_bps: None,
         upstream_requests: false,
+        upstream_flow: false,
         upstream_search: false,
     };
     let cfg = props.bench_cfg(mem.share, quick);

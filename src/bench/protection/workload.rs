@@ -79,6 +79,7 @@ impl Workload {
         let params = Params {
             fake_cpu_load: knobs.fake_cpu_load,
             upstream_requests: knobs.upstream_requests,
+            upstream_flow: knobs.upstream_flow,
             file_size_mean: knobs.hash_size as usize,
             chunk_pages: knobs.chunk_pages.max(1) as usize,
             rps_max: knobs.rps_max as u32,

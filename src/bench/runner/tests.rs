@@ -12,6 +12,7 @@ fn knobs() -> HashdKnobs {
         chunk_pages: 25,
         fake_cpu_load: true,
         upstream_requests: false,
+        upstream_flow: false,
     }
 }
 

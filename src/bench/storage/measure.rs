@@ -348,6 +348,7 @@ fn loop_cfg(
         chunk_pages: Some(props.chunk_pages),
         log_bps: Some(props.log_bps),
         upstream_requests: props.upstream_requests,
+        upstream_flow: props.upstream_flow,
         upstream_search: props.upstream_search,
         preload: mem.share / 2,
         total_memory: Some(mem.share),
@@ -535,6 +536,7 @@ mod tests {
             chunk_pages: 25,
             fake_cpu_load: true,
             upstream_requests: false,
+            upstream_flow: false,
         };
         let rec = StorageRecord {
             base_hashd_knobs: base.clone(),
@@ -595,22 +597,24 @@ mod tests {
             (1, Some(300), true, true)
         );
         assert_eq!(p.hash_size, 2 << 20);
-        assert!(!p.upstream_search);
+        assert!(!p.upstream_search && !p.upstream_requests && !p.upstream_flow);
+        // (search, requests, flow) as upstream's.
         for (spec, want) in [
-            ("storage:search=upstream", true),
-            ("storage:search=ours", false),
+            ("storage:search=upstream", (true, false, false)),
+            ("storage:search=ours,flow=ours", (false, false, false)),
+            ("storage:requests=upstream", (false, true, false)),
+            ("storage:flow=upstream", (false, false, true)),
         ] {
             let s = crate::spec::JobSpec::parse(spec).unwrap();
-            assert_eq!(
-                StorageProps::check(&s).unwrap().upstream_search,
-                want,
-                "{}",
-                spec
-            );
+            let p = StorageProps::check(&s).unwrap();
+            let got = (p.upstream_search, p.upstream_requests, p.upstream_flow);
+            assert_eq!(got, want, "{}", spec);
         }
-        let s = crate::spec::JobSpec::parse("storage:search=fast").unwrap();
-        let e = s.error(StorageProps::check(&s).unwrap_err()).to_string();
-        assert!(e.contains("ours") && e.contains("upstream"), "{}", e);
+        for bad in ["search=fast", "flow=fast"] {
+            let s = crate::spec::JobSpec::parse(&format!("storage:{}", bad)).unwrap();
+            let e = s.error(StorageProps::check(&s).unwrap_err()).to_string();
+            assert!(e.contains("ours") && e.contains("upstream"), "{}", e);
+        }
         assert!(
             StorageProps::check(&crate::spec::JobSpec::parse("storage:loops=0").unwrap()).is_err()
         );

@@ -2,7 +2,7 @@
 
 use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
 use crate::bench::hashd_sizing::{
-    positive_knob, upstream_requests, upstream_search, HASHD_KNOBS, SEARCH,
+    positive_knob, upstream_flow, upstream_requests, upstream_search, HASHD_KNOBS, SEARCH,
 };
 use crate::spec::JobSpec;
 
@@ -10,7 +10,7 @@ pub const DFL_HASH_SIZE: f64 = 1258291.0;
 pub const DFL_LOG_BPS: f64 = 1100794.0;
 pub const DFL_LOOPS: u32 = 3;
 
-pub const PROPS: [PropDesc; 12] = [
+pub const PROPS: [PropDesc; 13] = [
     APPLY_COMMIT[0],
     APPLY_COMMIT[1],
     prop("loops", ValueKind::Int, "number of measurements to average"),
@@ -19,6 +19,7 @@ pub const PROPS: [PropDesc; 12] = [
     HASHD_KNOBS[2],
     HASHD_KNOBS[3],
     HASHD_KNOBS[4],
+    HASHD_KNOBS[5],
     SEARCH,
     prop(
         "mem-avail-err-max",
@@ -49,6 +50,8 @@ pub struct StorageProps {
     pub log_bps: u64,
     /// hashd makes its requests as upstream's rd-hashd does (`requests=upstream`).
     pub upstream_requests: bool,
+    /// hashd keeps requests in flight as upstream's rd-hashd does (`flow=upstream`).
+    pub upstream_flow: bool,
     /// The footprint is searched as upstream's rd-hashd searches it (`search=upstream`).
     pub upstream_search: bool,
     pub err_max: f64,
@@ -89,6 +92,7 @@ impl StorageProps {
             chunk_pages: int("chunk-pages")?.map_or(25, clamp_u32),
             log_bps: size("log-bps")?.unwrap_or(DFL_LOG_BPS as u64),
             upstream_requests: upstream_requests(&g, &key("requests"))?,
+            upstream_flow: upstream_flow(&g, &key("flow"))?,
             upstream_search: upstream_search(&g, &key("search"))?,
             err_max: g
                 .f64(&key("mem-avail-err-max"), ValueKind::Frac)?
