@@ -313,8 +313,9 @@ impl Bench for IocostTune {
     /// configurations merge with fewer, an adaptive grid's with full ones), written as in a
     /// spec; then the time-savers the data was measured with, whether hashd made lean
     /// requests (this tool's runs without `storage-requests=upstream`), whether it kept them
-    /// in flight its own way (without `storage-flow=upstream`), whether the footprint was found by our memory search (this tool's runs without
-    /// `storage-search=upstream`) and whether the base model came from our iocost-params jobs
+    /// in flight its own way (without `storage-flow=upstream`), whether the footprint was
+    /// found by our memory search (this tool's runs without `storage-search=upstream`) and
+    /// whether the base model came from our iocost-params jobs
     /// (this tool's runs on a model not measured with `jobs=upstream`), each unless told to
     /// merge them with upstream-faithful runs.
     fn merge_classifier(
