@@ -352,11 +352,51 @@ pub fn run(
     }
 }
 
+/// A SHA-1 implementation a request can hash with.
+pub trait Sha1Impl {
+    fn start() -> Self;
+    fn feed(&mut self, bytes: &[u8]);
+    fn finish(self) -> [u8; 20];
+}
+
+/// Ours: the `sha1` crate, which runs the CPU's SHA instructions where it has them.
+impl Sha1Impl for Sha1 {
+    fn start() -> Self {
+        Sha1::new()
+    }
+    fn feed(&mut self, bytes: &[u8]) {
+        self.update(bytes)
+    }
+    fn finish(self) -> [u8; 20] {
+        self.finalize().into()
+    }
+}
+
+/// rd-hashd 2.2.5's: `sha1_smol`, portable code only. Upstream's requests hash with it, so
+/// that their hashing costs what rd-hashd's does (SHA instructions make a block several
+/// times cheaper, on real CPUs as under emulation).
+impl Sha1Impl for sha1_smol::Sha1 {
+    fn start() -> Self {
+        sha1_smol::Sha1::new()
+    }
+    fn feed(&mut self, bytes: &[u8]) {
+        self.update(bytes)
+    }
+    fn finish(self) -> [u8; 20] {
+        self.digest().bytes()
+    }
+}
+
 /// SHA-1 over `buf` scaled by `cpu_ratio`: whole passes while the ratio is ≥ 0.99, then one
 /// pass over the leading `round(len × rest)` bytes. Returns the digest and bytes hashed.
 pub fn hash(buf: &[u8], cpu_ratio: f64) -> ([u8; 20], u64) {
-    hash_scaled(Sha1::new(), 0, buf.len(), cpu_ratio, |h, from, to| {
-        h.update(&buf[from..to])
+    hash_with::<Sha1>(buf, cpu_ratio)
+}
+
+/// [`hash`] with the SHA-1 implementation `H`.
+pub fn hash_with<H: Sha1Impl>(buf: &[u8], cpu_ratio: f64) -> ([u8; 20], u64) {
+    hash_scaled(H::start(), 0, buf.len(), cpu_ratio, |h, from, to| {
+        h.feed(&buf[from..to])
     })
 }
 
@@ -373,12 +413,12 @@ fn pass(len: usize, r: f64) -> (usize, f64) {
 /// The pass structure of [`hash`] over `len` bytes that `feed(hasher, from, to)` hashes bytes
 /// `[from, to)` of, so the bytes needn't be in one buffer. `h` has been fed the first `pre`
 /// bytes of the first pass already (at most what that pass covers).
-fn hash_scaled(
-    mut h: Sha1,
+fn hash_scaled<H: Sha1Impl>(
+    mut h: H,
     pre: usize,
     len: usize,
     cpu_ratio: f64,
-    mut feed: impl FnMut(&mut Sha1, usize, usize),
+    mut feed: impl FnMut(&mut H, usize, usize),
 ) -> ([u8; 20], u64) {
     let mut r = cpu_ratio;
     let mut len = len;
@@ -391,7 +431,7 @@ fn hash_scaled(
         from = 0;
         hashed += len as u64;
     }
-    (h.finalize().into(), hashed)
+    (h.finish(), hashed)
 }
 
 /// Feeds the first hash pass the file bytes read so far that it surely covers: the pass cut

@@ -65,6 +65,18 @@ fn hash_scaling_by_cpu_ratio() {
     assert_eq!(d, <[u8; 20]>::from(h.finalize()));
 }
 
+#[test]
+fn the_portable_sha1_of_upstreams_requests_gives_the_same_digests() {
+    let buf: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    for ratio in [0.0, 0.5, 0.93, 1.0, 2.5] {
+        assert_eq!(
+            hash_with::<sha1_smol::Sha1>(&buf, ratio),
+            hash(&buf, ratio),
+            "cpu_ratio {ratio}"
+        );
+    }
+}
+
 /// A workspace as a request would leave it: `file_pages` pages of file bytes, anon chunks
 /// of 4 pages at `bases`; returns it with the bytes the hash must cover, concatenated.
 fn filled_workspace(area: &AnonArea, file_pages: usize, bases: &[u64]) -> (Workspace, Vec<u8>) {

@@ -4,15 +4,16 @@
 //! as long as the worker and hashes anon pages in place. Upstream's request instead builds a
 //! fresh zero-filled buffer as long as all the data it touches and keeps it until the request
 //! ends; opens the testfile for every chunk and reads each page with its own seek and read
-//! (only a page's first 8 bytes with fake CPU load); and appends every anon page it touches
-//! to the buffer (with fake CPU load one byte of it into a zeroed page). Measured under
-//! emulation that is 2.2× the CPU per request and tens of MiB more anonymous memory at a
+//! (only a page's first 8 bytes with fake CPU load); appends every anon page it touches to
+//! the buffer (with fake CPU load one byte of it into a zeroed page); and hashes with
+//! rd-hashd's portable SHA-1, not the CPU's SHA instructions. Measured under emulation that
+//! is 2.2× the CPU per request with fake CPU load and tens of MiB more anonymous memory at a
 //! handful of requests in flight, which moves the footprint the storage bench finds
 //! (benches-doc/fidelity.md). The sleeps are three, as upstream's.
 
 use super::{
-    anon, anon_chunk_page, hash, rel_to_slot, sleep_secs, AnonArea, Outcome, ReqConfig, Request,
-    TestFiles, Workspace, PAGE, TIMED_EVERY,
+    anon, anon_chunk_page, hash_with, rel_to_slot, sleep_secs, AnonArea, Outcome, ReqConfig,
+    Request, TestFiles, Workspace, PAGE, TIMED_EVERY,
 };
 use crate::util::proc::thread_cpu_secs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -43,7 +44,7 @@ pub fn run(
         }
     } else {
         let t0 = timed.then(thread_cpu_secs);
-        let (digest, hashed) = hash(&buf, cfg.cpu_ratio);
+        let (digest, hashed) = hash_with::<sha1_smol::Sha1>(&buf, cfg.cpu_ratio);
         Outcome {
             digest,
             hashed,
