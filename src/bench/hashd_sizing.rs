@@ -39,12 +39,8 @@ pub struct HashdBenchCfg {
     pub hash_size: Option<u64>,
     pub chunk_pages: Option<u32>,
     pub log_bps: Option<u64>,
-    /// Requests made as upstream's rd-hashd makes them (the `requests` knob).
-    pub upstream_requests: bool,
-    /// Requests kept in flight as upstream's rd-hashd keeps them (the `flow` knob).
-    pub upstream_flow: bool,
-    /// The memory search is upstream's (the `search` property; takes no `mem_prior`).
-    pub upstream_search: bool,
+    /// Which of hashd's behaviours are upstream's (an upstream search takes no `mem_prior`).
+    pub upstream: AsUpstream,
     /// Page cache to load before the first request, bytes.
     pub preload: u64,
     /// hashd's idea of the machine's memory (the profile's share).
@@ -108,22 +104,25 @@ pub const SEARCH: PropDesc = prop(
     "how the memory footprint is searched: ours, or as upstream's rd-hashd (up, bisect, refine)",
 );
 
-/// Whether `key` (the `search` property, or as a parent bench forwards it) asks for
-/// upstream's memory search.
-pub fn upstream_search(g: &Group, key: &str) -> Result<bool, SpecError> {
-    chose_upstream(g, key, SEARCHES)
+/// Which of hashd's behaviours are upstream's rd-hashd's rather than ours: how it makes a request
+/// (`requests`), keeps requests in flight (`flow`) and searches the footprint (`search`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AsUpstream {
+    pub requests: bool,
+    pub flow: bool,
+    pub search: bool,
 }
 
-/// Whether `key` (the `requests` knob, or as a parent bench forwards it) asks for requests
-/// made as upstream's rd-hashd makes them.
-pub fn upstream_requests(g: &Group, key: &str) -> Result<bool, SpecError> {
-    chose_upstream(g, key, REQUESTS)
-}
-
-/// Whether `key` (the `flow` knob, or as a parent bench forwards it) asks for requests kept in
-/// flight as upstream's rd-hashd keeps them.
-pub fn upstream_flow(g: &Group, key: &str) -> Result<bool, SpecError> {
-    chose_upstream(g, key, FLOWS)
+impl AsUpstream {
+    /// The three properties, each key behind `prefix` (`storage-` as iocost-qos forwards them).
+    pub fn read(g: &Group, prefix: &str) -> Result<AsUpstream, SpecError> {
+        let key = |k: &str| format!("{}{}", prefix, k);
+        Ok(AsUpstream {
+            requests: chose_upstream(g, &key("requests"), REQUESTS)?,
+            flow: chose_upstream(g, &key("flow"), FLOWS)?,
+            search: chose_upstream(g, &key("search"), SEARCHES)?,
+        })
+    }
 }
 
 /// A hashd knob (`rps-max`, `hash-size`, `chunk-pages`) must be positive when given: 0 is an
@@ -171,8 +170,8 @@ fn base_params(cfg: &HashdBenchCfg) -> Params {
     if let Some(l) = cfg.log_bps {
         p.log_bps = l;
     }
-    p.upstream_requests = cfg.upstream_requests;
-    p.upstream_flow = cfg.upstream_flow;
+    p.upstream_requests = cfg.upstream.requests;
+    p.upstream_flow = cfg.upstream.flow;
     p
 }
 
@@ -272,7 +271,7 @@ pub fn run_sizing(
     let opts = SizingOpts {
         mem_prior: cfg.mem_prior,
         mem_frac: cfg.mem_frac,
-        upstream_search: cfg.upstream_search,
+        upstream_search: cfg.upstream.search,
         ..SizingOpts::new(cfg.rps_max, cfg.fake_cpu, cfg.quick)
     };
     let res = sizing::run(&mut target, &opts);
@@ -285,8 +284,8 @@ pub fn run_sizing(
         mem_frac: sizing.mem_frac,
         chunk_pages: st.base.chunk_pages as u64,
         fake_cpu_load: cfg.fake_cpu,
-        upstream_requests: cfg.upstream_requests,
-        upstream_flow: cfg.upstream_flow,
+        upstream_requests: cfg.upstream.requests,
+        upstream_flow: cfg.upstream.flow,
     };
     Ok(HashdBenchRun { sizing, knobs })
 }
@@ -303,8 +302,8 @@ pub fn given_knobs(cfg: &HashdBenchCfg) -> Option<HashdKnobs> {
         mem_frac,
         chunk_pages: base.chunk_pages as u64,
         fake_cpu_load: cfg.fake_cpu,
-        upstream_requests: cfg.upstream_requests,
-        upstream_flow: cfg.upstream_flow,
+        upstream_requests: cfg.upstream.requests,
+        upstream_flow: cfg.upstream.flow,
     })
 }
 
@@ -424,9 +423,11 @@ mod tests {
             hash_size: Some(4096),
             chunk_pages: Some(8),
             log_bps: Some(1000),
-            upstream_requests: true,
-            upstream_flow: true,
-            upstream_search: false,
+            upstream: AsUpstream {
+                requests: true,
+                flow: true,
+                search: false,
+            },
             preload: 0,
             total_memory: None,
             quick: true,

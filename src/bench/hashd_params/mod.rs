@@ -15,8 +15,7 @@ use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::bench::contract::needs;
 use crate::bench::hashd_sizing::dfl_rps_max;
 use crate::bench::hashd_sizing::{
-    self, positive_knob, upstream_flow, upstream_requests, upstream_search, HashdBenchCfg,
-    HASHD_KNOBS, SEARCH,
+    self, positive_knob, AsUpstream, HashdBenchCfg, HASHD_KNOBS, SEARCH,
 };
 use crate::result::sysinfo::MemProfile;
 use crate::spec::JobSpec;
@@ -85,12 +84,8 @@ pub struct HashdParamsProps {
     pub hash_size: Option<u64>,
     pub chunk_pages: Option<u32>,
     pub log_bps: Option<u64>,
-    /// hashd makes its requests as upstream's rd-hashd does (`requests=upstream`).
-    pub upstream_requests: bool,
-    /// hashd keeps requests in flight as upstream's rd-hashd does (`flow=upstream`).
-    pub upstream_flow: bool,
-    /// The footprint is searched as upstream's rd-hashd searches it (`search=upstream`).
-    pub upstream_search: bool,
+    /// `requests`, `flow` and `search`: which of hashd's behaviours are upstream's.
+    pub upstream: AsUpstream,
 }
 
 impl HashdParamsProps {
@@ -118,9 +113,7 @@ impl HashdParamsProps {
             hash_size: positive("hash-size", ValueKind::Size)?,
             chunk_pages: positive("chunk-pages", ValueKind::Int)?.map(clamp),
             log_bps: g.u64("log-bps", ValueKind::Size)?,
-            upstream_requests: upstream_requests(&g, "requests")?,
-            upstream_flow: upstream_flow(&g, "flow")?,
-            upstream_search: upstream_search(&g, "search")?,
+            upstream: AsUpstream::read(&g, "")?,
         })
     }
 
@@ -146,9 +139,7 @@ impl HashdParamsProps {
             hash_size: self.hash_size,
             chunk_pages: self.chunk_pages,
             log_bps: self.log_bps,
-            upstream_requests: self.upstream_requests,
-            upstream_flow: self.upstream_flow,
-            upstream_search: self.upstream_search,
+            upstream: self.upstream,
             preload: share / 2,
             total_memory: Some(share),
             quick,

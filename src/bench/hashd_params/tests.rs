@@ -45,9 +45,7 @@ fn apply_and_commit_default_to_true() {
             hash_size: None,
             chunk_pages: None,
             log_bps: None,
-            upstream_requests: false,
-            upstream_flow: false,
-            upstream_search: false,
+            upstream: Default::default(),
         }
     );
     let p = props("hashd-params:commit=false").unwrap();

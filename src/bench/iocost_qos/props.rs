@@ -273,7 +273,7 @@ impl IocostQosProps {
         };
         // Upstream's memory search starts from the bottom every time: no hint, no ceiling.
         let storage = StorageProps::read_prefixed(spec, "storage-")?;
-        let upstream_search = storage.upstream_search;
+        let upstream_search = storage.upstream.search;
         let mut props = IocostQosProps {
             vrate_min: g.f64("vrate-min", ValueKind::Float)?.unwrap_or(0.0),
             vrate_max: g
@@ -396,7 +396,7 @@ pub fn check(spec: &JobSpec) -> Result<IocostQosProps, SpecError> {
             }
         }
     }
-    if props.storage.upstream_search {
+    if props.storage.upstream.search {
         if let Some(k) = [
             ("mof-hint", props.mof_hint),
             ("mof-ceiling", props.mof_ceiling),
@@ -500,7 +500,7 @@ mod saver_tests {
             ["tune-hint", "early-stop"]
         );
         let p = check(&JobSpec::parse("iocost-qos:storage-search=upstream").unwrap()).unwrap();
-        assert!(p.storage.upstream_search && !p.mof_hint && !p.mof_ceiling);
+        assert!(p.storage.upstream.search && !p.mof_hint && !p.mof_ceiling);
         for k in ["mof-hint", "mof-ceiling"] {
             let spec =
                 JobSpec::parse(&format!("iocost-qos:storage-search=upstream,{}", k)).unwrap();

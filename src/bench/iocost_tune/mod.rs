@@ -327,14 +327,15 @@ impl Bench for IocostTune {
         let savers = rec.time_savers;
         let upstream_jobs = rec.upstream_model_jobs;
         let mut props = rec.qos_props;
-        let (mut upstream_requests, mut upstream_flow, mut upstream_search) = (false, false, false);
+        let mut up = crate::bench::hashd_sizing::AsUpstream::default();
         if let Some(g) = props.first_mut() {
             for k in ["vrate-intvs", "auto-budget", "auto-target"] {
                 g.remove(k);
             }
-            upstream_requests = g.remove("storage-requests").as_deref() == Some("upstream");
-            upstream_flow = g.remove("storage-flow").as_deref() == Some("upstream");
-            upstream_search = g.remove("storage-search").as_deref() == Some("upstream");
+            let mut upstream = |k: &str| g.remove(k).as_deref() == Some("upstream");
+            up.requests = upstream("storage-requests");
+            up.flow = upstream("storage-flow");
+            up.search = upstream("storage-search");
         }
         // This tool's runs carry their options in sysinfo; upstream's hashd is upstream's.
         let ours = serde_json::from_str::<serde_json::Value>(entry.sysinfo.get())
@@ -360,14 +361,11 @@ impl Bench for IocostTune {
         }
         let differs: Vec<&str> = [
             (
-                !upstream_requests && !opts.merge_lean_requests,
+                !up.requests && !opts.merge_lean_requests,
                 "lean hashd requests",
             ),
-            (!upstream_flow && !opts.merge_our_flow, "our request flow"),
-            (
-                !upstream_search && !opts.merge_our_search,
-                "our memory search",
-            ),
+            (!up.flow && !opts.merge_our_flow, "our request flow"),
+            (!up.search && !opts.merge_our_search, "our memory search"),
             (!upstream_jobs && !opts.merge_our_jobs, "our io.cost jobs"),
         ]
         .into_iter()

@@ -116,9 +116,7 @@ fn ensure_hashd_knobs(ctx: &mut RunCtx) -> Result<HashdKnobs> {
         hash_size: None,
         chunk_pages: None,
         log_bps: None,
-        upstream_requests: false,
-        upstream_flow: false,
-        upstream_search: false,
+        upstream: Default::default(),
     };
     let cfg = props.bench_cfg(mem.share, quick);
     let balloon = crate::system::mem::balloon_size(&mem);

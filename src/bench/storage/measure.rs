@@ -347,9 +347,7 @@ fn loop_cfg(
         hash_size: Some(props.hash_size),
         chunk_pages: Some(props.chunk_pages),
         log_bps: Some(props.log_bps),
-        upstream_requests: props.upstream_requests,
-        upstream_flow: props.upstream_flow,
-        upstream_search: props.upstream_search,
+        upstream: props.upstream,
         preload: mem.share / 2,
         total_memory: Some(mem.share),
         quick,
@@ -597,7 +595,7 @@ mod tests {
             (1, Some(300), true, true)
         );
         assert_eq!(p.hash_size, 2 << 20);
-        assert!(!p.upstream_search && !p.upstream_requests && !p.upstream_flow);
+        assert_eq!(p.upstream, hashd_sizing::AsUpstream::default());
         // (search, requests, flow) as upstream's.
         for (spec, want) in [
             ("storage:search=upstream", (true, false, false)),
@@ -606,9 +604,8 @@ mod tests {
             ("storage:flow=upstream", (false, false, true)),
         ] {
             let s = crate::spec::JobSpec::parse(spec).unwrap();
-            let p = StorageProps::check(&s).unwrap();
-            let got = (p.upstream_search, p.upstream_requests, p.upstream_flow);
-            assert_eq!(got, want, "{}", spec);
+            let u = StorageProps::check(&s).unwrap().upstream;
+            assert_eq!((u.search, u.requests, u.flow), want, "{}", spec);
         }
         for bad in ["search=fast", "flow=fast"] {
             let s = crate::spec::JobSpec::parse(&format!("storage:{}", bad)).unwrap();

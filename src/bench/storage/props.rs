@@ -1,9 +1,7 @@
 //! The storage properties (benches-doc/storage.md): their shape, typed values and rules.
 
 use crate::bench::contract::api::{prop, PropDesc, SpecError, ValueKind, APPLY_COMMIT};
-use crate::bench::hashd_sizing::{
-    positive_knob, upstream_flow, upstream_requests, upstream_search, HASHD_KNOBS, SEARCH,
-};
+use crate::bench::hashd_sizing::{positive_knob, AsUpstream, HASHD_KNOBS, SEARCH};
 use crate::spec::JobSpec;
 
 pub const DFL_HASH_SIZE: f64 = 1258291.0;
@@ -48,12 +46,8 @@ pub struct StorageProps {
     pub hash_size: u64,
     pub chunk_pages: u32,
     pub log_bps: u64,
-    /// hashd makes its requests as upstream's rd-hashd does (`requests=upstream`).
-    pub upstream_requests: bool,
-    /// hashd keeps requests in flight as upstream's rd-hashd does (`flow=upstream`).
-    pub upstream_flow: bool,
-    /// The footprint is searched as upstream's rd-hashd searches it (`search=upstream`).
-    pub upstream_search: bool,
+    /// `requests`, `flow` and `search`: which of hashd's behaviours are upstream's.
+    pub upstream: AsUpstream,
     pub err_max: f64,
     pub inner_retries: u32,
     pub outer_retries: u32,
@@ -91,9 +85,7 @@ impl StorageProps {
             hash_size: size("hash-size")?.unwrap_or(DFL_HASH_SIZE as u64),
             chunk_pages: int("chunk-pages")?.map_or(25, clamp_u32),
             log_bps: size("log-bps")?.unwrap_or(DFL_LOG_BPS as u64),
-            upstream_requests: upstream_requests(&g, &key("requests"))?,
-            upstream_flow: upstream_flow(&g, &key("flow"))?,
-            upstream_search: upstream_search(&g, &key("search"))?,
+            upstream: AsUpstream::read(&g, prefix)?,
             err_max: g
                 .f64(&key("mem-avail-err-max"), ValueKind::Frac)?
                 .unwrap_or(0.1),
