@@ -13,9 +13,8 @@ use crate::bench::contract::api::{
 };
 use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::bench::contract::needs;
-use crate::bench::hashd_sizing::dfl_rps_max;
 use crate::bench::hashd_sizing::{
-    self, positive_knob, AsUpstream, HashdBenchCfg, HASHD_KNOBS, SEARCH,
+    self, dfl_rps_max, positive_knob, AsUpstream, HashdBenchCfg, HASHD_KNOBS, SEARCH,
 };
 use crate::result::sysinfo::MemProfile;
 use crate::spec::JobSpec;
