@@ -277,16 +277,7 @@ pub fn run_sizing(
     let res = sizing::run(&mut target, &opts);
     target.hashd.stop()?;
     let sizing = res?;
-    let knobs = HashdKnobs {
-        hash_size: st.base.file_size_mean as u64,
-        rps_max: sizing.rps_max as u64,
-        mem_size: sizing.size,
-        mem_frac: sizing.mem_frac,
-        chunk_pages: st.base.chunk_pages as u64,
-        fake_cpu_load: cfg.fake_cpu,
-        upstream_requests: cfg.upstream.requests,
-        upstream_flow: cfg.upstream.flow,
-    };
+    let knobs = knobs_of(&st.base, sizing.rps_max, sizing.size, sizing.mem_frac);
     Ok(HashdBenchRun { sizing, knobs })
 }
 
@@ -294,17 +285,21 @@ pub fn run_sizing(
 /// run would only start hashd to read back what it was told.
 pub fn given_knobs(cfg: &HashdBenchCfg) -> Option<HashdKnobs> {
     let (rps_max, mem_frac) = (cfg.rps_max?, cfg.mem_frac?);
-    let base = base_params(cfg);
-    Some(HashdKnobs {
+    Some(knobs_of(&base_params(cfg), rps_max, cfg.size, mem_frac))
+}
+
+/// What bench.json keeps of a hashd started from `base` and sized to these figures.
+fn knobs_of(base: &Params, rps_max: u32, size: u64, mem_frac: f64) -> HashdKnobs {
+    HashdKnobs {
         hash_size: base.file_size_mean as u64,
         rps_max: rps_max as u64,
-        mem_size: cfg.size,
+        mem_size: size,
         mem_frac,
         chunk_pages: base.chunk_pages as u64,
-        fake_cpu_load: cfg.fake_cpu,
-        upstream_requests: cfg.upstream.requests,
-        upstream_flow: cfg.upstream.flow,
-    })
+        fake_cpu_load: base.fake_cpu_load,
+        upstream_requests: base.upstream_requests,
+        upstream_flow: base.upstream_flow,
+    }
 }
 
 /// How the available memory is measured: a hog grows in `step`s until the kernel starts
