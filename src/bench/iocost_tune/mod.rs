@@ -22,6 +22,7 @@ use crate::bench::contract::api::{
 };
 use crate::bench::contract::ctx::{RunCtx, StudyCtx};
 use crate::bench::contract::headline::Row;
+use crate::bench::hashd_sizing::AsUpstream;
 use crate::bench::iocost_qos::{IoCostQosResult, QosRecord};
 use crate::format::header::HeaderSysInfo;
 use crate::spec::JobSpec;
@@ -327,7 +328,7 @@ impl Bench for IocostTune {
         let savers = rec.time_savers;
         let upstream_jobs = rec.upstream_model_jobs;
         let mut props = rec.qos_props;
-        let mut up = crate::bench::hashd_sizing::AsUpstream::default();
+        let mut up = AsUpstream::default();
         if let Some(g) = props.first_mut() {
             for k in ["vrate-intvs", "auto-budget", "auto-target"] {
                 g.remove(k);
