@@ -946,11 +946,11 @@ fn merge_keeps_time_saver_runs_apart_unless_told() {
 
 /// A run of ours whose hashd made lean requests and kept them in flight our way, whose
 /// footprints our memory search found and whose io.cost model our iocost-params jobs measured
-/// (the defaults) stays out of a merge with upstream's runs, and one made with
+/// on our IO engine (the defaults) stays out of a merge with upstream's runs, and one made with
 /// `storage-requests=upstream,storage-flow=upstream,storage-search=upstream` on a model
-/// measured with `iocost-params:jobs=upstream` goes in, unless `--merge-lean-requests`,
-/// `--merge-our-flow`, `--merge-our-search` and `--merge-our-jobs` are given (each pools only
-/// its own difference).
+/// measured with `iocost-params:jobs=upstream,engine=fio` goes in, unless
+/// `--merge-lean-requests`, `--merge-our-flow`, `--merge-our-search`, `--merge-our-jobs` and
+/// `--merge-our-engine` are given (each pools only its own difference).
 #[test]
 fn merge_keeps_runs_with_our_hashd_search_and_jobs_apart_unless_told() {
     let (dir, names) = merge_sources();
@@ -966,6 +966,7 @@ fn merge_keeps_runs_with_our_hashd_search_and_jobs_apart_unless_told() {
                     e["record"]["qos_props"][0]["storage-flow"] = "upstream".into();
                     e["record"]["qos_props"][0]["storage-search"] = "upstream".into();
                     e["record"]["upstream_model_jobs"] = true.into();
+                    e["record"]["fio_model_engine"] = true.into();
                 }
             }
         }
@@ -979,7 +980,7 @@ fn merge_keeps_runs_with_our_hashd_search_and_jobs_apart_unless_told() {
             "    + src0.json",
             "    + src1.json",
             "[-] iocost-tune",
-            "  classifier: dither,vrate-max=125 (lean hashd requests, our request flow, our memory search, our io.cost jobs)",
+            "  classifier: dither,vrate-max=125 (lean hashd requests, our request flow, our memory search, our io.cost jobs, our IO engine)",
             "    + src2.json",
         ],
     );
@@ -988,12 +989,14 @@ fn merge_keeps_runs_with_our_hashd_search_and_jobs_apart_unless_told() {
         "--merge-our-flow",
         "--merge-our-search",
         "--merge-our-jobs",
+        "--merge-our-engine",
     ];
     let left = [
-        "our request flow, our memory search, our io.cost jobs",
-        "lean hashd requests, our memory search, our io.cost jobs",
-        "lean hashd requests, our request flow, our io.cost jobs",
-        "lean hashd requests, our request flow, our memory search",
+        "our request flow, our memory search, our io.cost jobs, our IO engine",
+        "lean hashd requests, our memory search, our io.cost jobs, our IO engine",
+        "lean hashd requests, our request flow, our io.cost jobs, our IO engine",
+        "lean hashd requests, our request flow, our memory search, our IO engine",
+        "lean hashd requests, our request flow, our memory search, our io.cost jobs",
     ];
     for (flag, left) in all.iter().zip(left) {
         assert_has_lines(
@@ -1010,6 +1013,7 @@ fn merge_keeps_runs_with_our_hashd_search_and_jobs_apart_unless_told() {
             && !together.contains("flow")
             && !together.contains("search")
             && !together.contains("jobs")
+            && !together.contains("engine")
             && !together.contains("[-]"),
         "{}",
         together

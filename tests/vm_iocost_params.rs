@@ -6,7 +6,9 @@
 //!
 //! The hdd guest then measures again with `jobs=upstream` (upstream's fio shapes on our engine):
 //! the same limits, 128 MiB blocks one job deep, a record that says `"upstream_jobs": true`
-//! (what iocost-qos records and merge keeps apart) and a committed model. Then a quick `curve`
+//! (what iocost-qos records and merge keeps apart) and a committed model. (Before that,
+//! `engine=fio` in this guest, which has no fio: one line naming the fix, exit status 2; fio's
+//! runs are `vm_systemd`'s.) Then a quick `curve`
 //! (its max run and 10/90/100 %, 10 s each: at full load a queue needs that long to build from
 //! random arrivals): the open-loop points up to
 //! 90 % keep their rates within 2 %, the 100 % point's p99 is at least three times the 10 %
@@ -60,6 +62,10 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
     let then_result = cwd.path().join("then.json");
     let dev_result = cwd.path().join("devtime.json");
     let up_result = cwd.path().join("upstream-jobs.json");
+    let nofio_cmd = format!(
+        "?--quick -r {} run iocost-params:engine=fio",
+        cwd.path().join("nofio.json").display()
+    );
     let then_cmd = then.map(|t| {
         let spec = match t {
             Then::Curve => "curve:points=10/90/100,dur=10s,file-size=128M",
@@ -83,6 +89,7 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
             &format!("--quick -r {} run iocost-params", result.display()),
         ]);
         if then == Some(Then::Curve) {
+            c.args(["--cmd", &nofio_cmd]);
             c.args([
                 "--cmd",
                 &format!(
@@ -150,6 +157,7 @@ fn measure(profile: &str, then: Option<Then>) -> Value {
     common::keep_result(&result, &format!("iocost-params-{}", profile));
     match then {
         Some(Then::Curve) => {
+            no_fio_is_a_usage_error(&stderr, &nofio_cmd);
             upstream_jobs_find_the_limits(profile, &e, &up_result, &stderr);
             hdd_curve_shows_its_knee(&then_result);
             hdd_device_time_is_the_disks(&dev_result);
@@ -210,6 +218,24 @@ fn vm_iocost_params_finds_the_profiles_limits() {
         assert_eq!(rec["steps"].as_array().unwrap().len(), 8);
         assert!(rec["rotational"].as_bool() == Some(name == "hdd"));
     }
+}
+
+/// `engine=fio` where fio isn't installed: one line that says what to do, exit status 2, and
+/// the host restored.
+fn no_fio_is_a_usage_error(log: &str, cmd: &str) {
+    let mark = format!("seq: running {}\n", cmd);
+    let from = log
+        .find(&mark)
+        .unwrap_or_else(|| panic!("no {:?} in:\n{}", mark, log));
+    let rest = &log[from + mark.len()..];
+    let run = &rest[..rest.find("seq: running ").unwrap_or(rest.len())];
+    assert!(
+        run.contains("engine=fio needs fio, which is not on PATH"),
+        "{}",
+        run
+    );
+    assert!(run.contains("(exit status: 2)"), "{}", run);
+    assert!(run.contains("host restored"), "{}", run);
 }
 
 /// `iocost-params:jobs=upstream` on the rotational profile: one job, 128 MiB blocks for the

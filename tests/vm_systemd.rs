@@ -10,9 +10,12 @@
 //!   (`passive=cpu/mem/io/fs`);
 //! * re-running it as `storage:loops=1,commit` before `systest` reuses the finished entry
 //!   without measuring and commits its hashd parameters again for the job after it;
-//! * `run protection::scenario=mem-hog,loops=1` (on those parameters, with a nested
-//!   iocost-params for the model): hashd and the hog in their scopes, `summary` has the
-//!   isolation numbers;
+//! * `run iocost-params:jobs=upstream,engine=fio`, upstream's measurement — fio's libaio engine
+//!   (the guest's Debian package, `vm --guest-packages fio`) on upstream's job shapes: the steps
+//!   name fio as their engine, the model is committed saying so (`fio_engine`);
+//! * `run protection::scenario=mem-hog,loops=1` (on those parameters and that model, so with no
+//!   nested iocost-params; the nested one is `vm_iocost_qos`'s): hashd and the hog in their
+//!   scopes, `summary` has the isolation numbers;
 //! * afterwards `systemctl list-units --all` lists none of our units or slices, system.slice's
 //!   properties are what they were, no runtime drop-in is left, systemd-oomd runs again — and
 //!   while the benches ran it did not;
@@ -55,6 +58,8 @@ fn vm_cmd(cwd: &Path, cmds: &[String]) -> Command {
         "vm",
         "--init",
         "systemd",
+        "--guest-packages",
+        "fio",
         "--disk-profile",
         "unthrottled",
         "--scsi-disk",
@@ -360,9 +365,10 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
     std::fs::create_dir_all(&cwd).unwrap();
     relabelled_result(&cwd);
     let deps = "deps --fix".to_string();
-    let (measure, reuse, protect) = (
+    let (measure, reuse, fio, protect) = (
         run_cmd("storage:loops=1"),
         run_cmd("storage:loops=1,commit systest"),
+        run_cmd("iocost-params:jobs=upstream,engine=fio"),
         run_cmd("protection::scenario=mem-hog,loops=1"),
     );
     // The hwdb file `db build` writes, compiled by the guest's own systemd-hwdb, strictly.
@@ -376,6 +382,7 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
         deps,
         measure.clone(),
         reuse.clone(),
+        fio.clone(),
         protect.clone(),
         strict,
     ];
@@ -410,10 +417,10 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
     // systemd 252's --strict still exits 0 on a line it ignores: it says so on stderr, naming
     // the file and line.
     assert!(
-        !log_of(&stderr, &cmds[4]).contains("90-iocost-tune.hwdb:"),
+        !log_of(&stderr, &cmds[5]).contains("90-iocost-tune.hwdb:"),
         "systemd-hwdb found fault with {}:\n{}",
         hwdb.display(),
-        log_of(&stderr, &cmds[4])
+        log_of(&stderr, &cmds[5])
     );
     // The progress display, in plain lines: the loop, each probe with its footprint, and a
     // readable verdict per probe.
@@ -468,7 +475,10 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
         "the re-run reused the storage entry and committed its hashd parameters for systest\n";
     eprintln!("{}", report);
     save(&report);
-    // Protection on the committed parameters: the isolation numbers.
+    report += &check_fio_params(&by_kind("iocost-params"), log_of(&stderr, &fio));
+    eprintln!("{}", report);
+    save(&report);
+    // Protection on the committed parameters and model: the isolation numbers.
     let sum = summary(&cwd);
     let prot = sum
         .split("[protection ")
@@ -480,14 +490,70 @@ fn vm_systemd_host_runs_the_benches_and_leaves_nothing() {
         prot
     );
     assert!(prot.contains("isol%"), "{}", prot);
-    assert!(!log_of(&stderr, &protect).contains("from outside"));
+    let plog = log_of(&stderr, &protect);
+    assert!(!plog.contains("from outside"));
+    assert!(!plog.contains("running iocost-params first"), "{}", plog);
     report += &format!(
         "protection mem-hog: {}s; systemd ran {:?}\n",
-        sd["cmds"][3]["secs"], sd["units_seen"]
+        sd["cmds"][4]["secs"], sd["units_seen"]
     );
     eprintln!("{}", report);
     save(&report);
     common::keep_result(&cwd.join("r.json"), "systemd-host");
+}
+
+/// `iocost-params:jobs=upstream,engine=fio`'s entry: every step run by fio's libaio engine on
+/// upstream's shapes (8 jobs, 128 MiB blocks for bandwidth, 256 deep for IOPS), a model and
+/// latency targets, and the record and the committed model saying how they were measured.
+fn check_fio_params(e: &Value, log: &str) -> String {
+    let rec = &e["record"];
+    assert_eq!(
+        (&rec["upstream_jobs"], &rec["fio_engine"]),
+        (&Value::Bool(true), &Value::Bool(true)),
+        "{}",
+        rec
+    );
+    let steps = rec["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 8, "{}", rec);
+    for s in steps {
+        let engine = s["engine"].as_str().unwrap_or("");
+        assert!(
+            engine.starts_with("fio-") && engine.ends_with(" libaio"),
+            "{}",
+            s
+        );
+        assert!(s["iops"].as_f64().unwrap() > 0.0, "{}", s);
+        assert_eq!(s["workers"], 8, "{}", s);
+    }
+    assert_eq!(
+        (steps[0]["bs"].as_u64(), steps[0]["qd"].as_u64()),
+        (Some(128 << 20), Some(1))
+    );
+    assert_eq!(steps[4]["qd"], 256, "{}", steps[4]);
+    let m = &rec["model"];
+    for k in [
+        "rbps",
+        "wbps",
+        "rseqiops",
+        "wseqiops",
+        "rrandiops",
+        "wrandiops",
+    ] {
+        assert!(m[k].as_u64().unwrap_or(0) > 0, "{}: {}", k, m);
+    }
+    assert!(
+        rec["qos"]["rlat"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        rec["qos"]
+    );
+    assert!(log.contains("run by /usr/bin/fio"), "{}", log);
+    assert!(log.contains("committing io.cost parameters"), "{}", log);
+    format!(
+        "iocost-params on fio ({}): {} / {}\n",
+        steps[0]["engine"].as_str().unwrap_or(""),
+        m,
+        rec["qos"]
+    )
 }
 
 /// A database of the community files in tests/fixtures (`db import`) built (`db build`) into

@@ -220,7 +220,8 @@ mod tests {
             let spec = JobSpec::parse(text).unwrap();
             Bench::props(&iocost_params::IocostParams, &spec).map_err(|e| spec.error(e).to_string())
         };
-        let ours = iocost_params::measure::Jobs::Ours;
+        use iocost_params::measure::{Engine, Jobs};
+        let ours = iocost_params::run::How::default();
         assert_eq!(
             ac("iocost-params"),
             Ok(iocost_params::IocostParamsProps {
@@ -228,7 +229,7 @@ mod tests {
                     apply: true,
                     commit: true
                 },
-                jobs: ours
+                how: ours
             })
         );
         assert_eq!(
@@ -238,14 +239,28 @@ mod tests {
                     apply: true,
                     commit: false
                 },
-                jobs: ours
+                how: ours
             })
         );
         assert_eq!(
-            ac("iocost-params:jobs=upstream").map(|p| p.jobs),
-            Ok(iocost_params::measure::Jobs::Upstream)
+            ac("iocost-params:jobs=upstream").map(|p| p.how.jobs),
+            Ok(Jobs::Upstream)
         );
-        assert_eq!(ac("iocost-params:jobs=ours").map(|p| p.jobs), Ok(ours));
+        assert_eq!(ac("iocost-params:jobs=ours").map(|p| p.how), Ok(ours));
+        assert_eq!(
+            ac("iocost-params:engine=fio").map(|p| p.how),
+            Ok(iocost_params::run::How {
+                jobs: Jobs::Ours,
+                engine: Engine::Fio
+            })
+        );
+        assert_eq!(
+            ac("iocost-params:jobs=upstream,engine=ours").map(|p| p.how.engine),
+            Ok(Engine::Ours)
+        );
+        assert!(ac("iocost-params:engine=libaio")
+            .unwrap_err()
+            .contains("engine=\"libaio\" is not one of ours, fio"));
         assert!(ac("iocost-params:jobs=fio")
             .unwrap_err()
             .contains("jobs=\"fio\" is not one of ours, upstream"));

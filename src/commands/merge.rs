@@ -48,6 +48,11 @@ pub struct Args {
     /// `iocost-params:jobs=upstream`); kept apart otherwise
     #[arg(long = "merge-our-jobs")]
     pub merge_our_jobs: bool,
+    /// Merge results whose io.cost model our IO engine measured (this tool's default) with
+    /// results whose model fio's engine measured (upstream's, or `iocost-params:engine=fio`);
+    /// kept apart otherwise
+    #[arg(long = "merge-our-engine")]
+    pub merge_our_engine: bool,
 }
 
 pub const OPTIONS: Option<&[&str]> = Some(&["result", LOG[0], LOG[1]]);
@@ -74,6 +79,7 @@ pub fn exec(g: &Globals, a: Args) -> Result<()> {
         merge_our_flow: a.merge_our_flow,
         merge_our_search: a.merge_our_search,
         merge_our_jobs: a.merge_our_jobs,
+        merge_our_engine: a.merge_our_engine,
     };
     let entries = crate::bench::merge::merge(&files, &opts, crate::util::now())?;
     crate::result::save::save_entries_over(&out, expect, &entries)?;

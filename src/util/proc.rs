@@ -26,6 +26,20 @@ pub fn die_with_parent(cmd: &mut Command, own_group: bool) {
     }
 }
 
+/// The executable `cmd` on `PATH` (then /usr/sbin and /sbin, where root's programs are).
+pub fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin"].iter().map(std::path::PathBuf::from))
+        .map(|d| d.join(cmd))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            p.metadata()
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
 /// For a child of ours started held (`--held`, stdin a pipe): returns once the parent closes
 /// that pipe, which it does when the child is in its cgroup. The kernel charges memory to the
 /// cgroup a process is in when it touches the memory and leaves the charge there when the

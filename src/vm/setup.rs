@@ -22,18 +22,7 @@ pub const TOOLS: &[(&str, &str)] = &[
     (NBDKIT, NBDKIT),
 ];
 
-pub fn which(cmd: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin"].iter().map(PathBuf::from))
-        .map(|d| d.join(cmd))
-        .find(|p| {
-            use std::os::unix::fs::PermissionsExt;
-            p.metadata()
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
-}
+pub use crate::util::proc::which;
 
 /// A host program the VM needs, or a usage error naming the fix.
 pub fn tool(cmd: &str) -> Result<PathBuf> {

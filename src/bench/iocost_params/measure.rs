@@ -60,6 +60,59 @@ impl Jobs {
 /// The values of the `jobs` property.
 pub const JOBS: &[&str] = &["ours", "upstream"];
 
+/// Which engine runs the steps: ours (the default), or fio's libaio engine, which upstream's
+/// script runs (`engine=fio`; fio must be installed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Engine {
+    #[default]
+    Ours,
+    Fio,
+}
+
+/// The values of the `engine` property.
+pub const ENGINES: &[&str] = &["ours", "fio"];
+
+/// What one step's run measured in the step's direction, whichever engine ran it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// The engine as the record names it (`io_uring`, `fio-3.33 libaio`, …).
+    pub engine: String,
+    pub runtime_ns: u64,
+    pub iops: f64,
+    pub bw_bytes: f64,
+    pub lat_mean_ns: f64,
+    /// Completion latencies at percentiles, ns, ascending by percentile.
+    pub clat_pcts: Vec<(f64, u64)>,
+}
+
+impl Measured {
+    /// Our engine's result: its histogram of the whole job at `pcts`.
+    pub fn from_ours(step: Step, r: &IoResult, pcts: &[f64]) -> Measured {
+        let d = if step.write() { &r.write } else { &r.read };
+        let hist = LatHist::from_out(&d.clat);
+        Measured {
+            engine: r.engine.clone(),
+            runtime_ns: r.runtime_ns,
+            iops: d.iops,
+            bw_bytes: d.bw_bytes,
+            lat_mean_ns: d.lat.mean_ns,
+            clat_pcts: pcts
+                .iter()
+                .map(|&p| (p, hist.as_ref().map_or(0, |h| h.percentile(p))))
+                .collect(),
+        }
+    }
+
+    /// The completion latency at the listed percentile nearest `pct` (as upstream's script
+    /// reads fio's list), ns; 0 when none is listed.
+    pub fn clat_at(&self, pct: f64) -> u64 {
+        self.clat_pcts
+            .iter()
+            .min_by(|a, b| (a.0 - pct).abs().total_cmp(&(b.0 - pct).abs()))
+            .map_or(0, |&(_, ns)| ns)
+    }
+}
+
 /// Upstream's bandwidth runs: 128 MiB blocks, one in flight per job.
 pub const UPSTREAM_BPS_BS: u64 = 128 << 20;
 /// Upstream's IOPS and latency runs: 256 in flight per job.
@@ -196,11 +249,10 @@ impl Step {
 
 /// A measurement's number: bytes/s for the bandwidth runs, 4 KiB IOs per second (bytes /
 /// 4096, rounded) for the IOPS runs.
-pub fn value(step: Step, r: &IoResult) -> u64 {
-    let d = if step.write() { &r.write } else { &r.read };
+pub fn value(step: Step, m: &Measured) -> u64 {
     match step {
-        Step::Rbps | Step::Wbps => d.bw_bytes.round() as u64,
-        _ => (d.bw_bytes / 4096.0).round() as u64,
+        Step::Rbps | Step::Wbps => m.bw_bytes.round() as u64,
+        _ => (m.bw_bytes / 4096.0).round() as u64,
     }
 }
 
@@ -215,12 +267,8 @@ pub fn qos_pct(rotational: bool) -> f64 {
 
 /// A latency target in µs: 1.5 × the completion latency at the QoS percentile of the
 /// rate-limited run.
-pub fn lat_target(pct: f64, r: &IoResult, write: bool) -> u64 {
-    let d = if write { &r.write } else { &r.read };
-    let clat = LatHist::from_out(&d.clat)
-        .map(|h| h.percentile(pct))
-        .unwrap_or(0);
-    (clat as f64 * 1.5 / 1000.0).round() as u64
+pub fn lat_target(pct: f64, m: &Measured) -> u64 {
+    (m.clat_at(pct) as f64 * 1.5 / 1000.0).round() as u64
 }
 
 /// The model from the six throughput numbers (in `STEPS` order).
@@ -385,12 +433,28 @@ mod tests {
             uring_note: String::new(),
             dev: None,
         };
-        assert_eq!(value(Step::Rrandiops, &r), 101);
-        assert_eq!(value(Step::Rbps, &r), 101 * 4096);
-        assert_eq!(value(Step::Wrandiops, &r), 0);
+        let pcts = [50.0, 95.0];
+        let (rd, wr) = (
+            Measured::from_ours(Step::Rrandiops, &r, &pcts),
+            Measured::from_ours(Step::Wrandiops, &r, &pcts),
+        );
+        assert_eq!(rd.engine, "io_uring");
+        assert_eq!(value(Step::Rrandiops, &rd), 101);
+        assert_eq!(value(Step::Rbps, &rd), 101 * 4096);
+        assert_eq!(value(Step::Wrandiops, &wr), 0);
         // p95 of 100 × 99 µs and one 999 µs: 99 µs → 148.5 → 149 (to the bucket's precision).
-        let t = lat_target(95.0, &r, false);
+        let t = lat_target(95.0, &rd);
         assert!((147..=150).contains(&t), "{}", t);
-        assert_eq!(lat_target(50.0, &r, true), 0);
+        assert_eq!(lat_target(50.0, &wr), 0);
+        // The nearest listed percentile, as upstream's script reads fio's list.
+        let m = Measured {
+            clat_pcts: vec![(50.0, 10), (90.0, 20), (95.0, 30), (99.0, 40)],
+            ..Measured::default()
+        };
+        assert_eq!(
+            (m.clat_at(95.0), m.clat_at(94.0), m.clat_at(1.0)),
+            (30, 30, 10)
+        );
+        assert_eq!(Measured::default().clat_at(95.0), 0);
     }
 }

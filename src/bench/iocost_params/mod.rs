@@ -1,8 +1,10 @@
 //! `iocost-params`: the io.cost model and QoS parameters benchmarked for the scratch device
-//! with our IO engine (`measure`: what runs and how the numbers follow; `run`: the host setup
-//! and the runs), applied and committed for the benches that need a model. The report prints
+//! with our IO engine or fio's (`measure`: what runs and how the numbers follow; `run`: the
+//! host setup and the runs; `fio`: a run handed to fio), applied and committed for the benches
+//! that need a model. The report prints
 //! the recorded parameters, as upstream's does.
 
+pub mod fio;
 pub mod measure;
 pub mod run;
 
@@ -18,7 +20,7 @@ use crate::bench::contract::needs;
 use crate::spec::JobSpec;
 use crate::system::iocost::IoCostKnobs;
 use anyhow::Result;
-use measure::{Jobs, JOBS};
+use measure::{Engine, Jobs, ENGINES, JOBS};
 use run::IocostParamsRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -26,7 +28,7 @@ use std::fmt::Write;
 
 pub struct IocostParams;
 
-const PROPS: [PropDesc; 3] = [
+const PROPS: [PropDesc; 4] = [
     APPLY_COMMIT[0],
     APPLY_COMMIT[1],
     prop(
@@ -34,13 +36,18 @@ const PROPS: [PropDesc; 3] = [
         ValueKind::Enum(JOBS),
         "the runs' job shapes: ours, or those of upstream's fio script",
     ),
+    prop(
+        "engine",
+        ValueKind::Enum(ENGINES),
+        "what runs the jobs: our IO engine, or fio's libaio engine as upstream's script (needs fio)",
+    ),
 ];
 
-/// The properties: what to do with the parameters, and whose job shapes measure them.
+/// The properties: what to do with the parameters, and how they are measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IocostParamsProps {
     pub ac: ApplyCommit,
-    pub jobs: Jobs,
+    pub how: run::How,
 }
 
 pub static DESC: BenchDesc = BenchDesc {
@@ -91,14 +98,18 @@ impl Bench for IocostParams {
         } else {
             Jobs::Ours
         };
+        let engine = match g.value("engine", ValueKind::Enum(ENGINES))? {
+            Some(crate::units::parse::ParsedValue::Enum(v)) if v == "fio" => Engine::Fio,
+            _ => Engine::Ours,
+        };
         Ok(IocostParamsProps {
             ac: ApplyCommit::check(&g)?,
-            jobs,
+            how: run::How { jobs, engine },
         })
     }
 
     fn run(&self, ctx: &mut RunCtx, props: &IocostParamsProps) -> Result<IocostParamsRecord> {
-        run::run(ctx, props.jobs)
+        run::run(ctx, props.how)
     }
 
     fn applies(

@@ -3,14 +3,14 @@
 //! `measure` one after another on the IO engine. `measure_on` is also what benches needing a
 //! model run nested.
 
-use super::measure::{self, Jobs, Step, STEPS};
+use super::measure::{self, Engine, Jobs, Measured, Step, STEPS};
 use crate::bench::contract::ctx::RunCtx;
 use crate::logging::progress;
 use crate::system::iocost::IoCostKnobs;
 use crate::system::session::BenchHost;
 use crate::units::format_size;
 use crate::util::now;
-use crate::workload::ioengine::result::IoResult;
+use crate::workload::ioengine::job::IoJob;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -54,40 +54,41 @@ pub struct IocostParamsRecord {
     pub steps: Vec<StepOut>,
 }
 
-fn step_out(step: Step, r: &IoResult, value: u64) -> StepOut {
-    let d = if step.write() { &r.write } else { &r.read };
-    let pct = |p: f64| {
-        crate::workload::ioengine::hist::LatHist::from_out(&d.clat)
-            .map(|h| h.percentile(p))
-            .unwrap_or(0)
-    };
+fn step_out(step: Step, job: &IoJob, m: &Measured, value: u64) -> StepOut {
     StepOut {
         step,
-        rw: r.job.rw_name(),
-        bs: r.job.bs,
-        qd: r.job.qd,
-        workers: r.job.workers,
-        rate_iops: match r.job.rate {
+        rw: job.rw_name(),
+        bs: job.bs,
+        qd: job.qd,
+        workers: job.workers,
+        rate_iops: match job.rate {
             Some(crate::workload::ioengine::job::Rate::Iops(v)) => Some(v),
             _ => None,
         },
-        engine: r.engine.clone(),
-        runtime_ns: r.runtime_ns,
-        iops: d.iops,
-        bw_bytes: d.bw_bytes,
-        clat_p50_ns: pct(50.0),
-        clat_p95_ns: pct(95.0),
-        clat_p99_ns: pct(99.0),
-        lat_mean_ns: d.lat.mean_ns,
+        engine: m.engine.clone(),
+        runtime_ns: m.runtime_ns,
+        iops: m.iops,
+        bw_bytes: m.bw_bytes,
+        clat_p50_ns: m.clat_at(50.0),
+        clat_p95_ns: m.clat_at(95.0),
+        clat_p99_ns: m.clat_at(99.0),
+        lat_mean_ns: m.lat_mean_ns,
         value,
     }
 }
 
-pub fn run(ctx: &mut RunCtx, jobs: Jobs) -> Result<IocostParamsRecord> {
+/// How the steps are run: whose job shapes, on which engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct How {
+    pub jobs: Jobs,
+    pub engine: Engine,
+}
+
+pub fn run(ctx: &mut RunCtx, how: How) -> Result<IocostParamsRecord> {
     let quick = ctx.quick();
     let dir = ctx.dir().to_path_buf();
     let (mut host, _) = ctx.host().context("iocost-params needs the host session")?;
-    measure_on(&mut host, &dir, quick, jobs)
+    measure_on(&mut host, &dir, quick, how)
 }
 
 /// bench.json's io.cost parameters; without a measured model, a nested `iocost-params`
@@ -107,7 +108,7 @@ pub fn ensure_model(
         who
     );
     crate::logging::progress::phase("iocost-params (nested)");
-    let rec = measure_on(host, dir, quick, Jobs::Ours)
+    let rec = measure_on(host, dir, quick, How::default())
         .with_context(|| format!("{}: the nested iocost-params", who))?;
     if rec.knobs.model.wbps == 0 {
         anyhow::bail!("the nested iocost-params measured wbps=0");
@@ -132,9 +133,15 @@ pub fn measure_on(
     host: &mut BenchHost,
     dir: &Path,
     quick: bool,
-    jobs: Jobs,
+    how: How,
 ) -> Result<IocostParamsRecord> {
     let start = now();
+    // Before the device is touched (io.cost, merges, the test file): a missing fio is a usage
+    // error, and the session restores what it set up.
+    let fio = match how.engine {
+        Engine::Fio => Some(super::fio::find()?),
+        Engine::Ours => None,
+    };
     let dev = host
         .scratch_dev()
         .cloned()
@@ -148,13 +155,13 @@ pub fn measure_on(
         .and_then(|t| crate::report::usage::parse_meminfo(&meminfo, &t).ok())
         .map_or(u64::MAX / 4, |m| m.mem_total);
     let nomerges = host.set_scratch_queue_knob("nomerges", "1")?;
-    let r = measure_dev(dir, quick, mem, &dev, start, jobs);
+    let r = measure_dev(dir, quick, mem, &dev, start, how.jobs, fio.as_deref());
     host.set_scratch_queue_knob("nomerges", &nomerges)?;
     r
 }
 
 /// A step's number as it is logged: the unit, and for a latency target how it was found.
-fn log_step(step: Step, v: u64, pct: f64, job: &crate::workload::ioengine::job::IoJob) {
+fn log_step(step: Step, v: u64, pct: f64, job: &IoJob) {
     log::info!(
         "iocost-params: {} = {}{}",
         step.name(),
@@ -178,6 +185,7 @@ fn measure_dev(
     dev: &crate::system::blockdev::DevInfo,
     start: u64,
     jobs: Jobs,
+    fio: Option<&Path>,
 ) -> Result<IocostParamsRecord> {
     let t = if quick { measure::QUICK } else { measure::FULL };
 
@@ -203,7 +211,7 @@ fn measure_dev(
 
     let each = (t.ramp + t.dur).as_secs_f64();
     log::info!(
-        "iocost-params: {} on {} ({}), {} runs of {}{}",
+        "iocost-params: {} on {} ({}), {} runs of {}{}{}",
         dev.name,
         path.display(),
         if dev.rotational { "rotational" } else { "SSD" },
@@ -213,6 +221,10 @@ fn measure_dev(
             ""
         } else {
             ", jobs as upstream's fio script"
+        },
+        match fio {
+            Some(f) => format!(", run by {}", f.display()),
+            None => String::new(),
         }
     );
     let pct = measure::qos_pct(dev.rotational);
@@ -231,12 +243,15 @@ fn measure_dev(
             STEPS.len()
         ));
         progress::eta(Some(each * (STEPS.len() - i) as f64));
-        let r = crate::workload::ioengine::run::run(&job, &AtomicBool::new(false))
-            .with_context(|| format!("iocost-params: measuring {}", step.name()))?;
+        let m = match fio {
+            Some(f) => super::fio::run(f, &job, step.write()),
+            None => crate::workload::ioengine::run::run(&job, &AtomicBool::new(false))
+                .map(|r| Measured::from_ours(step, &r, &[50.0, pct, 95.0, 99.0])),
+        }
+        .with_context(|| format!("iocost-params: measuring {}", step.name()))?;
         let v = match step {
-            Step::Rlat => measure::lat_target(pct, &r, false),
-            Step::Wlat => measure::lat_target(pct, &r, true),
-            _ => measure::value(step, &r),
+            Step::Rlat | Step::Wlat => measure::lat_target(pct, &m),
+            _ => measure::value(step, &m),
         };
         match step {
             Step::Rlat => lat[0] = v,
@@ -244,13 +259,14 @@ fn measure_dev(
             _ => values[i] = v,
         }
         log_step(step, v, pct, &job);
-        steps.push(step_out(step, &r, v));
+        steps.push(step_out(step, &job, &m, v));
     }
     let knobs = IoCostKnobs {
         devnr: format!("{}:{}", dev.devnr.0, dev.devnr.1),
         model: measure::model(&values),
         qos: measure::qos(dev.rotational, lat[0], lat[1]),
         upstream_jobs: !jobs.is_ours(),
+        fio_engine: fio.is_some(),
     };
     Ok(IocostParamsRecord {
         knobs,

@@ -106,6 +106,7 @@ pub(super) fn data_of(
         base_model: rec.base_model.clone(),
         base_qos: rec.base_qos.clone(),
         upstream_model_jobs: rec.upstream_model_jobs,
+        fio_model_engine: rec.fio_model_engine,
         mem_profile: rec.mem_profile,
         ..Default::default()
     };

@@ -320,6 +320,7 @@ fn apply_qos(ctx: &mut RunCtx, base: &Base, p: &Planned) -> Result<Option<IoCost
             model: base.knobs.model.clone(),
             qos: qos.clone(),
             upstream_jobs: base.knobs.upstream_jobs,
+            fio_engine: base.knobs.fio_engine,
         },
         false,
     )?;

@@ -88,6 +88,10 @@ pub struct QosRecord {
     /// `upstream_jobs`); left out when not.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub upstream_model_jobs: bool,
+    /// Ours: fio's engine measured the base model (bench.json's `fio_engine`); left out
+    /// when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fio_model_engine: bool,
     pub mem_profile: u32,
     /// One per configuration of the spec, in order; `null` for skipped or failed ones.
     pub runs: Vec<Option<QosRun>>,

@@ -37,6 +37,7 @@ pub(super) fn run(ctx: &mut RunCtx, props: &IocostQosProps) -> Result<QosRecord>
         base_model: base.knobs.model.clone(),
         base_qos: base.knobs.qos.clone(),
         upstream_model_jobs: base.knobs.upstream_jobs,
+        fio_model_engine: base.knobs.fio_engine,
         mem_profile: base.profile,
         runs: Vec::new(),
         dither_dist: plan.dither_dist,

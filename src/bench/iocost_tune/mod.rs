@@ -287,6 +287,7 @@ impl Bench for IocostTune {
             collected: Some(collected),
             time_savers,
             upstream_model_jobs: rec.upstream_model_jobs,
+            fio_model_engine: rec.fio_model_engine,
         })
     }
 
@@ -315,10 +316,10 @@ impl Bench for IocostTune {
     /// spec; then the time-savers the data was measured with, whether hashd made lean
     /// requests (this tool's runs without `storage-requests=upstream`), whether it kept them
     /// in flight its own way (without `storage-flow=upstream`), whether the footprint was
-    /// found by our memory search (this tool's runs without `storage-search=upstream`) and
-    /// whether the base model came from our iocost-params jobs
-    /// (this tool's runs on a model not measured with `jobs=upstream`), each unless told to
-    /// merge them with upstream-faithful runs.
+    /// found by our memory search (this tool's runs without `storage-search=upstream`),
+    /// whether the base model came from our iocost-params jobs (this tool's runs on a model
+    /// not measured with `jobs=upstream`) and whether our IO engine measured it (not
+    /// `engine=fio`), each unless told to merge them with upstream-faithful runs.
     fn merge_classifier(
         &self,
         entry: &crate::result::Entry,
@@ -326,7 +327,7 @@ impl Bench for IocostTune {
     ) -> Option<String> {
         let rec: IocostTuneRecord = crate::format::parse_record(entry).ok()??;
         let savers = rec.time_savers;
-        let upstream_jobs = rec.upstream_model_jobs;
+        let (upstream_jobs, fio_engine) = (rec.upstream_model_jobs, rec.fio_model_engine);
         let mut props = rec.qos_props;
         let mut up = AsUpstream::default();
         if let Some(g) = props.first_mut() {
@@ -368,6 +369,7 @@ impl Bench for IocostTune {
             (!up.flow && !opts.merge_our_flow, "our request flow"),
             (!up.search && !opts.merge_our_search, "our memory search"),
             (!upstream_jobs && !opts.merge_our_jobs, "our io.cost jobs"),
+            (!fio_engine && !opts.merge_our_engine, "our IO engine"),
         ]
         .into_iter()
         .filter_map(|(on, what)| (ours && on).then_some(what))

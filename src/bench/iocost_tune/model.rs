@@ -212,6 +212,9 @@ pub struct IocostTuneRecord {
     /// (`iocost-params:jobs=upstream`); left out when not.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub upstream_model_jobs: bool,
+    /// Ours: fio's engine measured that model (`iocost-params:engine=fio`); left out when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fio_model_engine: bool,
 }
 
 /// The result: the base model and QoS, the series and what was solved from them.

@@ -25,6 +25,9 @@ pub struct MergeOpts {
     /// Merge runs whose io.cost model our iocost-params jobs measured (the default) with runs
     /// whose model upstream's fio jobs measured.
     pub merge_our_jobs: bool,
+    /// Merge runs whose io.cost model our IO engine measured (the default) with runs whose
+    /// model fio's engine measured.
+    pub merge_our_engine: bool,
 }
 
 /// Which host facts keep results apart besides kind, versions and memory profile.

@@ -191,6 +191,10 @@ pub struct IoCostKnobs {
     /// jobs=upstream`); left out when not, so the section reads as upstream's.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub upstream_jobs: bool,
+    /// Ours: the model was measured by fio's libaio engine, as upstream's script measures it
+    /// (`iocost-params:engine=fio`), not by ours; left out when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fio_engine: bool,
 }
 
 /// The kernel's io.cost state of a device, as reports and sysinfo carry it.
@@ -330,6 +334,7 @@ pub fn knobs_from_sys(paths: &HostPaths, devnr: DevNr) -> anyhow::Result<IoCostK
         model: read_model(paths, devnr)?,
         qos: qos.rounded(),
         upstream_jobs: false,
+        fio_engine: false,
     })
 }
 

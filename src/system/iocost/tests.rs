@@ -231,6 +231,7 @@ fn knobs_use_the_parameter_layout() {
             max: 100.0,
         },
         upstream_jobs: false,
+        fio_engine: false,
     };
     let json = serde_json::to_string(&k).unwrap();
     assert_eq!(
@@ -254,6 +255,18 @@ fn knobs_use_the_parameter_layout() {
             .unwrap()
             .upstream_jobs
     );
+    // And on fio's engine: one more again.
+    let fio = IoCostKnobs {
+        fio_engine: true,
+        ..up
+    };
+    let text = serde_json::to_string(&fio).unwrap();
+    assert!(
+        text.ends_with(r#","upstream_jobs":true,"fio_engine":true}"#),
+        "{text}"
+    );
+    let back = serde_json::from_str::<IoCostKnobs>(&text).unwrap();
+    assert!(back.upstream_jobs && back.fio_engine);
 }
 
 #[test]
