@@ -251,13 +251,21 @@ mod tests {
             ac("iocost-params:engine=fio").map(|p| p.how),
             Ok(iocost_params::run::How {
                 jobs: Jobs::Ours,
-                engine: Engine::Fio
+                engine: Engine::Fio,
+                file_size: None,
             })
         );
         assert_eq!(
             ac("iocost-params:jobs=upstream,engine=ours").map(|p| p.how.engine),
             Ok(Engine::Ours)
         );
+        assert_eq!(
+            ac("iocost-params:file-size=16G").map(|p| p.how.file_size),
+            Ok(Some(16 << 30))
+        );
+        assert!(ac("iocost-params:file-size=100M")
+            .unwrap_err()
+            .contains("file-size=100M: the test file needs at least 256M"));
         assert!(ac("iocost-params:engine=libaio")
             .unwrap_err()
             .contains("engine=\"libaio\" is not one of ours, fio"));

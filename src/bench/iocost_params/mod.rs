@@ -28,7 +28,7 @@ use std::fmt::Write;
 
 pub struct IocostParams;
 
-const PROPS: [PropDesc; 4] = [
+const PROPS: [PropDesc; 5] = [
     APPLY_COMMIT[0],
     APPLY_COMMIT[1],
     prop(
@@ -40,6 +40,11 @@ const PROPS: [PropDesc; 4] = [
         "engine",
         ValueKind::Enum(ENGINES),
         "what runs the jobs: our IO engine, or fio's libaio engine as upstream's script (needs fio)",
+    ),
+    prop(
+        "file-size",
+        ValueKind::Size,
+        "the test file's size (default: 16G, at most twice the memory; 2G with --quick)",
     ),
 ];
 
@@ -102,9 +107,20 @@ impl Bench for IocostParams {
             Some(crate::units::parse::ParsedValue::Enum(v)) if v == "fio" => Engine::Fio,
             _ => Engine::Ours,
         };
+        let file_size = g.u64("file-size", ValueKind::Size)?;
+        if let Some(s) = file_size.filter(|&s| s < measure::MIN_TESTFILE) {
+            return Err(g.err(format!(
+                "file-size={}: the test file needs at least 256M",
+                crate::units::format_size(s as f64)
+            )));
+        }
         Ok(IocostParamsProps {
             ac: ApplyCommit::check(&g)?,
-            how: run::How { jobs, engine },
+            how: run::How {
+                jobs,
+                engine,
+                file_size,
+            },
         })
     }
 

@@ -77,11 +77,13 @@ fn step_out(step: Step, job: &IoJob, m: &Measured, value: u64) -> StepOut {
     }
 }
 
-/// How the steps are run: whose job shapes, on which engine.
+/// How the steps are run: whose job shapes, on which engine, on what size of test file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct How {
     pub jobs: Jobs,
     pub engine: Engine,
+    /// `file-size`: the test file's size asked for (else `measure::testfile_size`'s rule).
+    pub file_size: Option<u64>,
 }
 
 pub fn run(ctx: &mut RunCtx, how: How) -> Result<IocostParamsRecord> {
@@ -155,7 +157,7 @@ pub fn measure_on(
         .and_then(|t| crate::report::usage::parse_meminfo(&meminfo, &t).ok())
         .map_or(u64::MAX / 4, |m| m.mem_total);
     let nomerges = host.set_scratch_queue_knob("nomerges", "1")?;
-    let r = measure_dev(dir, quick, mem, &dev, start, how.jobs, fio.as_deref());
+    let r = measure_dev(dir, quick, mem, &dev, start, how, fio.as_deref());
     host.set_scratch_queue_knob("nomerges", &nomerges)?;
     r
 }
@@ -178,28 +180,34 @@ fn log_step(step: Step, v: u64, pct: f64, job: &IoJob) {
     );
 }
 
-fn measure_dev(
+/// The test file under `dir/scratch`, written or kept at the size `measure::testfile_size`
+/// gives: its path and size.
+fn test_file(
     dir: &Path,
     quick: bool,
     mem: u64,
-    dev: &crate::system::blockdev::DevInfo,
-    start: u64,
-    jobs: Jobs,
-    fio: Option<&Path>,
-) -> Result<IocostParamsRecord> {
-    let t = if quick { measure::QUICK } else { measure::FULL };
-
-    let dir = dir.to_path_buf();
+    dev_size: u64,
+    want: Option<u64>,
+) -> Result<(std::path::PathBuf, u64)> {
     let path = dir.join("scratch/iocost-testfile");
     let held = std::fs::metadata(&path).map_or(0, |m| {
         use std::os::unix::fs::MetadataExt;
         m.blocks() * 512
     });
-    let free = crate::util::fs::free_bytes(path.parent().unwrap_or(&dir))
-        .or_else(|_| crate::util::fs::free_bytes(&dir))
+    let free = crate::util::fs::free_bytes(path.parent().unwrap_or(dir))
+        .or_else(|_| crate::util::fs::free_bytes(dir))
         .unwrap_or(0);
-    let size = measure::testfile_size(quick, mem, dev.size, free + held);
-    if size < 256 << 20 {
+    let size = measure::testfile_size(quick, mem, dev_size, free + held, want);
+    if let Some(want) = want.filter(|&w| w / (1 << 20) * (1 << 20) > size) {
+        crate::usage_bail!(
+            "iocost-params: file-size={} doesn't fit: {} at most under {} (a quarter of the \
+             device, half the free space)",
+            format_size(want as f64),
+            format_size(size as f64),
+            dir.display()
+        );
+    }
+    if size < measure::MIN_TESTFILE {
         crate::usage_bail!(
             "iocost-params: no room for a test file of at least 256M under {} ({} free)",
             dir.display(),
@@ -208,7 +216,21 @@ fn measure_dev(
     }
     progress::phase(format!("test file ({})", format_size(size as f64)));
     crate::workload::ioengine::testfile::ensure(&path, size, true).context("iocost-params")?;
+    Ok((path, size))
+}
 
+fn measure_dev(
+    dir: &Path,
+    quick: bool,
+    mem: u64,
+    dev: &crate::system::blockdev::DevInfo,
+    start: u64,
+    how: How,
+    fio: Option<&Path>,
+) -> Result<IocostParamsRecord> {
+    let t = if quick { measure::QUICK } else { measure::FULL };
+
+    let (path, size) = test_file(dir, quick, mem, dev.size, how.file_size)?;
     let each = (t.ramp + t.dur).as_secs_f64();
     log::info!(
         "iocost-params: {} on {} ({}), {} runs of {}{}{}",
@@ -217,7 +239,7 @@ fn measure_dev(
         if dev.rotational { "rotational" } else { "SSD" },
         STEPS.len(),
         progress::format_secs(each),
-        if jobs.is_ours() {
+        if how.jobs.is_ours() {
             ""
         } else {
             ", jobs as upstream's fio script"
@@ -231,7 +253,7 @@ fn measure_dev(
     let (mut values, mut steps, mut lat) = ([0u64; 6], Vec::new(), [0u64; 2]);
     for (i, &step) in STEPS.iter().enumerate() {
         let rand_iops = if step.write() { values[5] } else { values[4] };
-        let job = step.job(&path, dev.rotational, &t, rand_iops, jobs);
+        let job = step.job(&path, dev.rotational, &t, rand_iops, how.jobs);
         progress::phase(format!(
             "{} ({} {}, {}×{} in flight) · {} of {}",
             step.name(),
@@ -265,7 +287,7 @@ fn measure_dev(
         devnr: format!("{}:{}", dev.devnr.0, dev.devnr.1),
         model: measure::model(&values),
         qos: measure::qos(dev.rotational, lat[0], lat[1]),
-        upstream_jobs: !jobs.is_ours(),
+        upstream_jobs: !how.jobs.is_ours(),
         fio_engine: fio.is_some(),
     };
     Ok(IocostParamsRecord {
