@@ -223,12 +223,7 @@ fn vm_iocost_params_finds_the_profiles_limits() {
 /// `engine=fio` where fio isn't installed: one line that says what to do, exit status 2, and
 /// the host restored.
 fn no_fio_is_a_usage_error(log: &str, cmd: &str) {
-    let mark = format!("seq: running {}\n", cmd);
-    let from = log
-        .find(&mark)
-        .unwrap_or_else(|| panic!("no {:?} in:\n{}", mark, log));
-    let rest = &log[from + mark.len()..];
-    let run = &rest[..rest.find("seq: running ").unwrap_or(rest.len())];
+    let run = common::log_of(log, cmd);
     assert!(
         run.contains("engine=fio needs fio, which is not on PATH"),
         "{}",

@@ -43,7 +43,7 @@ mod common;
 #[path = "common/upstream.rs"]
 mod upstream;
 
-use common::{assert_has_all, enabled, release_bin, vm_output};
+use common::{assert_has_all, enabled, log_of, release_bin, vm_output};
 use resctl_bench::report::{load_report, report_path, Report};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -262,16 +262,6 @@ fn summary(cwd: &Path) -> String {
 /// The runs' command lines: `seq` splits them at spaces.
 fn run_cmd(specs: &str) -> String {
     format!("--quick --mem-profile 2 -r r.json run {}", specs)
-}
-
-/// The log of the `seq` command running `cmd`, from `stderr` (`seq` marks where each begins).
-fn log_of<'a>(stderr: &'a str, cmd: &str) -> &'a str {
-    let mark = format!("seq: running {}\n", cmd);
-    let from = stderr
-        .find(&mark)
-        .unwrap_or_else(|| panic!("no {:?} in the log:\n{}", mark, stderr));
-    let rest = &stderr[from + mark.len()..];
-    &rest[..rest.find("seq: running ").unwrap_or(rest.len())]
 }
 
 /// The per-second reports of the storage entry's `period` in the guest's `report.d`, which is

@@ -235,3 +235,14 @@ pub fn fixture_entries(name: &str) -> Vec<Value> {
     let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e));
     serde_json::from_reader(flate2::read::GzDecoder::new(file)).unwrap()
 }
+
+/// The log of the `seq` command running `cmd`, from `stderr` (`seq` marks where each begins).
+#[allow(dead_code)]
+pub fn log_of<'a>(stderr: &'a str, cmd: &str) -> &'a str {
+    let mark = format!("seq: running {}\n", cmd);
+    let from = stderr
+        .find(&mark)
+        .unwrap_or_else(|| panic!("no {:?} in the log:\n{}", mark, stderr));
+    let rest = &stderr[from + mark.len()..];
+    &rest[..rest.find("seq: running ").unwrap_or(rest.len())]
+}
