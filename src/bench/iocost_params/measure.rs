@@ -302,16 +302,21 @@ pub fn qos(rotational: bool, rlat: u64, wlat: u64) -> IoCostQos {
 /// The test file's size: 16 GiB as upstream, but no more than twice the memory (O_DIRECT
 /// bypasses the page cache; a device's own cache is far smaller than the host's memory), a
 /// quarter of the device and half the free space; 2 GiB at most in quick mode. `want` (the
-/// `file-size` property) replaces the first two limits.
+/// `file-size` property) is taken as asked while it leaves `KEEP_FREE` of the free space: the
+/// user chose the size, so only the room left bounds it.
 pub fn testfile_size(quick: bool, mem: u64, dev_size: u64, free: u64, want: Option<u64>) -> u64 {
-    let cap = match want {
-        Some(w) => w,
-        None if quick => (2u64 << 30).min(2 * mem),
-        None => (16u64 << 30).min(2 * mem),
+    let size = match want {
+        Some(w) => w.min(free.saturating_sub(KEEP_FREE)),
+        None => {
+            let cap = if quick { 2u64 << 30 } else { 16u64 << 30 };
+            cap.min(2 * mem).min(dev_size / 4).min(free / 2)
+        }
     };
-    let size = cap.min(dev_size / 4).min(free / 2);
     size / (1 << 20) * (1 << 20)
 }
+
+/// What a test file of the asked size must leave free (results, reports, swap growth).
+pub const KEEP_FREE: u64 = 1 << 30;
 
 /// The smallest test file `file-size` takes (and the run needs).
 pub const MIN_TESTFILE: u64 = 256 << 20;
@@ -413,14 +418,26 @@ mod tests {
         assert_eq!(size(false, 64 * g, 8 * g, 500 * g), 2 * g);
         assert_eq!(size(false, 64 * g, 1000 * g, 3 * g), 3 * g / 2);
         assert_eq!(size(true, 64 * g, 1000 * g, 500 * g), 2 * g);
-        // `file-size`: upstream's 16 GiB on a small machine, also in quick mode; the device
-        // and the free space still bound it.
-        let want = |q, w| testfile_size(q, 2 * g, 1000 * g, 500 * g, Some(w));
-        assert_eq!((want(false, 16 * g), want(true, 16 * g)), (16 * g, 16 * g));
-        assert_eq!(want(false, g + 1), g);
+        // `file-size`: upstream's 16 GiB on a small machine, also in quick mode and past a
+        // quarter of the device; only the free space, less `KEEP_FREE`, bounds it.
+        let want = |q, d, w| testfile_size(q, 2 * g, d, 500 * g, Some(w));
         assert_eq!(
-            testfile_size(false, 2 * g, 1000 * g, 3 * g, Some(16 * g)),
-            3 * g / 2
+            (want(false, 1000 * g, 16 * g), want(true, 1000 * g, 16 * g)),
+            (16 * g, 16 * g)
+        );
+        assert_eq!(want(false, 48 * g, 16 * g), 16 * g);
+        assert_eq!(want(false, 1000 * g, g + 1), g);
+        assert_eq!(
+            testfile_size(false, 2 * g, 1000 * g, 17 * g, Some(16 * g)),
+            16 * g
+        );
+        assert_eq!(
+            testfile_size(false, 2 * g, 1000 * g, 16 * g, Some(16 * g)),
+            15 * g
+        );
+        assert_eq!(
+            testfile_size(false, 2 * g, 1000 * g, g / 2, Some(16 * g)),
+            0
         );
     }
 

@@ -200,11 +200,12 @@ fn test_file(
     let size = measure::testfile_size(quick, mem, dev_size, free + held, want);
     if let Some(want) = want.filter(|&w| w / (1 << 20) * (1 << 20) > size) {
         crate::usage_bail!(
-            "iocost-params: file-size={} doesn't fit: {} at most under {} (a quarter of the \
-             device, half the free space)",
+            "iocost-params: file-size={} doesn't fit: {} at most under {} (its free space, \
+             less {} kept free)",
             format_size(want as f64),
             format_size(size as f64),
-            dir.display()
+            dir.display(),
+            format_size(measure::KEEP_FREE as f64)
         );
     }
     if size < measure::MIN_TESTFILE {
