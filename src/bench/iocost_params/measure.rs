@@ -37,6 +37,20 @@ pub const STEPS: [Step; 8] = [
     Step::Wlat,
 ];
 
+/// The order of upstream's script: each write run before the read run of its kind, so the
+/// random reads follow the random writes. `jobs=upstream` runs it, as what a run leaves on the
+/// device (written blocks, a drive's or a host's state) shapes the next.
+pub const UPSTREAM_STEPS: [Step; 8] = [
+    Step::Wbps,
+    Step::Rbps,
+    Step::Wseqiops,
+    Step::Rseqiops,
+    Step::Wrandiops,
+    Step::Rrandiops,
+    Step::Rlat,
+    Step::Wlat,
+];
+
 /// Bytes per IO of the bandwidth runs (upstream: 128 MiB, which the kernel splits anyway).
 pub const BPS_BS: u64 = 1 << 20;
 pub const IOPS_BS: u64 = 4096;
@@ -54,6 +68,14 @@ pub enum Jobs {
 impl Jobs {
     pub fn is_ours(&self) -> bool {
         *self == Jobs::Ours
+    }
+
+    /// The steps in the order these jobs run them.
+    pub fn steps(&self) -> [Step; 8] {
+        match self {
+            Jobs::Ours => STEPS,
+            Jobs::Upstream => UPSTREAM_STEPS,
+        }
     }
 }
 
@@ -145,6 +167,21 @@ impl Step {
             Step::Wrandiops => "wrandiops",
             Step::Rlat => "rlat",
             Step::Wlat => "wlat",
+        }
+    }
+
+    /// The step's place in `STEPS`: the six throughput steps in `model`'s order, then the
+    /// two latency runs.
+    pub fn index(self) -> usize {
+        match self {
+            Step::Rbps => 0,
+            Step::Wbps => 1,
+            Step::Rseqiops => 2,
+            Step::Wseqiops => 3,
+            Step::Rrandiops => 4,
+            Step::Wrandiops => 5,
+            Step::Rlat => 6,
+            Step::Wlat => 7,
         }
     }
 
@@ -376,6 +413,18 @@ mod tests {
         assert_eq!(j.rate, Some(Rate::Iops(8.0 * 9000.0)));
         assert_eq!(j.worker_iops(), Some(9000.0));
         assert_eq!(up(Step::Wlat, true, 151).rate, Some(Rate::Iops(135.0)));
+        // Upstream's order: every step once, each write before its read, the random reads
+        // right after the random writes, the latency runs last (they need both random IOPS).
+        let order = Jobs::Upstream.steps();
+        let at = |s: Step| order.iter().position(|&o| o == s).unwrap_or(usize::MAX);
+        assert!(STEPS.iter().all(|&s| at(s) < 8));
+        assert!(at(Step::Wbps) < at(Step::Rbps) && at(Step::Wseqiops) < at(Step::Rseqiops));
+        assert_eq!(at(Step::Rrandiops), at(Step::Wrandiops) + 1);
+        assert_eq!((at(Step::Rlat), at(Step::Wlat)), (6, 7));
+        assert_eq!(Jobs::Ours.steps(), STEPS);
+        for (i, s) in STEPS.iter().enumerate() {
+            assert_eq!(s.index(), i);
+        }
         // No ramp: fio measured from the start; every job passes the engine's checks.
         for s in STEPS {
             for rot in [false, true] {

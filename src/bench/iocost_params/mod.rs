@@ -34,7 +34,7 @@ const PROPS: [PropDesc; 5] = [
     prop(
         "jobs",
         ValueKind::Enum(JOBS),
-        "the runs' job shapes: ours, or those of upstream's fio script",
+        "the runs' job shapes: ours, or those of upstream's fio script, in its order",
     ),
     prop(
         "engine",

@@ -252,8 +252,11 @@ fn measure_dev(
     );
     let pct = measure::qos_pct(dev.rotational);
     let (mut values, mut steps, mut lat) = ([0u64; 6], Vec::new(), [0u64; 2]);
-    for (i, &step) in STEPS.iter().enumerate() {
-        let rand_iops = if step.write() { values[5] } else { values[4] };
+    for (i, &step) in how.jobs.steps().iter().enumerate() {
+        let rand_iops = match step.write() {
+            true => values[Step::Wrandiops.index()],
+            false => values[Step::Rrandiops.index()],
+        };
         let job = step.job(&path, dev.rotational, &t, rand_iops, how.jobs);
         progress::phase(format!(
             "{} ({} {}, {}×{} in flight) · {} of {}",
@@ -276,10 +279,9 @@ fn measure_dev(
             Step::Rlat | Step::Wlat => measure::lat_target(pct, &m),
             _ => measure::value(step, &m),
         };
-        match step {
-            Step::Rlat => lat[0] = v,
-            Step::Wlat => lat[1] = v,
-            _ => values[i] = v,
+        match step.index() {
+            k @ 0..=5 => values[k] = v,
+            k => lat[k - 6] = v,
         }
         log_step(step, v, pct, &job);
         steps.push(step_out(step, &job, &m, v));
