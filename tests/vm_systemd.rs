@@ -520,6 +520,26 @@ fn check_fio_params(e: &Value, log: &str) -> String {
         (Some(128 << 20), Some(1))
     );
     assert_eq!(steps[4]["qd"], 256, "{}", steps[4]);
+    // Upstream's order: each write before its read, the latency runs last.
+    let order: Vec<&str> = steps
+        .iter()
+        .map(|s| s["step"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "wbps",
+            "rbps",
+            "wseqiops",
+            "rseqiops",
+            "wrandiops",
+            "rrandiops",
+            "rlat",
+            "wlat"
+        ],
+        "{}",
+        rec
+    );
     let m = &rec["model"];
     for k in [
         "rbps",
